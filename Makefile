@@ -1,0 +1,50 @@
+# Two entry points: `make demo` (the main job on the embedded cluster) and `make test`.
+# Both set everything up on a fresh machine: Java check, apt packages, venv, Python packages.
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: demo test lint bench setup java system-packages clean
+
+demo: setup
+	$(VENV)/bin/opsd demo $(DEMO_ARGS)
+
+test: setup system-packages
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+bench: setup
+	for b in cluster source sink opsd_overhead; do \
+	  if [ -f bench/$$b.py ]; then $(PY) -m bench.$$b || exit 1; fi; \
+	done
+
+setup: java $(STAMP)
+
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "ERROR: Java 17 is required by Spark and 'java' is not on PATH."; \
+	  echo "       Install it with: sudo apt-get install -y openjdk-17-jre-headless"; \
+	  echo "       (or set JAVA_HOME and put \$$JAVA_HOME/bin on PATH)"; exit 1; }
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+# promtool and the Prometheus server are used by the tests (Debian package `prometheus`).
+system-packages:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  echo "installing Debian package prometheus (promtool)"; \
+	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ $$(id -u) -ne 0 ] && echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq prometheus >/dev/null; }
+
+clean:
+	rm -rf .opsd spark-warehouse

@@ -1,0 +1,288 @@
+"""The cluster interface: the one way `streaming_core` and `opsd` talk to storage.
+
+Names and semantics follow `yt.wrapper` (YTsaurus): a path tree under `//`, ordered dynamic tables
+("queues") split into tablets, consumers with the YT consumer schema, sorted dynamic tables, static
+tables, small documents and tablet transactions. Two implementations honour it: `EmbeddedCluster`
+(local disk, the default) and `YtsaurusCluster` (`ytsaurus-client`). One contract suite
+(`tests/cluster_contract.py`) runs against both.
+
+Rows cross this interface as `pyarrow` data for bulk paths (append, read) and as plain dicts for small
+ones (lookups, consumer rows). Every method may be called from any process: implementations hold no
+state that another process would need.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import SchemaError
+from .schema import TableSchema
+
+#: Row sizes are bounded by default so that one Arrow batch never outgrows the JVM's direct memory.
+DEFAULT_CHUNK_ROWS = 65_536
+DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
+
+#: Node types, as YTsaurus names them (`@type`).
+MAP_NODE = "map_node"
+TABLE = "table"
+DOCUMENT = "document"
+
+#: Table kinds (derived in YTsaurus from `@dynamic` and whether the schema has key columns).
+ORDERED = "ordered_dynamic"
+SORTED = "sorted_dynamic"
+STATIC = "static"
+
+ROWS = list[dict[str, Any]] | pa.Table | pa.RecordBatch
+
+
+@dataclass(frozen=True)
+class TabletInfo:
+    """Row counters of one tablet, as `get_tablet_infos` returns them.
+
+    `total_row_count` is the index of the next row to be written; rows `[0, trimmed_row_count)` are gone.
+    """
+
+    tablet_index: int
+    total_row_count: int
+    trimmed_row_count: int
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One queue-consumer registration (`list_queue_consumer_registrations`)."""
+
+    queue_path: str
+    consumer_path: str
+    vital: bool = False
+    partitions: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ConsumerRow:
+    """One row of a consumer table, in the YT consumer schema."""
+
+    queue_cluster: str
+    queue_path: str
+    partition_index: int
+    offset: int
+    meta: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What `get` of a node's attributes returns that callers branch on."""
+
+    path: str
+    type: str
+    kind: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+class Transaction(abc.ABC):
+    """A tablet transaction: everything done through it commits atomically or not at all.
+
+    Use it as a context manager: leaving the block normally commits, an exception aborts.
+    A crash of the process before commit leaves nothing behind.
+    """
+
+    @abc.abstractmethod
+    def insert_rows(self, path: str, rows: ROWS, *, tablet_index: int | None = None) -> None:
+        """Append to an ordered table or upsert into a sorted table, within the transaction."""
+
+    @abc.abstractmethod
+    def delete_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> None:
+        """Delete rows of a sorted table by key, within the transaction."""
+
+    @abc.abstractmethod
+    def lookup_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Read rows of a sorted table by key, seeing this transaction's own writes."""
+
+    @abc.abstractmethod
+    def advance_consumer(
+        self, consumer_path: str, queue_path: str, partition_index: int, old_offset: int | None,
+        new_offset: int,
+    ) -> None:
+        """Move a consumer's offset with compare-and-set (see `Cluster.advance_consumer`)."""
+
+    @abc.abstractmethod
+    def commit(self) -> None: ...
+
+    @abc.abstractmethod
+    def abort(self) -> None: ...
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class Cluster(abc.ABC):
+    """Storage as `streaming_core` sees it. See the module docstring."""
+
+    #: The cluster name written into consumer rows and checkpoint offsets (`queue_cluster`).
+    name: str
+    #: The URI that reopens this cluster in another process (`local:///root`, `yt://proxy`).
+    uri: str
+
+    # -- path tree --------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+    @abc.abstractmethod
+    def create(
+        self, node_type: str, path: str, *, recursive: bool = False, ignore_existing: bool = False,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create a node. Tables take `schema`, `dynamic` and (ordered) `tablet_count` attributes."""
+
+    @abc.abstractmethod
+    def remove(self, path: str, *, recursive: bool = False, force: bool = False) -> None: ...
+
+    @abc.abstractmethod
+    def list(self, path: str) -> list[str]:
+        """Names of a map node's children, sorted."""
+
+    @abc.abstractmethod
+    def get(self, path: str) -> Any:
+        """`get(path + "/@attr")` returns an attribute; `get(path + "/@")` all of them; a document's
+        path returns its value."""
+
+    @abc.abstractmethod
+    def set(self, path: str, value: Any) -> None:
+        """`set(path + "/@attr", v)` sets an attribute; a document's path sets its value."""
+
+    def node_info(self, path: str) -> NodeInfo:
+        attrs = self.get(path + "/@")
+        return NodeInfo(path=path, type=attrs["type"], kind=table_kind(attrs), attributes=attrs)
+
+    def get_schema(self, path: str) -> TableSchema:
+        return TableSchema.from_yt(self.get(path + "/@schema"))
+
+    # -- ordered dynamic tables (queues) ----------------------------------------------------------
+
+    @abc.abstractmethod
+    def insert_rows(self, path: str, rows: ROWS, *, tablet_index: int | None = None) -> None:
+        """Append rows to an ordered table (to `tablet_index`, or a `$tablet_index` column, or spread
+        evenly) or upsert them into a sorted table. All rows or none are written."""
+
+    @abc.abstractmethod
+    def get_tablet_infos(self, path: str) -> list[TabletInfo]: ...
+
+    @abc.abstractmethod
+    def read_tablet(
+        self, path: str, tablet_index: int, lower: int, upper: int, *,
+        columns: Sequence[str] | None = None, max_rows: int = DEFAULT_CHUNK_ROWS,
+        max_bytes: int = DEFAULT_CHUNK_BYTES, service_columns: bool = False,
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows `[lower, upper)` of one tablet, in row-index order, as batches of at most `max_rows`
+        rows and about `max_bytes` bytes. `service_columns` prepends `$tablet_index` and `$row_index`.
+
+        Raises `TrimmedRowsError` when part of the range is already trimmed.
+        """
+
+    @abc.abstractmethod
+    def trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
+        """Drop rows `[0, trimmed_row_count)` of a tablet. Trimming never goes backwards."""
+
+    # -- consumers --------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def create_consumer(self, path: str, *, recursive: bool = False, ignore_existing: bool = False) -> None:
+        """Create a consumer table (sorted, YT consumer schema, `treat_as_queue_consumer`)."""
+
+    @abc.abstractmethod
+    def register_queue_consumer(
+        self, queue_path: str, consumer_path: str, *, vital: bool = False,
+        partitions: Sequence[int] | None = None,
+    ) -> None: ...
+
+    @abc.abstractmethod
+    def unregister_queue_consumer(self, queue_path: str, consumer_path: str) -> None: ...
+
+    @abc.abstractmethod
+    def list_queue_consumer_registrations(
+        self, queue_path: str | None = None, consumer_path: str | None = None,
+    ) -> list[Registration]: ...
+
+    @abc.abstractmethod
+    def get_consumer_offsets(self, consumer_path: str, queue_path: str) -> dict[int, int]:
+        """Committed offset (next row to read) per partition; partitions never advanced are absent."""
+
+    @abc.abstractmethod
+    def pull_consumer(
+        self, consumer_path: str, queue_path: str, offset: int | None, partition_index: int, *,
+        max_row_count: int = 1000, max_data_weight: int = 16 * 1024 * 1024,
+    ) -> pa.Table:
+        """Rows of one partition from `offset` (or the consumer's committed offset when None), with
+        `$tablet_index` and `$row_index` columns. Raises `NotRegisteredError` if not registered."""
+
+    @abc.abstractmethod
+    def advance_consumer(
+        self, consumer_path: str, queue_path: str, partition_index: int, old_offset: int | None,
+        new_offset: int,
+    ) -> None:
+        """Set the consumer's offset for a partition. With `old_offset` not None, fails with
+        `ConflictError` unless the stored offset equals it (compare-and-set)."""
+
+    # -- sorted and static tables, documents --------------------------------------------------------
+
+    @abc.abstractmethod
+    def delete_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> None: ...
+
+    @abc.abstractmethod
+    def lookup_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def select_rows(self, path: str) -> list[dict[str, Any]]:
+        """All rows of a sorted table in key order (small tables: offsets, markers, tests)."""
+
+    @abc.abstractmethod
+    def write_table(self, path: str, rows: ROWS, *, append: bool = False) -> None:
+        """Write a static table whole (or append to it)."""
+
+    @abc.abstractmethod
+    def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+        """Read a static table or a whole sorted table as Arrow batches."""
+
+    # -- transactions -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def transaction(self) -> Transaction:
+        """Start a tablet transaction covering rows in several tables and consumer advances."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook for implementations with connections
+        """Release connections. The object must not be used afterwards."""
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def table_kind(attrs: Mapping[str, Any]) -> str | None:
+    """ORDERED / SORTED / STATIC for a table's attributes, None for other nodes."""
+    if attrs.get("type") != TABLE:
+        return None
+    if not attrs.get("dynamic"):
+        return STATIC
+    schema = attrs.get("schema") or []
+    return SORTED if any(c.get("sort_order") for c in schema) else ORDERED
+
+
+def require_kind(cluster: Cluster, path: str, *kinds: str) -> NodeInfo:
+    """The node's info, or `SchemaError` naming the path and the table kinds expected."""
+    info = cluster.node_info(path)
+    if info.kind not in kinds:
+        raise SchemaError(f"{path}: expected {' or '.join(kinds)} table, found {info.kind or info.type}")
+    return info

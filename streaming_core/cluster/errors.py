@@ -1,0 +1,35 @@
+"""Errors of the cluster interface. Each names the path (and the row, column or partition) at fault."""
+
+from __future__ import annotations
+
+
+class ClusterError(Exception):
+    """Base class of everything the cluster interface raises on purpose."""
+
+
+class NoSuchPathError(ClusterError):
+    """The node does not exist (YTsaurus error code 500)."""
+
+
+class AlreadyExistsError(ClusterError):
+    """The node exists and `ignore_existing` was not given."""
+
+
+class SchemaError(ClusterError):
+    """Wrong table kind, a schema that does not fit, or a value of the wrong type."""
+
+
+class ConflictError(ClusterError):
+    """A compare-and-set failed: the stored consumer offset is not the expected `old_offset`."""
+
+
+class TrimmedRowsError(ClusterError):
+    """Part of a requested row range was trimmed before it could be read."""
+
+
+class NotRegisteredError(ClusterError):
+    """The consumer is not registered for the queue."""
+
+
+class InvalidUriError(ClusterError):
+    """A cluster URI that names no known backend."""

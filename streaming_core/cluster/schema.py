@@ -1,0 +1,227 @@
+"""YT table schemas and their mapping to Arrow.
+
+A column's type is kept in `type_v3` form (`"int64"`, `{"type_name": "optional", "item": "utf8"}`, ...),
+whether the schema was given with `type_v3` or with the old `type` + `required` pair. Arrow is the
+interchange format of the cluster interface, so this module is the one place that maps YT types to
+Arrow; `streaming_core.types` maps Arrow to Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import SchemaError
+
+_SIMPLE: dict[str, pa.DataType] = {
+    "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
+    "uint8": pa.uint8(), "uint16": pa.uint16(), "uint32": pa.uint32(), "uint64": pa.uint64(),
+    "double": pa.float64(), "float": pa.float32(),
+    "boolean": pa.bool_(), "bool": pa.bool_(),
+    "string": pa.string(), "utf8": pa.string(), "json": pa.string(), "uuid": pa.string(),
+    "yson": pa.binary(), "any": pa.binary(),
+    "date": pa.date32(), "datetime": pa.timestamp("us", tz="UTC"), "timestamp": pa.timestamp("us", tz="UTC"),
+    "interval": pa.int64(), "null": pa.null(), "void": pa.null(),
+}
+#: Old-style (`type`) names whose type_v3 name differs.
+_OLD_TO_V3 = {"boolean": "bool", "any": "yson"}
+
+#: Service columns of ordered dynamic tables, readable but never part of the stored schema.
+TABLET_INDEX = "$tablet_index"
+ROW_INDEX = "$row_index"
+TIMESTAMP = "$timestamp"
+
+
+def _optional(item: Any) -> dict[str, Any]:
+    return {"type_name": "optional", "item": item}
+
+
+def is_optional(type_v3: Any) -> bool:
+    return isinstance(type_v3, Mapping) and type_v3.get("type_name") == "optional"
+
+
+def is_composite(type_v3: Any) -> bool:
+    """True for lists, structs, tuples, dicts, tagged and variant types (optional unwrapped)."""
+    while is_optional(type_v3):
+        type_v3 = type_v3["item"]
+    return isinstance(type_v3, Mapping) and type_v3.get("type_name") not in (None, "decimal")
+
+
+def arrow_type(type_v3: Any, column: str = "?") -> pa.DataType:
+    """The Arrow type of a YT type_v3 (optional unwrapped: nullability is a field property)."""
+    if isinstance(type_v3, str):
+        try:
+            return _SIMPLE[type_v3]
+        except KeyError:
+            raise SchemaError(f"column {column!r}: unknown YT type {type_v3!r}") from None
+    if not isinstance(type_v3, Mapping) or "type_name" not in type_v3:
+        raise SchemaError(f"column {column!r}: malformed type_v3 {type_v3!r}")
+    name = type_v3["type_name"]
+    if name in _SIMPLE:
+        return _SIMPLE[name]
+    if name == "optional":
+        return arrow_type(type_v3["item"], column)
+    if name == "decimal":
+        return pa.decimal128(int(type_v3["precision"]), int(type_v3["scale"]))
+    if name == "list":
+        return pa.list_(_arrow_field("element", type_v3["item"], column))
+    if name == "struct":
+        return pa.struct([_arrow_field(m["name"], m["type"], column) for m in type_v3["members"]])
+    if name == "tuple":
+        return pa.struct([_arrow_field(f"_{i + 1}", e["type"], column) for i, e in enumerate(type_v3["elements"])])
+    if name == "dict":
+        return pa.map_(arrow_type(type_v3["key"], column), _arrow_field("value", type_v3["value"], column))
+    if name == "tagged":
+        return arrow_type(type_v3["item"], column)
+    raise SchemaError(f"column {column!r}: YT type {name!r} is not supported")
+
+
+def _arrow_field(name: str, type_v3: Any, column: str) -> pa.Field:
+    return pa.field(name, arrow_type(type_v3, column), nullable=is_optional(type_v3) or type_v3 in ("null", "void"))
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a YT schema; `type_v3` is always set."""
+
+    name: str
+    type_v3: Any
+    sort_order: str | None = None
+
+    @property
+    def required(self) -> bool:
+        return not is_optional(self.type_v3) and self.type_v3 not in ("null", "void", "yson")
+
+    @classmethod
+    def from_yt(cls, spec: Mapping[str, Any]) -> Column:
+        name = spec.get("name")
+        if not name:
+            raise SchemaError(f"schema column without a name: {dict(spec)!r}")
+        if "type_v3" in spec:
+            type_v3 = spec["type_v3"]
+        elif "type" in spec:
+            base = _OLD_TO_V3.get(spec["type"], spec["type"])
+            type_v3 = base if spec.get("required") else _optional(base)
+        else:
+            raise SchemaError(f"column {name!r}: neither 'type' nor 'type_v3' given")
+        arrow_type(type_v3, name)  # validates
+        return cls(name=name, type_v3=type_v3, sort_order=spec.get("sort_order"))
+
+    def to_yt(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"name": self.name, "type_v3": self.type_v3}
+        if self.sort_order:
+            spec["sort_order"] = self.sort_order
+        return spec
+
+    def arrow_field(self) -> pa.Field:
+        return _arrow_field(self.name, self.type_v3, self.name)
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """An ordered list of columns. Key columns (with `sort_order`) come first, as YTsaurus requires."""
+
+    columns: tuple[Column, ...]
+
+    @classmethod
+    def from_yt(cls, spec: Sequence[Mapping[str, Any]] | TableSchema) -> TableSchema:
+        if isinstance(spec, TableSchema):
+            return spec
+        columns = tuple(Column.from_yt(c) for c in spec)
+        names = [c.name for c in columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaError(f"duplicate column names in schema: {dupes}")
+        keys = [c.sort_order is not None for c in columns]
+        if keys != sorted(keys, reverse=True):
+            raise SchemaError("key columns (with sort_order) must come before the other columns")
+        return cls(columns)
+
+    def to_yt(self) -> list[dict[str, Any]]:
+        return [c.to_yt() for c in self.columns]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [c.name for c in self.columns if c.sort_order]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise SchemaError(f"no column {name!r} in schema {self.names}")
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([c.arrow_field() for c in self.columns])
+
+
+def to_arrow_table(schema: TableSchema, rows: Any, path: str) -> pa.Table:
+    """Rows (list of dicts, Arrow table or batch) as an Arrow table of exactly `schema`'s columns.
+
+    Raises `SchemaError` naming the path, the column and, for Python rows, the first row at fault.
+    Service columns (`$tablet_index`, ...) are dropped; callers read them before converting.
+    """
+    target = schema.arrow_schema()
+    if isinstance(rows, pa.RecordBatch):
+        rows = pa.Table.from_batches([rows])
+    if isinstance(rows, pa.Table):
+        table = _conform_arrow(rows, target, path)
+    else:
+        table = _from_pylist(list(rows), target, path)
+    _check_required(schema, table, path)
+    return table
+
+
+def _conform_arrow(table: pa.Table, target: pa.Schema, path: str) -> pa.Table:
+    names = [n for n in table.column_names if not n.startswith("$")]
+    unknown = sorted(set(names) - set(target.names))
+    if unknown:
+        raise SchemaError(f"{path}: columns {unknown} are not in the table schema {target.names}")
+    arrays = []
+    for f in target:
+        if f.name not in table.column_names:
+            arrays.append(pa.nulls(table.num_rows, f.type))
+            continue
+        col = table.column(f.name)
+        try:
+            arrays.append(col.cast(f.type) if col.type != f.type else col)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise SchemaError(f"{path}: column {f.name!r} of type {col.type} does not fit {f.type}: {e}") from None
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def _from_pylist(rows: list[Mapping[str, Any]], target: pa.Schema, path: str) -> pa.Table:
+    allowed = set(target.names)
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise SchemaError(f"{path}: row {i} is not a mapping: {row!r}")
+        extra = [k for k in row if k not in allowed and not k.startswith("$")]
+        if extra:
+            raise SchemaError(f"{path}: row {i} has columns {sorted(extra)} that are not in the schema {target.names}")
+    try:
+        return pa.Table.from_pylist(rows, schema=target)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        pass
+    for f in target:  # slow path: find the first culprit for a precise message
+        for i, row in enumerate(rows):
+            try:
+                pa.array([row.get(f.name)], type=f.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
+                raise SchemaError(
+                    f"{path}: row {i}, column {f.name!r}: value {row.get(f.name)!r} is not of type {f.type} ({e})"
+                ) from None
+    raise SchemaError(f"{path}: rows do not fit the schema {target}")
+
+
+def _check_required(schema: TableSchema, table: pa.Table, path: str) -> None:
+    for c in schema.columns:
+        col = table.column(c.name)
+        if c.required and col.null_count:
+            first = col.is_null().to_pylist().index(True)
+            raise SchemaError(f"{path}: row {first}, column {c.name!r} is required but null")

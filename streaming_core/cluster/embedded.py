@@ -375,7 +375,7 @@ class EmbeddedCluster(Cluster):
             offset = self.get_consumer_offsets(consumer_path, queue_path).get(partition_index, 0)
         total, trimmed = _tablet_counters(conn, queue_path, partition_index,
                                           self._table(conn, queue_path, ORDERED)[2]["tablet_count"])
-        lower = max(offset, trimmed)
+        lower = min(max(offset, trimmed), total)  # past the end: nothing to read yet, as in YTsaurus
         upper = min(total, lower + max_row_count)
         batches = list(self.read_tablet(queue_path, partition_index, lower, upper, max_rows=max_row_count,
                                         max_bytes=max_data_weight, service_columns=True))

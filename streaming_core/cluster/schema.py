@@ -198,12 +198,16 @@ def _conform_arrow(table: pa.Table, target: pa.Schema, path: str) -> pa.Table:
 
 def _from_pylist(rows: list[Mapping[str, Any]], target: pa.Schema, path: str) -> pa.Table:
     allowed = set(target.names)
+    guarded = [f for f in target if _can_coerce_silently(f.type)]
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
             raise SchemaError(f"{path}: row {i} is not a mapping: {row!r}")
         extra = [k for k in row if k not in allowed and not k.startswith("$")]
         if extra:
             raise SchemaError(f"{path}: row {i} has columns {sorted(extra)} that are not in the schema {target.names}")
+        for f in guarded:
+            if _coerced(row.get(f.name), f.type):
+                raise _bad_value(path, i, f, row.get(f.name), "pyarrow would coerce it")
     try:
         return pa.Table.from_pylist(rows, schema=target)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
@@ -213,14 +217,62 @@ def _from_pylist(rows: list[Mapping[str, Any]], target: pa.Schema, path: str) ->
             try:
                 pa.array([row.get(f.name)], type=f.type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
-                raise SchemaError(
-                    f"{path}: row {i}, column {f.name!r}: value {row.get(f.name)!r} is not of type {f.type} ({e})"
-                ) from None
+                raise _bad_value(path, i, f, row.get(f.name), str(e)) from None
     raise SchemaError(f"{path}: rows do not fit the schema {target}")
+
+
+def _bad_value(path: str, row: int, f: pa.Field, value: Any, detail: str) -> SchemaError:
+    return SchemaError(f"{path}: row {row}, column {f.name!r}: value {value!r} is not of type {f.type} ({detail})")
+
+
+def _can_coerce_silently(t: pa.DataType) -> bool:
+    """Whether pyarrow's conversion of Python values into `t` may change a value instead of failing."""
+    return any(check(t) for check in (pa.types.is_integer, pa.types.is_list, pa.types.is_large_list,
+                                      pa.types.is_map, pa.types.is_struct))
+
+
+def _coerced(value: Any, t: pa.DataType) -> bool:
+    """True for a value pyarrow would accept into `t` by changing it: a float truncated into an integer, a
+    string split into a list of characters, a struct member it does not know dropped. Values pyarrow
+    rejects by itself are left to it (its error is then reported with the row)."""
+    if value is None or not _can_coerce_silently(t):
+        return False
+    if pa.types.is_integer(t):
+        return isinstance(value, float)
+    if isinstance(value, str | bytes):
+        return not pa.types.is_struct(t)
+    if pa.types.is_struct(t):
+        return isinstance(value, Mapping) and _struct_coerced(value, t)
+    if pa.types.is_map(t):
+        items = value.items() if isinstance(value, Mapping) else value
+        return _any_coerced((v for _, v in _pairs(items)), t.item_type)
+    return _any_coerced(value, t.value_type)
+
+
+def _struct_coerced(value: Mapping[str, Any], t: pa.StructType) -> bool:
+    names = {t.field(i).name for i in range(t.num_fields)}
+    if any(k not in names for k in value):
+        return True
+    return any(_coerced(value.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields))
+
+
+def _any_coerced(values: Any, t: pa.DataType) -> bool:
+    if not _can_coerce_silently(t):
+        return False
+    try:
+        return any(_coerced(v, t) for v in values)
+    except TypeError:  # not iterable: pyarrow rejects it with a message of its own
+        return False
+
+
+def _pairs(items: Any) -> Any:
+    return (p for p in items if isinstance(p, tuple | list) and len(p) == 2)
 
 
 def _check_required(schema: TableSchema, table: pa.Table, path: str) -> None:
     for c in schema.columns:
+        if c.name.startswith("$"):  # service columns ($timestamp) are filled by the cluster after this
+            continue
         col = table.column(c.name)
         if c.required and col.null_count:
             first = col.is_null().to_pylist().index(True)

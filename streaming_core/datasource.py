@@ -1,0 +1,69 @@
+"""The `yt` data source: `spark.read[Stream].format("yt")` and `df.write[Stream].format("yt")`.
+
+`register(spark)` makes the format known to a session. Readers and writers run in processes that cannot
+see the session's conf, so `register` snapshots the `spark.yt.*` keys the source and sink need into a
+subclass that Spark ships to them (by value, with cloudpickle). Register again after changing them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from .cluster import connect
+from .options import SESSION_CONF_KEYS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SourceOptions
+from .source import YtBatchReader, YtStreamReader, check_readable
+from .types import read_schema, spark_schema
+
+FORMAT = "yt"
+
+
+class YtDataSource(DataSource):
+    """PySpark data source over a YTsaurus (or embedded) cluster; see the module docstring."""
+
+    #: The `spark.yt.*` conf of the session that registered this class (see `register`).
+    session_conf: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def _source_options(self, *, streaming: bool) -> SourceOptions:
+        return SourceOptions.parse(dict(self.options), self.session_conf, streaming=streaming)
+
+    def schema(self) -> StructType:
+        """Called at `load()`: the table's schema, after checking options, table kind and consumer."""
+        streaming = bool(self.options.get("consumer_path"))
+        options = self._source_options(streaming=streaming)
+        with connect(options.cluster) as cluster:
+            check_readable(cluster, options, streaming=streaming)
+            arrow = read_schema(cluster.get_schema(options.path), type_v3=options.parsing_type_v3)
+        schema = spark_schema(arrow)
+        if options.include_service_columns:
+            service = StructType().add(SRC_TABLET_INDEX, "long", False).add(SRC_ROW_INDEX, "long", False)
+            schema = StructType(service.fields + schema.fields)
+        return schema
+
+    def reader(self, schema: StructType) -> YtBatchReader:
+        return YtBatchReader(self._source_options(streaming=False), schema)
+
+    def streamReader(self, schema: StructType) -> YtStreamReader:
+        options = self._source_options(streaming=True)
+        with connect(options.cluster) as cluster:
+            check_readable(cluster, options, streaming=True)
+        return YtStreamReader(options, schema)
+
+
+def register(spark: SparkSession) -> type[YtDataSource]:
+    """Register the `yt` format with `spark`, carrying the session's `spark.yt.*` conf to readers/writers."""
+    conf: dict[str, Any] = {}
+    for key in SESSION_CONF_KEYS:
+        value = spark.conf.get(key, None)
+        if value is not None:
+            conf[key] = value
+    source = type("YtDataSourceForSession", (YtDataSource,), {"session_conf": conf, "__module__": __name__})
+    spark.dataSource.register(source)
+    return source

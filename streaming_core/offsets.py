@@ -1,0 +1,61 @@
+"""Queue offsets as Spark checkpoints and SPYT store them, and the arithmetic of batch boundaries.
+
+Checkpoint JSON per queue: `{"cluster": "...", "path": "//...", "partitions": {"0": 41, "1": -1}}`, each
+value the index of the last row already read (consumer offset - 1; -1 = nothing read). This connector
+adds `"consumer_path"` so that opsd can find the consumer of any query from its progress events; SPYT's
+JVM connector omits it and both forms are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class QueueOffset:
+    """Per partition, the last row index already read."""
+
+    cluster: str
+    path: str
+    partitions: dict[int, int]
+    consumer_path: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> QueueOffset:
+        """Parse the JSON dict form (keys of `partitions` come back from JSON as strings)."""
+        try:
+            partitions = {int(k): int(v) for k, v in value["partitions"].items()}
+            return cls(str(value["cluster"]), str(value["path"]), partitions, value.get("consumer_path"))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"not a yt queue offset: {dict(value)!r} ({e})") from None
+
+    def to_json(self) -> dict[str, Any]:
+        value: dict[str, Any] = {
+            "cluster": self.cluster,
+            "path": self.path,
+            "partitions": {str(k): v for k, v in sorted(self.partitions.items())},
+        }
+        if self.consumer_path:
+            value["consumer_path"] = self.consumer_path
+        return value
+
+    def rows_until(self, other: QueueOffset) -> int:
+        """Rows between this offset and a later one, summed over partitions."""
+        return sum(max(0, other.partitions.get(p, -1) - last) for p, last in self.partitions.items())
+
+
+def from_consumer(committed: Mapping[int, int], partition_count: int) -> dict[int, int]:
+    """Last-read indices from a consumer's committed offsets (next row to read)."""
+    return {p: committed.get(p, 0) - 1 for p in range(partition_count)}
+
+
+def effective_start(checkpoint: Mapping[int, int], consumer: Mapping[int, int]) -> dict[int, int]:
+    """Per partition, the checkpointed start unless the consumer is ahead of it (SPYT's rule)."""
+    return {p: max(last, consumer.get(p, -1)) for p, last in checkpoint.items()}
+
+
+def batch_end(start: Mapping[int, int], upper: Mapping[int, int], cap: int | None) -> dict[int, int]:
+    """`end_i = min(start_i + cap, upper_i)` in last-read terms; `upper_i` is the last existing row."""
+    return {p: max(last, min(last + cap, upper[p]) if cap else upper[p]) for p, last in start.items()}

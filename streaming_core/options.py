@@ -1,0 +1,165 @@
+"""Every option and Spark conf key of the `yt` data source, parsed once into typed objects.
+
+Options arrive as strings (keys lower-cased by Spark). Each parse error names the option at fault, and
+an unknown option is an error too: a typo such as `max_row_per_partition` must not silently read a
+whole queue into one batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .cluster import resolve_uri
+from .cluster.errors import InvalidUriError
+
+# Source options (SPYT names).
+PATH = "path"
+CONSUMER_PATH = "consumer_path"
+MAX_ROWS_PER_PARTITION = "max_rows_per_partition"
+INCLUDE_SERVICE_COLUMNS = "include_service_columns"
+PARSING_TYPE_V3 = "parsing_type_v3"
+# Sink options.
+WRITE_TYPE_V3 = "write_type_v3"
+DYN_BATCH_SIZE = "dyn_batch_size"
+TRANSACTIONAL = "transactional"
+# Both.
+CLUSTER = "cluster"
+TUNING_PATH = "tuning_path"
+# Added by Spark to stream writer options.
+CHECKPOINT_LOCATION = "checkpointlocation"
+QUERY_NAME = "queryname"
+
+# Spark session conf keys (snapshotted by `streaming_core.register`).
+CONF_READ_TYPE_V3 = "spark.yt.read.typeV3.enabled"
+CONF_WRITE_TYPE_V3 = "spark.yt.write.typeV3.enabled"
+CONF_DYN_BATCH_SIZE = "spark.yt.write.dynBatchSize"
+CONF_TRANSACTIONAL = "spark.yt.streaming.transactional"
+CONF_CLUSTER = "spark.yt.cluster"
+CONF_PROXY = "spark.hadoop.yt.proxy"
+SESSION_CONF_KEYS = (CONF_READ_TYPE_V3, CONF_WRITE_TYPE_V3, CONF_DYN_BATCH_SIZE, CONF_TRANSACTIONAL,
+                     CONF_CLUSTER, CONF_PROXY)
+
+DEFAULT_DYN_BATCH_SIZE = 50_000
+#: Service columns prepended with `include_service_columns` (SPYT names).
+SRC_TABLET_INDEX = "__spyt_streaming_src_tablet_index"
+SRC_ROW_INDEX = "__spyt_streaming_src_row_index"
+
+_SOURCE_KEYS = {PATH, CONSUMER_PATH, MAX_ROWS_PER_PARTITION, INCLUDE_SERVICE_COLUMNS, PARSING_TYPE_V3,
+                CLUSTER, TUNING_PATH}
+_SINK_KEYS = {PATH, WRITE_TYPE_V3, DYN_BATCH_SIZE, TRANSACTIONAL, CLUSTER, TUNING_PATH, CHECKPOINT_LOCATION,
+              QUERY_NAME}
+
+
+def parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"option {name!r} must be true or false, got {value!r}")
+
+
+def parse_positive_int(name: str, value: Any) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"option {name!r} must be a positive integer, got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"option {name!r} must be a positive integer, got {value!r}")
+    return number
+
+
+def _yt_path(name: str, value: Any) -> str:
+    text = str(value or "").strip()
+    if not text.startswith("//"):
+        raise ValueError(f"option {name!r} must be a YT path starting with '//', got {value!r}")
+    return text.rstrip("/")
+
+
+def _cluster(options: Mapping[str, str], session: Mapping[str, str]) -> str:
+    uri = options.get(CLUSTER) or session.get(CONF_CLUSTER)
+    if not uri and session.get(CONF_PROXY):
+        uri = "yt://" + session[CONF_PROXY]
+    try:
+        return resolve_uri(uri)
+    except InvalidUriError as e:
+        raise ValueError(f"option {CLUSTER!r}: {e}") from None
+
+
+def _check_unknown(options: Mapping[str, str], known: set[str], what: str) -> None:
+    unknown = sorted(k for k in options if k.lower() not in known)
+    if unknown:
+        raise ValueError(f"unknown {what} option(s) {unknown}; known options: {sorted(known)}")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Options of `spark.read[Stream].format("yt")`."""
+
+    path: str
+    cluster: str
+    consumer_path: str | None = None
+    max_rows_per_partition: int | None = None
+    include_service_columns: bool = False
+    parsing_type_v3: bool = False
+    tuning_path: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], session: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+        options = {k.lower(): v for k, v in options.items()}
+        _check_unknown(options, _SOURCE_KEYS, "source")
+        if not options.get(PATH):
+            raise ValueError("option 'path' is required: .load('//path/to/queue')")
+        if streaming and not options.get(CONSUMER_PATH):
+            raise ValueError(f"option {CONSUMER_PATH!r} is required for streaming reads")
+        consumer = _yt_path(CONSUMER_PATH, options[CONSUMER_PATH]) if options.get(CONSUMER_PATH) else None
+        max_rows = options.get(MAX_ROWS_PER_PARTITION)
+        return cls(
+            path=_yt_path(PATH, options[PATH]),
+            cluster=_cluster(options, session),
+            consumer_path=consumer,
+            max_rows_per_partition=parse_positive_int(MAX_ROWS_PER_PARTITION, max_rows) if max_rows else None,
+            include_service_columns=parse_bool(INCLUDE_SERVICE_COLUMNS, options.get(INCLUDE_SERVICE_COLUMNS, False)),
+            parsing_type_v3=parse_bool(PARSING_TYPE_V3, options.get(PARSING_TYPE_V3,
+                                                                     session.get(CONF_READ_TYPE_V3, False))),
+            tuning_path=_yt_path(TUNING_PATH, options[TUNING_PATH]) if options.get(TUNING_PATH)
+            else (f"{consumer}_tuning" if consumer else None),
+        )
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """Options of `writeStream.format("yt")` / `df.write.format("yt")`."""
+
+    path: str
+    cluster: str
+    dyn_batch_size: int = DEFAULT_DYN_BATCH_SIZE
+    write_type_v3: bool = False
+    transactional: bool = False
+    tuning_path: str | None = None
+    checkpoint_location: str | None = None
+    query_name: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], session: Mapping[str, str]) -> SinkOptions:
+        options = {k.lower(): v for k, v in options.items()}
+        _check_unknown(options, _SINK_KEYS, "sink")
+        if not options.get(PATH):
+            raise ValueError("option 'path' is required: .option('path', '//path/to/table')")
+        batch = options.get(DYN_BATCH_SIZE) or session.get(CONF_DYN_BATCH_SIZE) or DEFAULT_DYN_BATCH_SIZE
+        name = DYN_BATCH_SIZE if options.get(DYN_BATCH_SIZE) else CONF_DYN_BATCH_SIZE
+        return cls(
+            path=_yt_path(PATH, options[PATH]),
+            cluster=_cluster(options, session),
+            dyn_batch_size=parse_positive_int(name, batch),
+            write_type_v3=parse_bool(WRITE_TYPE_V3, options.get(WRITE_TYPE_V3, session.get(CONF_WRITE_TYPE_V3, False))),
+            transactional=parse_bool(TRANSACTIONAL, options.get(TRANSACTIONAL,
+                                                                 session.get(CONF_TRANSACTIONAL, False))),
+            tuning_path=_yt_path(TUNING_PATH, options[TUNING_PATH]) if options.get(TUNING_PATH) else None,
+            checkpoint_location=options.get(CHECKPOINT_LOCATION) or None,
+            query_name=options.get(QUERY_NAME) or None,
+        )

@@ -1,0 +1,84 @@
+"""Spark sessions wired for the `yt` data source, like SPYT's `spyt.spark_session()`.
+
+`spark_session()` builds (or reuses) a session with the `yt` format registered and, on the embedded
+cluster, `yt:///...` checkpoint locations stored under the cluster root through Hadoop's overload
+scheme (no code: `ViewFileSystemOverloadScheme` with a link fallback to `file:///<root>`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from .cluster import resolve_uri
+from .datasource import register
+from .options import CONF_CLUSTER
+
+CHECKPOINT_FILE_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+
+
+def require_java() -> None:
+    """Fail early, with the fix, when Spark could not start for lack of Java."""
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        raise RuntimeError("Java 17 is required by Spark and 'java' is not on PATH: "
+                           "install it (apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME")
+
+
+def checkpoint_conf(cluster_uri: str) -> dict[str, str]:
+    """Spark conf that makes `yt:///...` paths usable as checkpoint locations on this cluster.
+
+    On the embedded cluster they map to `<root>/...`; on YTsaurus SPYT's `YtFileSystem` serves them
+    (needs the `ytsaurus-spyt` jars, see the README).
+    """
+    uri = resolve_uri(cluster_uri)
+    if uri.startswith("local://"):
+        root = uri[len("local://"):]
+        return {
+            "spark.hadoop.fs.yt.impl": "org.apache.hadoop.fs.viewfs.ViewFileSystemOverloadScheme",
+            "spark.hadoop.fs.viewfs.mounttable.default.linkFallback": f"file://{root}",
+            "spark.hadoop.fs.yt.impl.disable.cache": "true",
+            "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
+        }
+    return {
+        "spark.hadoop.fs.yt.impl": "tech.ytsaurus.spyt.fs.YtFileSystem",
+        "spark.hadoop.yt.proxy": uri[len("yt://"):],
+    }
+
+
+def build_session(app_name: str = "yt-streaming", *, master: str = "local[*]", cluster: str | None = None,
+                  conf: Mapping[str, Any] | None = None) -> SparkSession:
+    """A session (new or the active one, reconfigured) with the `yt` format registered."""
+    require_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    uri = resolve_uri(cluster)
+    builder = SparkSession.builder.appName(app_name).master(master)
+    settings = {
+        "spark.sql.shuffle.partitions": "4",
+        "spark.ui.enabled": "false",
+        CONF_CLUSTER: uri,
+        **checkpoint_conf(uri),
+        **{k: str(v) for k, v in (conf or {}).items()},
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
+
+
+@contextlib.contextmanager
+def spark_session(app_name: str = "yt-streaming", **kwargs: Any) -> Iterator[SparkSession]:
+    """`with spark_session() as spark:` as in the SPYT examples; stops the session on exit."""
+    spark = build_session(app_name, **kwargs)
+    try:
+        yield spark
+    finally:
+        spark.stop()

@@ -1,0 +1,73 @@
+"""The live tuning document: how opsd changes batch sizes of a running query without restarting it.
+
+The source's control calls, its readers and the sink's writers run in different processes (see the
+architecture), so a value changed at run time must travel through storage they all reach: a small
+document node in the cluster. The source reads it at every `latestOffset`, the sink at every `write()`;
+the option or Spark conf value is the starting point and the fallback.
+
+A missing or malformed document never fails a query: the fallback is used and the problem logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+
+from .cluster import Cluster, ClusterError
+from .cluster.base import DOCUMENT
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Values in force for one query; None means "use the option / conf value"."""
+
+    max_rows_per_partition: int | None = None
+    dyn_batch_size: int | None = None
+    updated_at: float | None = None
+    reason: str | None = None
+
+    @classmethod
+    def from_document(cls, value: object, path: str) -> Tuning:
+        if not isinstance(value, dict):
+            raise ValueError(f"tuning document {path} must be a map, got {type(value).__name__}")
+        for key in ("max_rows_per_partition", "dyn_batch_size"):
+            v = value.get(key)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"tuning document {path}: {key} must be a positive integer, got {v!r}")
+        return cls(value.get("max_rows_per_partition"), value.get("dyn_batch_size"),
+                   value.get("updated_at"), value.get("reason"))
+
+
+def read_tuning(cluster: Cluster, path: str | None) -> Tuning:
+    """The document at `path`, or an empty `Tuning` if there is none or it cannot be used."""
+    if not path:
+        return Tuning()
+    try:
+        if not cluster.exists(path):
+            return Tuning()
+        return Tuning.from_document(cluster.get(path), path)
+    except (ClusterError, ValueError) as e:
+        log.warning("tuning document %s ignored: %s", path, e)
+        return Tuning()
+
+
+def write_tuning(cluster: Cluster, path: str, *, max_rows_per_partition: int | None = None,
+                 dyn_batch_size: int | None = None, reason: str | None = None) -> Tuning:
+    """Set values in the document (creating it), keeping the ones not given. Returns what is in force."""
+    current = read_tuning(cluster, path)
+    tuning = Tuning(
+        max_rows_per_partition=max_rows_per_partition or current.max_rows_per_partition,
+        dyn_batch_size=dyn_batch_size or current.dyn_batch_size,
+        updated_at=time.time(),
+        reason=reason,
+    )
+    Tuning.from_document(asdict(tuning), path)  # validates
+    if cluster.exists(path):
+        cluster.set(path, asdict(tuning))
+    else:
+        cluster.create(DOCUMENT, path, recursive=True, ignore_existing=True, attributes={"value": asdict(tuning)})
+        cluster.set(path, asdict(tuning))
+    return tuning

@@ -1,0 +1,113 @@
+"""Arrow <-> Spark types, and YSON for composite columns when type_v3 is off.
+
+The cluster interface speaks Arrow (see `cluster.schema` for YT -> Arrow). Spark takes Arrow batches from
+a Python data source's `read()` only in the Arrow types its own schema converts to, so every batch is
+cast to `arrow_schema_for_spark(...)` before it is yielded. Without `parsing_type_v3` (SPYT's default),
+composite columns reach Spark as YSON-encoded binary, as in SPYT.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+from yt import yson
+
+from .cluster.schema import TableSchema, is_composite
+
+_SIMPLE: list[tuple[Any, T.DataType]] = [
+    (pa.types.is_int8, T.ByteType()), (pa.types.is_int16, T.ShortType()), (pa.types.is_int32, T.IntegerType()),
+    (pa.types.is_int64, T.LongType()), (pa.types.is_uint8, T.ShortType()), (pa.types.is_uint16, T.IntegerType()),
+    (pa.types.is_uint32, T.LongType()), (pa.types.is_uint64, T.LongType()), (pa.types.is_float32, T.FloatType()),
+    (pa.types.is_float64, T.DoubleType()), (pa.types.is_boolean, T.BooleanType()),
+    (pa.types.is_string, T.StringType()), (pa.types.is_large_string, T.StringType()),
+    (pa.types.is_binary, T.BinaryType()), (pa.types.is_date32, T.DateType()),
+    (pa.types.is_timestamp, T.TimestampType()), (pa.types.is_null, T.NullType()),
+]
+
+
+def spark_type(arrow: pa.DataType) -> T.DataType:
+    """The Spark type a column of this Arrow type reads as (unsigned ints widen; uint64 -> long)."""
+    for check, spark in _SIMPLE:
+        if check(arrow):
+            return spark
+    if pa.types.is_decimal(arrow):
+        return T.DecimalType(arrow.precision, arrow.scale)
+    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
+        return T.ArrayType(spark_type(arrow.value_type), arrow.value_field.nullable)
+    if pa.types.is_map(arrow):
+        return T.MapType(spark_type(arrow.key_type), spark_type(arrow.item_type), arrow.item_field.nullable)
+    if pa.types.is_struct(arrow):
+        return T.StructType([T.StructField(f.name, spark_type(f.type), f.nullable) for f in arrow])
+    raise TypeError(f"Arrow type {arrow} has no Spark counterpart")
+
+
+def spark_schema(arrow: pa.Schema) -> T.StructType:
+    return T.StructType([T.StructField(f.name, spark_type(f.type), f.nullable) for f in arrow])
+
+
+def arrow_schema_for_spark(schema: T.StructType) -> pa.Schema:
+    """The Arrow schema Spark expects for batches of `schema` (its own conversion)."""
+    return to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
+
+
+def read_schema(table: TableSchema, *, type_v3: bool) -> pa.Schema:
+    """The Arrow schema rows of `table` are read as: composites become YSON binary without type_v3."""
+    fields = []
+    for column in table.columns:
+        f = column.arrow_field()
+        if not type_v3 and is_composite(column.type_v3):
+            f = pa.field(column.name, pa.binary(), nullable=True)
+        fields.append(f)
+    return pa.schema(fields)
+
+
+def to_yson(values: list[Any]) -> pa.Array:
+    """YSON binary encodings of Python values (None stays null)."""
+    return pa.array([None if v is None else yson.dumps(_yson_safe(v), yson_format="binary") for v in values],
+                    pa.binary())
+
+
+def from_yson(values: list[bytes | None]) -> list[Any]:
+    return [None if v is None else _plain(yson.loads(v)) for v in values]
+
+
+def _yson_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _yson_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        # Arrow gives maps as lists of (key, value) tuples.
+        return [_yson_safe(v) for v in value]
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """YSON objects (YsonMap, YsonString, ...) as plain Python values."""
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="surrogateescape")
+    for base in (bool, int, float, str):
+        if isinstance(value, base):
+            return base(value)
+    return value
+
+
+def conform(batch: pa.RecordBatch, target: pa.Schema, yson_columns: frozenset[str]) -> pa.RecordBatch:
+    """`batch` with YSON-encoded composite columns, renamed positionally and cast to `target`."""
+    arrays = []
+    for name, column, field in zip(batch.schema.names, batch.columns, target, strict=True):
+        if name in yson_columns:
+            column = to_yson(column.to_pylist())
+        arrays.append(column if column.type == field.type else column.cast(field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)

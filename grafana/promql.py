@@ -1,9 +1,9 @@
 """Read the metric and label names out of PromQL expressions.
 
 Dashboards and alert rules may only use metrics that :mod:`opsd.metrics` defines (architecture:
-"Metrics"). There is no PromQL parser in the dependencies, and none is needed: metric names are
-identifiers with a fixed prefix, so a regular expression finds every one of them. promtool, which has
-the real parser, checks the syntax separately.
+"Metrics"). There is no PromQL parser among the dependencies and none is needed for names: after
+dropping strings, label matchers, ranges and grouping clauses, every identifier that is not a function
+call or a keyword is a metric name. promtool, which has the real parser, checks the syntax separately.
 """
 
 from __future__ import annotations
@@ -13,18 +13,38 @@ from collections.abc import Iterable
 
 from opsd.metrics import METRIC_DEFINITIONS, MetricDefinition, MetricType
 
-_OPSD_NAME = re.compile(r"\bopsd_[a-z_]+")
-_SELECTOR = re.compile(r"\b(opsd_[a-z_]+)\s*\{([^}]*)\}")
-_MATCHER_LABEL = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
+_SELECTOR = re.compile(r"(?<![\w:])([a-zA-Z_:][\w:]*)\s*\{([^}]*)\}")
+_MATCHER = re.compile(r"([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*\"((?:[^\"\\]|\\.)*)\"")
+_NOT_NAMES = (
+    re.compile(r'"(?:[^"\\]|\\.)*"'),  # strings
+    re.compile(r"\{[^}]*\}"),  # label matchers
+    re.compile(r"\[[^\]]*\]"),  # ranges and subqueries
+    re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)"),  # label lists
+)
+_IDENTIFIER = re.compile(r"(?<![\w:.$])([a-zA-Z_:][\w:]*+)(?!\s*\()")
+_KEYWORDS = frozenset({
+    "and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left",
+    "group_right", "inf", "nan", "Inf", "NaN",
+})
 _HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
-# Labels Prometheus itself attaches to every scraped series (target labels and the histogram `le`).
+# Labels Prometheus attaches to every scraped series: target labels of a Kubernetes ServiceMonitor.
 SCRAPE_LABELS = frozenset({"job", "instance", "namespace", "pod", "service", "container", "endpoint"})
+# Series Prometheus itself writes for every target; alerts on a missing opsd need `up`.
+PROMETHEUS_SERIES = frozenset({"up"})
 
 
-def metric_names(expr: str) -> set[str]:
-    """Every ``opsd_*`` series name an expression selects."""
-    return set(_OPSD_NAME.findall(expr))
+def series_names(expr: str) -> set[str]:
+    """Every metric name an expression selects."""
+    for pattern in _NOT_NAMES:
+        expr = pattern.sub(" ", expr)
+    return set(_IDENTIFIER.findall(expr)) - _KEYWORDS
+
+
+def selectors(expr: str) -> list[tuple[str, dict[str, str]]]:
+    """Each ``name{...}`` selector as its metric name and ``{label: operator + value}``."""
+    return [(name, {label: op + value for label, op, value in _MATCHER.findall(matchers)})
+            for name, matchers in _SELECTOR.findall(expr)]
 
 
 def exposed_names(definition: MetricDefinition) -> set[str]:
@@ -40,31 +60,26 @@ def exposed_names(definition: MetricDefinition) -> set[str]:
     return {definition.name}
 
 
-def defined_series(definitions: Iterable[MetricDefinition] = METRIC_DEFINITIONS) -> dict[str, MetricDefinition]:
+def defined_series(
+    definitions: Iterable[MetricDefinition] = METRIC_DEFINITIONS,
+) -> dict[str, MetricDefinition]:
     """Map every exposed series name to the definition it comes from."""
     return {name: d for d in definitions for name in exposed_names(d)}
 
 
 def unknown_metrics(expr: str) -> set[str]:
-    """Names in ``expr`` that no definition in :mod:`opsd.metrics` exposes."""
-    return metric_names(expr) - defined_series().keys()
-
-
-def selector_labels(expr: str) -> dict[str, set[str]]:
-    """Label names used in the ``{...}`` matchers of each ``opsd_*`` selector in ``expr``."""
-    used: dict[str, set[str]] = {}
-    for name, matchers in _SELECTOR.findall(expr):
-        used.setdefault(name, set()).update(_MATCHER_LABEL.findall(matchers))
-    return used
+    """Names in ``expr`` that neither :mod:`opsd.metrics` nor Prometheus itself exposes."""
+    return series_names(expr) - defined_series().keys() - PROMETHEUS_SERIES
 
 
 def unknown_labels(expr: str) -> dict[str, set[str]]:
-    """Per selector, matcher labels that the metric's definition does not declare."""
+    """Per opsd selector, matcher labels that the metric's definition does not declare."""
     series = defined_series()
-    unknown = {}
-    for name, labels in selector_labels(expr).items():
-        definition = series.get(name)
-        allowed = set(definition.labels if definition else ()) | SCRAPE_LABELS | {"le"}
-        if extra := labels - allowed:
-            unknown[name] = extra
+    unknown: dict[str, set[str]] = {}
+    for name, matchers in selectors(expr):
+        if name not in series:
+            continue
+        allowed = set(series[name].labels) | SCRAPE_LABELS | {"le"}
+        if extra := matchers.keys() - allowed:
+            unknown.setdefault(name, set()).update(extra)
     return unknown

@@ -7,6 +7,7 @@ subclass that Spark ships to them (by value, with cloudpickle). Register again a
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 from pyspark.sql import SparkSession
@@ -14,7 +15,8 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from .cluster import connect
-from .options import SESSION_CONF_KEYS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SourceOptions
+from .options import SESSION_CONF_KEYS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions, SourceOptions
+from .sink import YtBatchWriter, YtStreamWriter, plan_sink
 from .source import YtBatchReader, YtStreamReader, check_readable
 from .types import read_schema, spark_schema
 
@@ -55,6 +57,20 @@ class YtDataSource(DataSource):
         with connect(options.cluster) as cluster:
             check_readable(cluster, options, streaming=True)
         return YtStreamReader(options, schema)
+
+    def _sink_options(self) -> SinkOptions:
+        return SinkOptions.parse(dict(self.options), self.session_conf)
+
+    def writer(self, schema: StructType, overwrite: bool) -> YtBatchWriter:
+        """`df.write.format("yt")`: plain inserts (a batch write has no batch id to commit once)."""
+        if overwrite:
+            raise ValueError("df.write.format('yt') supports mode('append') only")
+        options = dataclasses.replace(self._sink_options(), transactional=False)
+        return YtBatchWriter(plan_sink(options, schema, overwrite=False))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> YtStreamWriter:
+        """Called when a streaming query starts; `overwrite` is set for output mode 'complete'."""
+        return YtStreamWriter(plan_sink(self._sink_options(), schema, overwrite=overwrite))
 
 
 def register(spark: SparkSession) -> type[YtDataSource]:

@@ -1,0 +1,1 @@
+"""Grafana dashboards built as code; see grafana/build.py."""

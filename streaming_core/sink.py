@@ -1,0 +1,245 @@
+"""Writers of the `yt` data source: micro-batches and DataFrames into dynamic (and static) tables.
+
+Guarantees (see the architecture):
+- at-least-once (default): each Spark task inserts its rows in calls of at most `dynBatchSize` rows;
+  a replayed batch may write its rows again.
+- transactional (`spark.yt.streaming.transactional=true`): tasks stage their rows in the cluster; the
+  commit (in the driver's runner process) moves every staged row of the batch into the target and records
+  the marker `(query, batch id)` in one tablet transaction. A replayed batch finds the marker and writes
+  nothing, also after a restart on another machine: exactly-once for any transformation.
+- idempotent receiver: at-least-once into a sorted table keyed by the source's service columns, so a
+  replay upserts the same keys.
+
+Where things run: `write()` in Spark's Python workers (unpickled copies; the cluster is opened there);
+`commit`/`abort` in a runner process on a fresh writer object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from .cluster import Cluster, SchemaError, TableSchema, connect
+from .cluster.base import MAP_NODE, ORDERED, SORTED, TABLE, require_kind
+from .cluster.schema import is_composite, to_arrow_table
+from .options import SinkOptions
+from .tuning import read_tuning
+from .types import arrow_schema_for_spark, from_yson
+
+log = logging.getLogger(__name__)
+
+#: YTsaurus refuses more rows than this per tablet in one transaction; inserts are split below it.
+MAX_ROWS_PER_TRANSACTION = 100_000
+#: Commit log of transactional mode: one row per committed (query, batch id).
+COMMIT_LOG_SCHEMA = [
+    {"name": "query", "type": "string", "required": True, "sort_order": "ascending"},
+    {"name": "batch_id", "type": "int64", "required": True, "sort_order": "ascending"},
+    {"name": "rows", "type": "int64", "required": True},
+    {"name": "committed_at", "type": "double", "required": True},
+]
+
+
+@dataclass
+class WrittenPart(WriterCommitMessage):
+    """What one task wrote: row count, and for transactional mode the staging table holding the rows."""
+
+    rows: int
+    staging_path: str | None = None
+    chunks: int = 0
+
+
+@dataclass(frozen=True)
+class SinkPlan:
+    """What every writer needs, computed once when the query starts and pickled to the workers."""
+
+    options: SinkOptions
+    schema: TableSchema
+    kind: str
+    yson_columns: frozenset[str] = field(default_factory=frozenset)
+
+
+def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool) -> SinkPlan:
+    """Check the target against the DataFrame before any row is written; errors name the columns."""
+    with connect(options.cluster) as cluster:
+        info = require_kind(cluster, options.path, ORDERED, SORTED)
+        schema = TableSchema.from_yt(info.attributes["schema"])
+    if overwrite and info.kind == ORDERED:
+        raise SchemaError(f"{options.path}: output mode 'complete' rewrites the result and needs a sorted "
+                          f"(keyed) dynamic table; an ordered table only takes 'append'")
+    yson = frozenset() if options.write_type_v3 else frozenset(
+        c.name for c in schema.columns if is_composite(c.type_v3))
+    plan = SinkPlan(options, schema, info.kind, yson)
+    _check_fits(plan, arrow_schema_for_spark(df_schema))
+    return plan
+
+
+def _check_fits(plan: SinkPlan, df_arrow: pa.Schema) -> None:
+    names = set(df_arrow.names)
+    missing = [c.name for c in plan.schema.columns if c.required and c.name not in names]
+    if missing:
+        raise SchemaError(f"{plan.options.path}: required columns {missing} are missing from the DataFrame "
+                          f"(columns: {df_arrow.names})")
+    empty = pa.Table.from_batches([], schema=df_arrow)
+    _to_target(plan, empty)  # an empty cast proves every column converts, naming the first that does not
+
+
+def _to_target(plan: SinkPlan, table: pa.Table) -> pa.Table:
+    for name in plan.yson_columns & set(table.column_names):
+        target = plan.schema.column(name).arrow_field().type
+        values = from_yson(table.column(name).to_pylist()) if pa.types.is_binary(table.column(name).type) \
+            else table.column(name).to_pylist()
+        table = table.set_column(table.column_names.index(name), name, pa.array(values, target))
+    return to_arrow_table(plan.schema, table, plan.options.path)
+
+
+def chunk_rows(plan: SinkPlan, cluster: Cluster) -> int:
+    """Rows per insert call: the tuning document's dynBatchSize, else the option/conf, below YT's limit."""
+    tuning = read_tuning(cluster, plan.options.tuning_path)
+    return min(tuning.dyn_batch_size or plan.options.dyn_batch_size, MAX_ROWS_PER_TRANSACTION)
+
+
+def chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
+    """Regroup incoming Arrow batches into tables of exactly `size` rows (the last may be smaller)."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        pending.append(batch)
+        rows += batch.num_rows
+        while rows >= size:
+            table = pa.Table.from_batches(pending)
+            yield table.slice(0, size)
+            rest = table.slice(size)
+            pending, rows = rest.to_batches(), rest.num_rows
+    if rows:
+        yield pa.Table.from_batches(pending)
+
+
+def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch]) -> WrittenPart:
+    """Called in a Spark worker: insert (or stage, when transactional) the task's rows in chunks."""
+    cluster = connect(plan.options.cluster)
+    size = chunk_rows(plan, cluster)
+    staging = _staging_path(plan) if plan.options.transactional else None
+    if staging:
+        cluster.create(TABLE, staging, recursive=True, attributes={"schema": _unsorted(plan.schema)})
+    rows = count = 0
+    for chunk in chunks(batches, size):
+        table = _to_target(plan, chunk)
+        if staging:
+            cluster.write_table(staging, table, append=True)
+        else:
+            cluster.insert_rows(plan.options.path, table)
+        rows += table.num_rows
+        count += 1
+    return WrittenPart(rows=rows, staging_path=staging, chunks=count)
+
+
+def _unsorted(schema: TableSchema) -> list[dict]:
+    return [{k: v for k, v in c.items() if k != "sort_order"} for c in schema.to_yt()]
+
+
+def query_key(options: SinkOptions) -> str:
+    """Identity of a query across restarts: its checkpoint location (stable), else its name."""
+    key = options.checkpoint_location or options.query_name
+    if not key:
+        raise ValueError("transactional mode needs a checkpointLocation (or a queryName) to record "
+                         "committed batches across restarts")
+    return key
+
+
+def _staging_root(options: SinkOptions) -> str:
+    digest = hashlib.sha1(query_key(options).encode()).hexdigest()[:16]
+    return f"{options.path}_staging/{digest}"
+
+
+def _staging_path(plan: SinkPlan) -> str:
+    ctx = TaskContext.get()
+    task = f"{ctx.partitionId()}-{ctx.taskAttemptId()}" if ctx else uuid.uuid4().hex
+    return f"{_staging_root(plan.options)}/{task}-{uuid.uuid4().hex[:8]}"
+
+
+def commit_log_path(options: SinkOptions) -> str:
+    return f"{options.path}_commits"
+
+
+def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int) -> bool:
+    """Transactional commit: staged rows + marker in one transaction, at most once per (query, batch).
+
+    Returns False when the batch was committed before (a replay), in which case nothing is written.
+    """
+    options = plan.options
+    key = {"query": query_key(options), "batch_id": batch_id}
+    log_path = commit_log_path(options)
+    staged = [p.staging_path for p in parts if p and p.staging_path]
+    with connect(options.cluster) as cluster:
+        cluster.create(TABLE, log_path, recursive=True, ignore_existing=True,
+                       attributes={"dynamic": True, "schema": COMMIT_LOG_SCHEMA})
+        rows = 0
+        with cluster.transaction() as tx:
+            if tx.lookup_rows(log_path, [key]):
+                log.info("batch %s of %s already committed; replay writes nothing", batch_id, key["query"])
+                done = False
+            else:
+                for path in staged:
+                    for batch in cluster.read_table(path, max_rows=MAX_ROWS_PER_TRANSACTION):
+                        tx.insert_rows(options.path, batch)
+                        rows += batch.num_rows
+                tx.insert_rows(log_path, [{**key, "rows": rows, "committed_at": time.time()}])
+                done = True
+        _drop_staging(cluster, staged)
+    return done
+
+
+def abort_batch(plan: SinkPlan, parts: list[WrittenPart | None]) -> None:
+    """Drop what the failed batch staged; at-least-once writes cannot be taken back (and need not be)."""
+    staged = [p.staging_path for p in parts if p and p.staging_path]
+    if staged:
+        with connect(plan.options.cluster) as cluster:
+            _drop_staging(cluster, staged)
+
+
+def _drop_staging(cluster: Cluster, paths: list[str]) -> None:
+    for path in paths:
+        cluster.remove(path, force=True)
+    if paths:
+        parent = paths[0].rsplit("/", 1)[0]
+        if cluster.exists(parent) and cluster.get(parent + "/@type") == MAP_NODE and not cluster.list(parent):
+            cluster.remove(parent, force=True)
+
+
+class YtStreamWriter(DataSourceStreamArrowWriter):
+    """`writeStream.format("yt")`; see the module docstring for the guarantees."""
+
+    def __init__(self, plan: SinkPlan) -> None:
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenPart:
+        """Called in a Spark worker for each partition of the micro-batch."""
+        return write_rows(self.plan, iterator)
+
+    def commit(self, messages: list[WrittenPart | None], batchId: int) -> None:
+        """Called once per micro-batch after every task succeeded (runner process)."""
+        if self.plan.options.transactional:
+            commit_batch(self.plan, messages, batchId)
+
+    def abort(self, messages: list[WrittenPart | None], batchId: int) -> None:
+        """Called when a task of the micro-batch failed."""
+        abort_batch(self.plan, messages)
+
+
+class YtBatchWriter(DataSourceArrowWriter):
+    """`df.write.format("yt").mode("append").save(path)`: at-least-once inserts in dynBatchSize chunks."""
+
+    def __init__(self, plan: SinkPlan) -> None:
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenPart:
+        return write_rows(self.plan, iterator)

@@ -1,0 +1,113 @@
+"""The Grafana dashboards: committed JSON equals a fresh build, every query is valid PromQL over metrics
+that opsd defines, and per-query panels follow the `query` variable.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from grafana import build
+from grafana.promql import defined_series, selectors, series_names, unknown_labels, unknown_metrics
+from opsd.metrics import METRIC_DEFINITIONS
+
+DASHBOARD = build.overview()
+TARGETS = [(panel["title"], target) for panel in DASHBOARD["panels"] for target in panel.get("targets", [])]
+QUERY_MATCHER = "=~$query"
+# What Grafana substitutes before the query reaches Prometheus.
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$query": ".*"}
+
+
+def target_id(item: tuple[str, dict]) -> str:
+    title, target = item
+    return f"{title}/{target['refId']}"
+
+
+def per_query_metrics(expr: str) -> set[str]:
+    """The metrics of ``expr`` whose series carry a ``query`` label."""
+    series = defined_series()
+    return {name for name in series_names(expr) if name in series and "query" in series[name].labels}
+
+
+@pytest.mark.parametrize("directory", build.OUTPUT_DIRS, ids=lambda d: d.relative_to(build.REPO_ROOT).as_posix())
+def test_committed_dashboards_equal_a_fresh_build(directory):
+    for filename, text in build.build().items():
+        committed = directory / filename
+        assert committed.exists(), f"{committed} missing: run python -m grafana.build"
+        assert committed.read_text() == text, f"{committed} is stale: run python -m grafana.build"
+
+
+@pytest.mark.parametrize("item", TARGETS, ids=target_id)
+def test_panel_uses_only_metrics_and_labels_that_opsd_defines(item):
+    _, target = item
+    assert unknown_metrics(target["expr"]) == set()
+    assert unknown_labels(target["expr"]) == {}
+
+
+def test_the_dashboard_shows_every_metric_opsd_defines():
+    used = {defined_series()[name].name for _, target in TARGETS for name in series_names(target["expr"])}
+    assert {d.name for d in METRIC_DEFINITIONS} - used == set()
+
+
+@pytest.mark.parametrize("item", TARGETS, ids=target_id)
+def test_per_query_series_follow_the_query_variable(item):
+    _, target = item
+    labelled = per_query_metrics(target["expr"])
+    for name, matchers in selectors(target["expr"]):
+        assert matchers.get("query") == (QUERY_MATCHER if name in labelled else None), name
+    assert labelled <= {name for name, _ in selectors(target["expr"])}, "a per-query metric without matcher"
+
+
+@pytest.mark.parametrize("item", TARGETS, ids=target_id)
+def test_per_query_series_keep_the_query_label_in_aggregations_and_legends(item):
+    _, target = item
+    if not per_query_metrics(target["expr"]):
+        return
+    for grouping in re.findall(r"\bby\s*\(([^)]*)\)", target["expr"]):
+        assert "query" in {label.strip() for label in grouping.split(",")}
+    assert "{{query}}" in target["legendFormat"]
+
+
+def test_the_query_variable_lists_the_query_label_of_a_defined_metric():
+    assert list(build.variable_sources(DASHBOARD)) == [("opsd_query_up", "query")]
+    assert list(build.problems(DASHBOARD)) == []
+
+
+def test_every_panel_and_target_queries_the_datasource_variable():
+    variables = {v["name"]: v for v in DASHBOARD["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    for panel in DASHBOARD["panels"]:
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"]["uid"] == "${datasource}"
+        assert all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
+
+
+def test_panels_do_not_overlap_and_fit_the_grid():
+    taken: set[tuple[int, int]] = set()
+    for panel in DASHBOARD["panels"]:
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= build.GRID_WIDTH
+        cells = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])}
+        assert not cells & taken, panel["title"]
+        taken |= cells
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not on PATH (Debian package prometheus)")
+def test_every_panel_query_is_valid_promql(tmp_path):
+    """promtool parses each expression as a recording rule, after Grafana's variable substitution."""
+    rules = []
+    for index, (_, target) in enumerate(TARGETS):
+        expr = target["expr"]
+        for variable, value in GRAFANA_VARIABLES.items():
+            expr = expr.replace(variable, value)
+        rules.append({"record": f"dashboard:expr_{index}", "expr": expr})
+    rule_file = tmp_path / "dashboard_rules.yaml"
+    rule_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    result = subprocess.run(["promtool", "check", "rules", str(rule_file)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr

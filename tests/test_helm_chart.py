@@ -1,0 +1,289 @@
+"""The opsd Helm chart, rendered for real by Helm's Go SDK (helm-python-sdk, no helm binary, no network)
+and every object validated against the Kubernetes OpenAPI schemas (kubernetes-validate).
+
+ServiceMonitor and PrometheusRule are CRDs that kubernetes-validate has no schema for; their structure
+is checked by hand against what the Prometheus operator reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART_DIR = ROOT / "helm" / "opsd"
+SCENARIOS = sorted((CHART_DIR / "ci").glob("*-values.yaml"))
+KUBE_VERSION = "1.30"
+RELEASE, NAMESPACE = "stream", "streaming"
+FULLNAME = f"{RELEASE}-opsd"
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
+# Each optional feature, the values that turn it on, and the (kind, name) objects only it creates.
+FEATURES = {
+    "serviceMonitor": ({"serviceMonitor": {"enabled": True}}, {("ServiceMonitor", FULLNAME)}),
+    "prometheusRule": ({"prometheusRule": {"enabled": True}}, {("PrometheusRule", FULLNAME)}),
+    "dashboards": ({"dashboards": {"enabled": True}}, {("ConfigMap", f"{FULLNAME}-dashboards")}),
+    "sparkOnKubernetes": ({"sparkOnKubernetes": {"enabled": True}}, {
+        ("Role", FULLNAME), ("RoleBinding", FULLNAME), ("Service", f"{FULLNAME}-driver"),
+    }),
+    "serviceAccount": ({"serviceAccount": {"create": True}}, {("ServiceAccount", FULLNAME)}),
+}
+FEATURES_OFF = {"serviceAccount": {"create": False}}
+# opsd's own config: opsd validates it and reports every invalid key, so the schema lists only the
+# keys the chart reads and does not duplicate (and drift from) opsd's loader.
+OPEN_OBJECTS = {("config",), ("config", "http")}
+
+
+@pytest.fixture(scope="module")
+def chart():
+    with helm.Chart.load(CHART_DIR) as loaded:
+        yield loaded
+
+
+def scenario_values(path: Path) -> dict:
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def render(chart: helm.Chart, values: dict) -> list[dict]:
+    """Every object the chart renders for ``values``, parsed from the manifests."""
+    manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE)
+    return [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc]
+
+
+def find(objects: list[dict], kind: str, name: str = FULLNAME) -> dict:
+    """The one object of ``kind`` called ``name``."""
+    matches = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(matches) == 1, f"expected one {kind}/{name}, got {len(matches)}"
+    return matches[0]
+
+
+def opsd_container(objects: list[dict]) -> dict:
+    return find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+def check_service_monitor(monitor: dict, objects: list[dict]) -> None:
+    """A ServiceMonitor must select the opsd Service and scrape a port that Service names."""
+    service = find(objects, "Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    port_names = {port["name"] for port in service["spec"]["ports"]}
+    for endpoint in monitor["spec"]["endpoints"]:
+        assert endpoint["port"] in port_names
+        assert endpoint["path"] == "/metrics"
+        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "relabelings"}
+
+
+def check_prometheus_rule(rule: dict) -> None:
+    """A PrometheusRule's spec must be a rule file: named groups of rules with an expr each."""
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(rule["spec"]) == {"groups"}
+    for group in rule["spec"]["groups"]:
+        assert set(group) <= {"name", "interval", "rules"} and group["name"]
+        for item in group["rules"]:
+            assert ("alert" in item) != ("record" in item) and isinstance(item["expr"], str)
+            assert set(item) <= {"alert", "record", "expr", "for", "labels", "annotations"}
+
+
+def validate(obj: dict, objects: list[dict]) -> None:
+    """Validate one object: Kubernetes' own schema, or the by-hand checks for the two CRDs."""
+    if obj["kind"] == "ServiceMonitor":
+        check_service_monitor(obj, objects)
+    elif obj["kind"] == "PrometheusRule":
+        check_prometheus_rule(obj)
+    else:
+        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
+def test_every_scenario_renders_only_valid_kubernetes_objects(chart, scenario):
+    objects = render(chart, scenario_values(scenario))
+    assert objects
+    for obj in objects:
+        validate(obj, objects)
+        assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+
+
+def test_the_scenarios_cover_the_default_all_features_and_a_yt_cluster_with_a_secret():
+    assert {p.stem for p in SCENARIOS} == {"default-values", "all-features-values", "yt-cluster-values"}
+
+
+def test_the_chart_passes_helm_lint_in_strict_mode():
+    for scenario in SCENARIOS:
+        report = helm.lint(CHART_DIR, scenario_values(scenario), strict=True, namespace=NAMESPACE)
+        assert report["errors"] == []
+        assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_the_deployment_runs_opsd_on_the_config_file_mounted_from_the_config_map(chart):
+    objects = render(chart, {})
+    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert [*container["command"], *container["args"]] == ["opsd", "run", "/etc/opsd/config.yaml"]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/opsd")
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    config_map = find(objects, "ConfigMap", volume["configMap"]["name"])
+    assert yaml.safe_load(config_map["data"]["config.yaml"]) == chart.values["config"]
+
+
+def test_the_token_is_read_from_the_existing_secret_into_yt_token(chart):
+    objects = render(chart, scenario_values(CHART_DIR / "ci" / "yt-cluster-values.yaml"))
+    env = {e["name"]: e for e in opsd_container(objects)["env"]}
+    assert env["YT_TOKEN"] == {"name": "YT_TOKEN",
+                               "valueFrom": {"secretKeyRef": {"name": "opsd-yt-token", "key": "YT_TOKEN"}}}
+    assert not [o for o in objects if o["kind"] == "Secret"]
+
+
+def test_without_an_existing_secret_no_token_is_passed(chart):
+    env = {e["name"] for e in opsd_container(render(chart, {})).get("env", [])}
+    assert "YT_TOKEN" not in env
+
+
+def test_the_pod_runs_as_non_root_with_probes_on_healthz_and_readyz(chart):
+    objects = render(chart, {})
+    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert pod["serviceAccountName"] == find(objects, "ServiceAccount")["metadata"]["name"]
+
+
+def test_the_http_port_of_the_config_is_the_container_and_service_port(chart):
+    objects = render(chart, {"config": {"http": {"port": 8123}}})
+    assert opsd_container(objects)["ports"][0] == {"name": "http", "containerPort": 8123, "protocol": "TCP"}
+    assert find(objects, "Service")["spec"]["ports"][0]["port"] == 8123
+
+
+@pytest.mark.parametrize("feature", FEATURES)
+def test_an_optional_feature_creates_its_objects_only_when_enabled(chart, feature):
+    on_values, created = FEATURES[feature]
+    off_values = {feature: FEATURES_OFF.get(feature, {"enabled": False})}
+    names = {(o["kind"], o["metadata"]["name"]) for o in render(chart, off_values)}
+    assert created & names == set()
+    names = {(o["kind"], o["metadata"]["name"]) for o in render(chart, on_values)}
+    assert created <= names
+
+
+def test_the_default_values_render_no_optional_objects(chart):
+    kinds = {o["kind"] for o in render(chart, {})}
+    assert kinds == {"Deployment", "ConfigMap", "Service", "ServiceAccount"}
+
+
+def test_the_prometheus_rule_carries_exactly_the_rules_of_the_alerts_file(chart):
+    rule = find(render(chart, {"prometheusRule": {"enabled": True}}), "PrometheusRule")
+    assert rule["spec"] == yaml.safe_load((CHART_DIR / "files" / "alerts.yaml").read_text())
+
+
+def test_the_service_monitor_relabels_the_job_to_opsd_as_the_absent_alert_expects(chart):
+    monitor = find(render(chart, {"serviceMonitor": {"enabled": True}}), "ServiceMonitor")
+    relabelings = monitor["spec"]["endpoints"][0]["relabelings"]
+    assert {"action": "replace", "targetLabel": "job", "replacement": "opsd"} in relabelings
+    assert 'up{job="opsd"}' in (CHART_DIR / "files" / "alerts.yaml").read_text()
+
+
+def test_the_dashboards_config_map_holds_the_built_dashboards_under_the_sidecar_label(chart):
+    config_map = find(render(chart, {"dashboards": {"enabled": True}}), "ConfigMap", f"{FULLNAME}-dashboards")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    built = {p.name: json.loads(p.read_text()) for p in (ROOT / "grafana" / "dashboards").glob("*.json")}
+    assert {name: json.loads(text) for name, text in config_map["data"].items()} == built
+
+
+def test_spark_on_kubernetes_points_executors_at_the_driver_service(chart):
+    objects = render(chart, {"sparkOnKubernetes": {"enabled": True}})
+    spark = yaml.safe_load(find(objects, "ConfigMap")["data"]["config.yaml"])["spark"]
+    driver = find(objects, "Service", f"{FULLNAME}-driver")
+    assert spark["spark.driver.host"] == f"{FULLNAME}-driver.{NAMESPACE}.svc"
+    assert spark["spark.kubernetes.namespace"] == NAMESPACE
+    assert driver["spec"]["clusterIP"] == "None"
+    container_ports = {p["name"]: p["containerPort"] for p in opsd_container(objects)["ports"]}
+    assert {p["targetPort"]: p["port"] for p in driver["spec"]["ports"]} == {
+        "spark-driver": int(spark["spark.driver.port"]), "spark-blockmgr": int(spark["spark.driver.blockManager.port"]),
+    }
+    assert container_ports["spark-driver"] == int(spark["spark.driver.port"])
+    binding = find(objects, "RoleBinding")
+    assert binding["subjects"][0]["name"] == spark["spark.kubernetes.authenticate.driver.serviceAccountName"]
+
+
+def test_spark_conf_given_in_values_wins_over_the_derived_conf(chart):
+    values = {"sparkOnKubernetes": {"enabled": True}, "config": {"spark": {"spark.master": "k8s://https://api:6443"}}}
+    spark = yaml.safe_load(find(render(chart, values), "ConfigMap")["data"]["config.yaml"])["spark"]
+    assert spark["spark.master"] == "k8s://https://api:6443"
+
+
+def test_a_config_change_changes_the_pod_template_so_the_driver_restarts(chart):
+    def checksum(values: dict) -> str:
+        deployment = find(render(chart, values), "Deployment")
+        return deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+    assert checksum({}) != checksum({"config": {"cluster": "yt://other"}})
+
+
+@pytest.mark.parametrize("values", [
+    {"unknownKey": 1},
+    {"serviceMonitor": {"enabld": True}},
+    {"ytToken": {"token": "plain-text-secret"}},
+], ids=["top-level", "nested-typo", "token-in-plain-text"])
+def test_the_schema_rejects_an_unknown_key(chart, values):
+    with pytest.raises(helm.HelmValuesError, match="additional properties"):
+        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+
+
+@pytest.mark.parametrize("values", [
+    {"config": {"http": {"port": "9464"}}},
+    {"serviceMonitor": {"enabled": "yes"}},
+    {"image": {"pullPolicy": "Sometimes"}},
+], ids=["port-as-string", "flag-as-string", "enum"])
+def test_the_schema_rejects_a_wrong_type_or_value(chart, values):
+    with pytest.raises(helm.HelmValuesError):
+        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+
+
+def schema_paths(schema: dict, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], dict]:
+    """Every property of the schema, by key path."""
+    paths = {}
+    for key, sub in schema.get("properties", {}).items():
+        path = (*prefix, key)
+        paths[path] = sub
+        paths |= schema_paths(sub, path)
+    return paths
+
+
+def commented_keys(values_yaml: str) -> dict[tuple[str, ...], bool]:
+    """Each key path of values.yaml and whether a comment line sits directly above it."""
+    stack: list[tuple[int, str]] = []
+    keys, previous = {}, ""
+    for line in values_yaml.splitlines():
+        if match := re.match(r"^(\s*)([\w.-]+):", line):
+            indent = len(match.group(1))
+            stack = [(i, k) for i, k in stack if i < indent] + [(indent, match.group(2))]
+            keys[tuple(k for _, k in stack)] = previous.lstrip().startswith("#")
+        if line.strip():
+            previous = line
+    return keys
+
+
+def test_every_schema_property_has_a_description_and_nested_objects_are_closed():
+    schema = json.loads((CHART_DIR / "values.schema.json").read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert schema["additionalProperties"] is False
+    for path, sub in schema_paths(schema).items():
+        assert sub.get("description"), path
+        if "properties" in sub and path not in OPEN_OBJECTS:
+            assert sub["additionalProperties"] is False, path
+
+
+def test_every_values_key_has_a_comment_and_a_schema_property():
+    schema = schema_paths(json.loads((CHART_DIR / "values.schema.json").read_text()))
+    keys = commented_keys((CHART_DIR / "values.yaml").read_text())
+    documented = {path: commented for path, commented in keys.items() if path in schema}
+    assert [path for path, commented in documented.items() if not commented] == []
+    assert {path for path in keys if len(path) == 1} <= set(schema)

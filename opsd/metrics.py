@@ -152,7 +152,7 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
     ),
     MetricDefinition(
         "opsd_listener_dropped_events_total", _C,
-        "Listener events dropped because the queue was full.",
+        "Listener events lost: queue full, or the event could not be read or recorded.",
     ),
     MetricDefinition("opsd_check_runs_total", _C, "Runs of a periodic check.", ("check",)),
     MetricDefinition("opsd_check_errors_total", _C, "Runs of a periodic check that raised.", ("check",)),
@@ -162,9 +162,6 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         ("check",), "seconds", CHECK_DURATION_BUCKETS,
     ),
 )
-
-DEFINITIONS_BY_NAME: dict[str, MetricDefinition] = {d.name: d for d in METRIC_DEFINITIONS}
-
 
 def _create(definition: MetricDefinition, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
     """Register one metric; prometheus-client re-appends ``_total`` to counters itself."""

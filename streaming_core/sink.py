@@ -83,21 +83,60 @@ def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool) -
 
 
 def _check_fits(plan: SinkPlan, df_arrow: pa.Schema) -> None:
+    """Every problem of the DataFrame's columns against the table, reported at once, before any write."""
+    target = plan.schema
     names = set(df_arrow.names)
-    missing = [c.name for c in plan.schema.columns if c.required and c.name not in names]
-    if missing:
-        raise SchemaError(f"{plan.options.path}: required columns {missing} are missing from the DataFrame "
-                          f"(columns: {df_arrow.names})")
-    empty = pa.Table.from_batches([], schema=df_arrow)
-    _to_target(plan, empty)  # an empty cast proves every column converts, naming the first that does not
+    unknown = [n for n in df_arrow.names if n not in target.names]
+    missing = [c.name for c in target.columns if c.name not in names and (c.required or c.sort_order)]
+    wrong = [f"{f.name} ({f.type}; the table wants {target.column(f.name).arrow_field().type})" for f in df_arrow
+             if f.name in target.names and not _column_fits(plan, f)]
+    problems = [f"{what} {', '.join(cols)}" for what, cols in (
+        ("columns not in the table:", unknown), ("required or key columns missing:", missing),
+        ("columns of the wrong type:", wrong)) if cols]
+    if problems:
+        raise SchemaError(f"{plan.options.path}: the DataFrame does not fit the table: {'; '.join(problems)} "
+                          f"(DataFrame columns: {df_arrow.names}; table columns: {target.names})")
+
+
+def _column_fits(plan: SinkPlan, field: pa.Field) -> bool:
+    """The column's own type fits; composite columns also take YSON binary when write_type_v3 is off."""
+    yson = field.name in plan.yson_columns and pa.types.is_binary(field.type)
+    return yson or _fits(field.type, plan.schema.column(field.name).arrow_field().type)
+
+
+def _fits(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether values of `source` convert to `target` without changing meaning (value range checked later)."""
+    if source == target or pa.types.is_null(source):
+        return True
+    t = pa.types
+    if t.is_integer(target) or t.is_floating(target) or t.is_decimal(target):
+        accepted = [t.is_integer] + ([t.is_floating] if t.is_floating(target) else []) \
+            + ([t.is_decimal] if t.is_decimal(target) else [])
+        return any(check(source) for check in accepted)
+    for family in ((t.is_string, t.is_large_string), (t.is_binary, t.is_large_binary), (t.is_boolean,),
+                   (t.is_date,), (t.is_timestamp,)):
+        if any(check(target) for check in family):
+            return any(check(source) for check in family)
+    if t.is_list(target) or t.is_large_list(target):
+        return (t.is_list(source) or t.is_large_list(source)) and _fits(source.value_type, target.value_type)
+    if t.is_map(target):
+        return t.is_map(source) and _fits(source.key_type, target.key_type) \
+            and _fits(source.item_type, target.item_type)
+    if t.is_struct(target) and t.is_struct(source):
+        members = {f.name: f for f in target}
+        given = {f.name: f for f in source}
+        return all(n in members and _fits(f.type, members[n].type) for n, f in given.items()) \
+            and all(f.nullable or n in given for n, f in members.items())
+    return False
 
 
 def _to_target(plan: SinkPlan, table: pa.Table) -> pa.Table:
     for name in plan.yson_columns & set(table.column_names):
-        target = plan.schema.column(name).arrow_field().type
-        values = from_yson(table.column(name).to_pylist()) if pa.types.is_binary(table.column(name).type) \
-            else table.column(name).to_pylist()
-        table = table.set_column(table.column_names.index(name), name, pa.array(values, target))
+        column = table.column(name)
+        if pa.types.is_binary(column.type):  # YSON from the DataFrame; typed values are cast below
+            target = plan.schema.column(name).arrow_field().type
+            values = pa.array(from_yson(column.to_pylist()), target)
+            table = table.set_column(table.column_names.index(name), name, values)
     return to_arrow_table(plan.schema, table, plan.options.path)
 
 
@@ -125,20 +164,20 @@ def chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
 
 def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch]) -> WrittenPart:
     """Called in a Spark worker: insert (or stage, when transactional) the task's rows in chunks."""
-    cluster = connect(plan.options.cluster)
-    size = chunk_rows(plan, cluster)
-    staging = _staging_path(plan) if plan.options.transactional else None
-    if staging:
-        cluster.create(TABLE, staging, recursive=True, attributes={"schema": _unsorted(plan.schema)})
-    rows = count = 0
-    for chunk in chunks(batches, size):
-        table = _to_target(plan, chunk)
+    with connect(plan.options.cluster) as cluster:
+        size = chunk_rows(plan, cluster)
+        staging = _staging_path(plan) if plan.options.transactional else None
         if staging:
-            cluster.write_table(staging, table, append=True)
-        else:
-            cluster.insert_rows(plan.options.path, table)
-        rows += table.num_rows
-        count += 1
+            cluster.create(TABLE, staging, recursive=True, attributes={"schema": _unsorted(plan.schema)})
+        rows = count = 0
+        for chunk in chunks(batches, size):
+            table = _to_target(plan, chunk)
+            if staging:
+                cluster.write_table(staging, table, append=True)
+            else:
+                cluster.insert_rows(plan.options.path, table)
+            rows += table.num_rows
+            count += 1
     return WrittenPart(rows=rows, staging_path=staging, chunks=count)
 
 
@@ -194,8 +233,19 @@ def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int)
                         rows += batch.num_rows
                 tx.insert_rows(log_path, [{**key, "rows": rows, "committed_at": time.time()}])
                 done = True
-        _drop_staging(cluster, staged)
+        _drop_staging(cluster, staged + _leftovers(cluster, options, staged))
     return done
+
+
+def _leftovers(cluster: Cluster, options: SinkOptions, staged: list[str]) -> list[str]:
+    """Staging tables of this query that no commit will read: tasks of attempts killed before their commit.
+
+    Batches of a query run one after another, so at a commit every other staging table is an orphan.
+    """
+    root = _staging_root(options)
+    if not cluster.exists(root):
+        return []
+    return [path for path in (f"{root}/{name}" for name in cluster.list(root)) if path not in staged]
 
 
 def abort_batch(plan: SinkPlan, parts: list[WrittenPart | None]) -> None:

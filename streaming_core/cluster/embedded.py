@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .base import (
     DEFAULT_CHUNK_BYTES,
@@ -634,8 +635,10 @@ def _split_by_tablet(table: pa.Table, tablets: list[int] | None, count: int) -> 
             if part.num_rows:
                 yield t, part
         return
-    indices: dict[int, list[int]] = {}
-    for i, t in enumerate(tablets):
-        indices.setdefault(t, []).append(i)
-    for t, idx in sorted(indices.items()):
-        yield t, table.take(pa.array(idx))
+    targets = sorted(set(tablets))
+    if len(targets) == 1:  # the common case (a `tablet_index` argument): no copy
+        yield targets[0], table
+        return
+    column = pa.array(tablets, pa.int64())
+    for t in targets:
+        yield t, table.filter(pc.equal(column, t))

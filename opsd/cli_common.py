@@ -1,0 +1,18 @@
+"""What every `opsd` subcommand module shares: the input error type and how `--cluster` is opened."""
+
+from __future__ import annotations
+
+import argparse
+
+from streaming_core.cluster import Cluster, connect, default_uri
+
+CLUSTER_HELP = "cluster URI: local:///path or yt://proxy (default: $OPSD_CLUSTER, yt://$YT_PROXY or .opsd/cluster)"
+
+
+class CliError(Exception):
+    """Bad input given to a command (a malformed schema, an invalid JSON line); the message names it."""
+
+
+def open_cluster(args: argparse.Namespace) -> Cluster:
+    """The cluster named by `--cluster`, or the default one (see `streaming_core.cluster.default_uri`)."""
+    return connect(args.cluster or default_uri())

@@ -1,0 +1,77 @@
+"""`opsd run CONFIG.yaml`: the daemon. Session, monitoring, pipelines, and a graceful stop on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import structlog
+from pyspark.sql import SparkSession
+
+from opsd.config import OpsdConfig, load_config, spark_defaults
+from opsd.monitor import Monitor, attach
+from opsd.runner import Runner
+from streaming_core import build_session
+
+log = structlog.get_logger(__name__)
+
+#: Spark's own key for the graceful-shutdown timeout (milliseconds); opsd honours it too.
+GRACEFUL_TIMEOUT_KEY = "spark.streaming.stopGracefullyOnShutdown.timeout"
+DEFAULT_GRACEFUL_TIMEOUT_MS = 30_000
+
+
+def graceful_timeout_seconds(config: OpsdConfig) -> float:
+    return float(config.spark.conf.get(GRACEFUL_TIMEOUT_KEY, DEFAULT_GRACEFUL_TIMEOUT_MS)) / 1000
+
+
+def session_for(config: OpsdConfig) -> SparkSession:
+    """The Spark session of a config: the seeds' best practices, the user's conf, the `yt` format."""
+    return build_session(config.spark.app_name, master=config.spark.master, cluster=config.cluster,
+                         conf=spark_defaults(config))
+
+
+def monitor_for(spark: SparkSession, config: OpsdConfig) -> Monitor:
+    return attach(spark, host=config.http.host, port=config.http.port, policy=config.checks.progress_policy(),
+                  watchdog_seconds=config.checks.watchdog_seconds)
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` instead of killing the process (main thread only)."""
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in handled}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
+    """Run every pipeline of the config until SIGTERM/SIGINT (or `stop`), or until all have finished."""
+    config = load_config(config_path)
+    stop = stop or threading.Event()
+    spark = session_for(config)
+    monitor = monitor_for(spark, config)
+    runner = Runner(spark, list(config.pipelines), monitor.recorder)
+    log.info("opsd_started", pipelines=[p.name for p in config.pipelines], url=monitor.url)
+    try:
+        with stop_on_signals(stop) if threading.current_thread() is threading.main_thread() else _nothing():
+            runner.start()
+            runner.wait(stop)
+    finally:
+        runner.stop(graceful_timeout_seconds(config))
+        monitor.listener.flush(5)
+        monitor.detach()
+        spark.stop()
+    gave_up = [s.name for s in runner.supervisors if s.gave_up]
+    log.info("opsd_stopped", gave_up=gave_up)
+    return 1 if gave_up else 0
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

@@ -1,0 +1,214 @@
+"""`opsd queue` / `opsd consumer`: the real CLI on a real embedded cluster, in-process through `main()` and
+end to end through the installed console script."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from cluster_contract import COMPOSITE_SCHEMA
+
+from opsd.cli import main
+from opsd.produce import Batch, paced
+from streaming_core.cluster import Cluster, connect
+
+QUEUE = "//home/app/queue"
+CONSUMER = "//home/app/consumer"
+OPSD = Path(sys.executable).with_name("opsd")
+#: `opsd(*args, stdin=None) -> (exit code, stdout, stderr)`, run in-process.
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def uri(tmp_path: Path) -> str:
+    return f"local://{tmp_path / 'cluster'}"
+
+
+@pytest.fixture
+def cluster(uri: str) -> Cluster:
+    return connect(uri)
+
+
+@pytest.fixture
+def opsd(uri: str, capsys: pytest.CaptureFixture[str]) -> Run:
+    """Run `opsd ARGS --cluster URI` in-process; returns (exit code, stdout, stderr)."""
+    def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        if stdin is not None:
+            sys.stdin = io.StringIO(stdin)
+        try:
+            code = main([*args, "--cluster", uri])
+        finally:
+            sys.stdin = sys.__stdin__
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run
+
+
+@pytest.fixture
+def queue(opsd: Run) -> str:
+    assert opsd("queue", "create", QUEUE, "--partitions", "2", "--schema", "n:int64,data:string")[0] == 0
+    return QUEUE
+
+
+def json_lines(rows: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def inspect(opsd: Run) -> list[dict]:
+    code, out, _ = opsd("queue", "inspect", QUEUE, "--json")
+    assert code == 0
+    return json.loads(out)["partitions"]
+
+
+def test_end_to_end_through_the_console_script(tmp_path: Path, uri: str, cluster: Cluster) -> None:
+    def opsd(*args: str) -> str:
+        done = subprocess.run([str(OPSD), *args, "--cluster", uri], capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    opsd("queue", "create", QUEUE, "--partitions", "2")
+    opsd("consumer", "create", CONSUMER)
+    opsd("consumer", "register", QUEUE, CONSUMER, "--vital")
+    assert "appended 1000 rows" in opsd("queue", "produce", QUEUE, "--count", "1000")
+    cluster.advance_consumer(CONSUMER, QUEUE, 0, 0, 200)
+    report = json.loads(opsd("queue", "inspect", QUEUE, "--json"))
+    assert [(p["total_rows"], p["trimmed_rows"], p["consumers"][CONSUMER]) for p in report["partitions"]] == [
+        (500, 0, {"offset": 200, "unread": 300}), (500, 0, {"offset": 0, "unread": 500})]
+    opsd("queue", "trim", QUEUE, "--to-consumer", CONSUMER)
+    report = json.loads(opsd("queue", "inspect", QUEUE, "--json"))
+    assert [(p["rows"], p["trimmed_rows"]) for p in report["partitions"]] == [(300, 200), (500, 0)]
+    assert cluster.list_queue_consumer_registrations(queue_path=QUEUE)[0].vital
+
+
+def test_produce_appends_json_lines_from_stdin_and_from_a_file(opsd: Run, queue: str, tmp_path: Path,
+                                                              cluster: Cluster) -> None:
+    code, out, err = opsd("queue", "produce", queue, "--partition", "1",
+                          stdin=json_lines([{"n": 1, "data": "a"}, {"n": 2}]) + "\n")
+    assert (code, err) == (0, "") and "appended 2 rows" in out  # no progress bar without a terminal
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json_lines([{"n": i} for i in range(5)]))
+    assert opsd("queue", "produce", queue, "--file", str(path))[0] == 0
+    assert [t.total_row_count for t in cluster.get_tablet_infos(queue)] == [3, 4]
+
+
+def test_generated_rows_fit_a_composite_json_schema(opsd: Run, cluster: Cluster) -> None:
+    assert opsd("queue", "create", QUEUE, "--schema", json.dumps(COMPOSITE_SCHEMA))[0] == 0
+    assert opsd("queue", "produce", QUEUE, "--count", "25")[0] == 0
+    assert cluster.get_tablet_infos(QUEUE)[0].total_row_count == 25
+
+
+def test_default_schema_is_one_string_column(opsd: Run, cluster: Cluster) -> None:
+    opsd("queue", "create", QUEUE)
+    assert cluster.get_schema(QUEUE).names == ["data"]
+
+
+def test_produce_at_a_rate_spreads_the_rows_over_time(opsd: Run, queue: str, cluster: Cluster) -> None:
+    assert opsd("queue", "produce", queue, "--count", "30", "--rate", "200")[0] == 0
+    assert sum(t.total_row_count for t in cluster.get_tablet_infos(queue)) == 30
+
+
+def test_paced_batches_wait_until_their_first_row_is_due() -> None:
+    now, slept = [0.0], []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    batches = [Batch([{}] * 10, first, first + 9) for first in (1, 11, 21)]
+    assert list(paced(batches, 100, clock=lambda: now[0], sleep=sleep)) == batches
+    assert slept == pytest.approx([0.1, 0.1])
+
+
+def test_inspect_prints_a_table_for_people(opsd: Run, queue: str) -> None:
+    opsd("consumer", "create", CONSUMER)
+    opsd("consumer", "register", queue, CONSUMER)
+    opsd("queue", "produce", queue, "--count", "10")
+    code, out, _ = opsd("queue", "inspect", queue)
+    assert code == 0 and CONSUMER in out and "unread" in out and "5" in out
+
+
+def test_trim_a_partition_by_count(opsd: Run, queue: str) -> None:
+    opsd("queue", "produce", queue, "--count", "40")
+    assert opsd("queue", "trim", queue, "--partition", "1", "--count", "15")[0] == 0
+    assert [(p["rows"], p["trimmed_rows"]) for p in inspect(opsd)] == [(20, 0), (5, 15)]
+
+
+def test_top_level_cluster_option_works_too(uri: str, queue: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--cluster", uri, "queue", "inspect", queue, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queue"] == queue
+
+
+# -- bad input ----------------------------------------------------------------------------------------
+
+
+def assert_fails(result: tuple[int, str, str], *fragments: str) -> None:
+    code, _, err = result
+    assert code != 0
+    assert err.startswith("opsd: error: ") and "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err
+
+
+def test_bad_json_line_is_named_and_nothing_written(opsd: Run, queue: str) -> None:
+    stdin = json_lines([{"n": 1}, {"n": 2}]) + '{"n": 3,\n' + json_lines([{"n": 4}])
+    assert_fails(opsd("queue", "produce", queue, stdin=stdin), "<stdin>: line 3", "invalid JSON")
+    assert_fails(opsd("queue", "produce", queue, stdin="[1, 2]\n"), "line 1", "JSON object")
+    assert sum(p["total_rows"] for p in inspect(opsd)) == 0
+
+
+def test_row_of_the_wrong_type_is_named_and_nothing_written(opsd: Run, queue: str) -> None:
+    rows = [{"n": i, "data": str(i)} for i in range(1000)]
+    rows[617]["n"] = "six hundred"
+    assert_fails(opsd("queue", "produce", queue, stdin=json_lines(rows)), "row 617", "'n'", "lines 1-1000")
+    assert sum(p["total_rows"] for p in inspect(opsd)) == 0
+
+
+@pytest.mark.parametrize("args", [
+    ("queue", "inspect", "//home/missing"),
+    ("queue", "produce", "//home/missing", "--count", "1"),
+    ("queue", "trim", "//home/missing", "--partition", "0", "--count", "1"),
+    ("consumer", "register", "//home/missing", "//home/missing-consumer"),
+])
+def test_unknown_path_is_named(opsd: Run, args: tuple[str, ...]) -> None:
+    assert_fails(opsd(*args), "//home/missing")
+
+
+def test_bad_cluster_uri_is_named(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["queue", "inspect", QUEUE, "--cluster", "foo://x"]) != 0
+    assert capsys.readouterr().err == (
+        "opsd: error: cluster URI 'foo://x': expected local:///path or yt://proxy\n")
+
+
+@pytest.mark.parametrize(("schema", "fragment"), [
+    ("n:int64,oops", "'oops' is not name:type"), ("n:int65", "int65"), ('[{"name": "n"', "invalid JSON"),
+])
+def test_bad_schema_is_named(opsd: Run, schema: str, fragment: str) -> None:
+    assert_fails(opsd("queue", "create", QUEUE, "--schema", schema), fragment)
+
+
+def test_wrong_table_kind_is_named(opsd: Run, queue: str) -> None:
+    opsd("consumer", "create", CONSUMER)
+    assert_fails(opsd("queue", "produce", CONSUMER, "--count", "1"), CONSUMER, "ordered_dynamic")
+
+
+def test_unknown_column_is_named(opsd: Run, queue: str) -> None:
+    assert_fails(opsd("queue", "produce", queue, stdin='{"colour": "red"}\n'), "colour")
+
+
+def test_trim_to_an_unregistered_consumer_fails(opsd: Run, queue: str) -> None:
+    opsd("consumer", "create", CONSUMER)
+    assert_fails(opsd("queue", "trim", queue, "--to-consumer", CONSUMER), "not registered")
+
+
+def test_trim_by_count_needs_a_partition(opsd: Run, queue: str) -> None:
+    assert_fails(opsd("queue", "trim", queue, "--count", "3"), "--partition")
+
+
+def test_missing_input_file_is_named(opsd: Run, queue: str, tmp_path: Path) -> None:
+    assert_fails(opsd("queue", "produce", queue, "--file", str(tmp_path / "none.jsonl")), "none.jsonl")

@@ -3,10 +3,23 @@
     import streaming_core
     streaming_core.register(spark)                 # or: with streaming_core.spark_session() as spark:
     spark.readStream.format("yt").option("consumer_path", C).load(Q)
+
+The Spark-facing names are imported lazily: processes that only use the cluster (`opsd queue ...`,
+Spark workers reading a tablet) do not pay for importing PySpark.
 """
 
-from .datasource import FORMAT, YtDataSource, register
-from .session import build_session, spark_session
+from typing import Any
 
 __all__ = ["FORMAT", "YtDataSource", "build_session", "register", "spark_session"]
 __version__ = "0.1.0"
+
+_LAZY = {"FORMAT": "datasource", "YtDataSource": "datasource", "register": "datasource",
+         "build_session": "session", "spark_session": "session"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -81,8 +81,7 @@ class Store:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='registrations'").fetchone():
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executescript(_DDL)  # executescript commits
+            conn.executescript(_DDL)  # IF NOT EXISTS: safe when several processes create it at once
         return conn
 
     def close(self) -> None:

@@ -15,8 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import structlog
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
+from opsd.exposition import CONTENT_TYPE, render
 from opsd.status import ProgressPolicy, StatusStore, evaluate_readiness
 
 log = structlog.get_logger(__name__)
@@ -80,7 +81,7 @@ class OpsHttpServer:
         """Status code, content type and body for a GET of ``path``."""
         route = path.split("?", 1)[0]
         if route == "/metrics":
-            return HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+            return HTTPStatus.OK, CONTENT_TYPE, render(self.registry)
         if route == "/healthz":
             return HTTPStatus.OK, "text/plain; charset=utf-8", b"ok\n"
         if route == "/readyz":

@@ -163,6 +163,7 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
     ),
 )
 
+
 def _create(definition: MetricDefinition, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
     """Register one metric; prometheus-client re-appends ``_total`` to counters itself."""
     common = {

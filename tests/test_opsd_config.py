@@ -1,0 +1,215 @@
+"""`opsd run CONFIG.yaml`: validation that reports every problem at once, and the Spark defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from opsd.config import ConfigError, OpsdConfig, load_config, parse_duration_seconds, spark_defaults
+
+VALID = """
+cluster: local:///tmp/opsd-cluster
+spark:
+  master: local[2]
+  conf:
+    spark.sql.shuffle.partitions: 4
+    spark.sql.adaptive.enabled: true
+http: {host: 0.0.0.0, port: 9108}
+checks: {watchdog_seconds: 5, stall_factor: 4}
+pipelines:
+  - name: data_length
+    source:
+      path: //home/demo/queue
+      options: {consumer_path: //home/demo/consumer, max_rows_per_partition: 1000}
+    transform: {sql: "SELECT data, length(data) AS len FROM source"}
+    sink: {format: yt, path: //home/demo/output}
+    trigger: {processing_time: 2 seconds}
+    checkpoint_location: yt:///home/demo/checkpoints/data_length
+    tuning:
+      max_rows_per_partition: {min: 100, max: 100000}
+    restart: {initial_backoff_seconds: 1, max_backoff_seconds: 60, max_restarts: 10}
+  - name: counts
+    source: {format: rate, options: {rowsPerSecond: 10}}
+    transform: {callable: "my_jobs.transforms:count_by_minute"}
+    sink: {format: foreachBatch, callable: "my_jobs.sinks:write"}
+    output_mode: update
+    trigger: {available_now: true}
+    stateful: true
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "opsd.yaml"
+    path.write_text(text)
+    return path
+
+
+def problems_of(tmp_path: Path, text: str) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text))
+    assert str(tmp_path / "opsd.yaml") in str(caught.value)
+    return caught.value.problems
+
+
+def test_valid_config_loads_with_typed_values(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, VALID))
+
+    first, second = config.pipelines
+    assert config.cluster == "local:///tmp/opsd-cluster"
+    assert config.spark.conf["spark.sql.shuffle.partitions"] == "4"
+    assert first.source.format == "yt" and first.source.options["max_rows_per_partition"] == "1000"
+    assert first.trigger.interval_seconds == 2.0
+    assert first.trigger.spark_kwargs() == {"processingTime": "2 seconds"}
+    assert first.tuning.max_rows_per_partition is not None and first.tuning.max_rows_per_partition.max == 100000
+    assert second.trigger.spark_kwargs() == {"availableNow": True}
+    assert second.trigger.interval_seconds is None
+    assert config.checks.progress_policy().stall_factor == 4
+
+
+def test_minimal_config_gets_defaults() -> None:
+    config = OpsdConfig.model_validate(
+        {"pipelines": [{"name": "p", "source": {"path": "//q"}, "sink": {"format": "console"}}]}
+    )
+
+    assert config.cluster is None
+    assert config.spark.master == "local[*]"
+    assert (config.http.host, config.http.port) == ("127.0.0.1", 9108)
+    pipeline = config.pipelines[0]
+    assert (pipeline.output_mode, pipeline.stateful, pipeline.transform) == ("append", False, None)
+    assert pipeline.trigger.spark_kwargs() == {}
+    assert pipeline.restart.max_restarts is None
+
+
+def test_every_invalid_field_is_reported_at_once_with_pipeline_and_field(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        """
+cluster: http://nope
+http: {port: 70000, hots: x}
+pipelines:
+  - name: clicks
+    source: {}
+    sink: {format: kafka}
+    trigger: {processing_time: 2 parsecs}
+    tuning: {max_rows_per_partition: {min: 10, max: 5}}
+  - source: {path: //q}
+    transform: {sql: "SELECT 1", callable: "a:b"}
+    sink: {format: foreachBatch}
+    output_mode: upsert
+""",
+    )
+
+    text = "\n".join(problems)
+    expected = [
+        "cluster:",
+        "http.port:",
+        "http.hots: Extra inputs are not permitted",
+        "pipeline 'clicks' (pipelines[0]): source: a 'yt' source needs 'path'",
+        "pipeline 'clicks' (pipelines[0]): sink.format:",
+        "pipeline 'clicks' (pipelines[0]): trigger: '2 parsecs' is not a duration",
+        "pipeline 'clicks' (pipelines[0]): tuning.max_rows_per_partition: min (10) must not exceed max (5)",
+        "pipeline (pipelines[1]): name: Field required",
+        "pipeline (pipelines[1]): transform: set exactly one of 'sql' or 'callable'",
+        "pipeline (pipelines[1]): sink: a 'foreachBatch' sink needs 'callable'",
+        "pipeline (pipelines[1]): output_mode:",
+    ]
+    for fragment in expected:
+        assert fragment in text
+    assert len(problems) == len(expected)
+
+
+def test_duplicate_pipeline_names_are_reported_with_other_problems(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        """
+pipelines:
+  - {name: a, source: {path: //q}, sink: {format: console}}
+  - {name: a, source: {path: //q}, sink: {format: nope}}
+""",
+    )
+
+    assert any("repeated: a" in p for p in problems)
+    assert any("sink.format" in p for p in problems)
+
+
+def test_duplicate_names_alone_are_rejected(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        """
+pipelines:
+  - {name: a, source: {path: //q}, sink: {format: console}}
+  - {name: a, source: {path: //q}, sink: {format: console}}
+""",
+    )
+
+    assert problems == ["(top level): pipeline names must be unique; repeated: a"]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("pipelines: [\n", "not valid YAML"),
+        ("- just a list\n", "top level must be a mapping"),
+        ("cluster: local:///x\n", "pipelines: Field required"),
+        ("pipelines: []\n", "pipelines: List should have at least 1 item"),
+    ],
+)
+def test_malformed_files_are_reported_with_the_file_name(tmp_path: Path, text: str, fragment: str) -> None:
+    assert any(fragment in p for p in problems_of(tmp_path, text))
+
+
+def test_missing_file_is_reported_with_its_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.yaml"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_bad_pipeline_name_and_callable_reference_are_rejected(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        yaml.safe_dump(
+            {
+                "pipelines": [
+                    {
+                        "name": "has space",
+                        "source": {"path": "//q"},
+                        "transform": {"callable": "no_colon"},
+                        "sink": {"format": "console"},
+                    }
+                ]
+            }
+        ),
+    )
+
+    assert any("pipelines[0]): name:" in p for p in problems)
+    assert any("transform.callable:" in p for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("2 seconds", 2.0), ("1 second", 1.0), ("500 milliseconds", 0.5), ("1 minute", 60.0), ("interval 1 hour", 3600)],
+)
+def test_processing_time_durations_are_parsed(text: str, seconds: float) -> None:
+    assert parse_duration_seconds(text) == seconds
+
+
+def test_seed_best_practices_for_stateless_pipelines(tmp_path: Path) -> None:
+    config = OpsdConfig.model_validate(
+        {"pipelines": [{"name": "p", "source": {"path": "//q"}, "sink": {"format": "console"}}]}
+    )
+
+    assert spark_defaults(config) == {
+        "spark.sql.streaming.minBatchesToRetain": "2",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.streaming.adaptiveExecution.enabled": "true",
+        "spark.streaming.stopGracefullyOnShutdown": "true",
+    }
+
+
+def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_path: Path) -> None:
+    defaults = spark_defaults(load_config(write(tmp_path, VALID)))
+
+    assert "spark.sql.streaming.minBatchesToRetain" not in defaults
+    assert defaults["spark.sql.adaptive.enabled"] == "true"
+    assert defaults["spark.sql.shuffle.partitions"] == "4"

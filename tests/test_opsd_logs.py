@@ -1,0 +1,131 @@
+"""structlog configuration: JSON lines off a terminal, console on one, and no secrets either way."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from opsd.logs import REDACTED, SecretRedactor, configure_logging
+
+TOKEN = "AQAD-qJSJKeyabcdef0123456789"
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+def redact(**event: object) -> dict[str, object]:
+    return dict(SecretRedactor([TOKEN])(None, "info", dict(event)))
+
+
+def test_secret_named_keys_are_masked_at_any_depth() -> None:
+    event = redact(
+        event="connect",
+        token="t",
+        password="p",
+        client_secret="s",
+        headers={"Authorization": "OAuth x", "Accept": "json"},
+        items=[{"api_key": "k"}],
+    )
+
+    assert event["token"] == event["password"] == event["client_secret"] == REDACTED
+    assert event["headers"] == {"Authorization": REDACTED, "Accept": "json"}
+    assert event["items"] == [{"api_key": REDACTED}]
+    assert event["event"] == "connect"
+
+
+def test_the_yt_token_value_is_masked_wherever_it_appears() -> None:
+    event = redact(event="request_failed", url=f"http://proxy/?t={TOKEN}", args=("x", TOKEN))
+
+    assert TOKEN not in json.dumps(event)
+    assert event["args"] == ("x", REDACTED)
+
+
+def test_oauth_credentials_in_free_text_are_masked() -> None:
+    event = redact(event="http", request="GET / Authorization: OAuth some-other-token")
+
+    assert event["request"] == f"GET / Authorization: OAuth {REDACTED}"
+
+
+def test_empty_secret_fields_stay_visible_for_debugging() -> None:
+    assert redact(event="e", token=None)["token"] is None
+
+
+def test_non_terminal_output_is_json_lines_with_level_time_and_no_secrets(
+    restore_logging: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("YT_TOKEN", TOKEN)
+    stream = io.StringIO()
+    configure_logging(stream=stream)
+
+    structlog.get_logger("opsd.test").info("batch_committed", query="clicks", batch_id=3, note=f"used {TOKEN}")
+    logging.getLogger("apscheduler.scheduler").warning("job %s missed with %s", "x", TOKEN)
+
+    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert first["event"] == "batch_committed"
+    assert (first["query"], first["batch_id"], first["level"]) == ("clicks", 3, "info")
+    assert first["note"] == f"used {REDACTED}"
+    assert "timestamp" in first
+    assert second["logger"] == "apscheduler.scheduler"
+    assert TOKEN not in second["event"]
+
+
+def test_tracebacks_are_rendered_into_the_json_line(restore_logging: None) -> None:
+    stream = io.StringIO()
+    configure_logging(stream=stream)
+
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        structlog.get_logger().exception("check_failed", check="desync")
+
+    line = json.loads(stream.getvalue())
+    assert line["check"] == "desync"
+    assert "ValueError: boom" in line["exception"]
+
+
+def test_terminal_output_is_human_readable(restore_logging: None) -> None:
+    stream = FakeTTY()
+    configure_logging(stream=stream)
+
+    structlog.get_logger().info("query_started", query="clicks")
+
+    text = stream.getvalue()
+    assert "query_started" in text and "clicks" in text
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+
+
+def test_reconfiguring_does_not_duplicate_lines(restore_logging: None) -> None:
+    stream = io.StringIO()
+    configure_logging(stream=stream)
+    configure_logging(stream=stream)
+
+    structlog.get_logger().info("once")
+
+    assert len(stream.getvalue().splitlines()) == 1
+
+
+def test_level_filters_debug_events(restore_logging: None) -> None:
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream)
+
+    structlog.get_logger().debug("batch_progress")
+
+    assert stream.getvalue() == ""

@@ -1,0 +1,212 @@
+"""The recorder turns query events and runner/check observations into metrics and status."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from opsd.events import QueryIdle, QueryProgressed, QueryStarted, QueryTerminated
+from opsd.metrics import Metrics
+from opsd.progress import BatchProgress, SourceProgress, StateOperator, YtOffset
+from opsd.recorder import Recorder
+from opsd.status import StatusStore
+
+QUERY_ID = "11111111-1111-1111-1111-111111111111"
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def recorder(registry: CollectorRegistry, clock: FakeClock) -> Recorder:
+    return Recorder(Metrics(registry), StatusStore(), clock=clock)
+
+
+def batch(batch_id: int = 3, input_rows: int = 30, sink_rows: int | None = 25) -> BatchProgress:
+    def offset(rows: dict[int, int]) -> YtOffset:
+        return YtOffset(path="//home/q", partitions=rows, cluster="local", consumer_path="//home/c")
+
+    return BatchProgress(
+        query="clicks",
+        id=QUERY_ID,
+        run_id="run-1",
+        batch_id=batch_id,
+        timestamp=990.0,
+        durations_seconds={"triggerExecution": 1.5, "addBatch": 1.0},
+        num_input_rows=input_rows,
+        input_rows_per_second=12.5,
+        processed_rows_per_second=20.0,
+        sink_output_rows=sink_rows,
+        watermark=980.0,
+        state_operators=(StateOperator("stateStoreSave_0", 5, 3, 2048, 0),),
+        sources=(
+            SourceProgress(
+                description="yt",
+                num_input_rows=input_rows,
+                start_offset=offset({0: 9, 1: -1}),
+                end_offset=offset({0: 29, 1: 9}),
+                latest_offset=offset({0: 99, 1: 9}),
+            ),
+        ),
+    )
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def test_start_marks_the_query_up_and_remembers_its_id(recorder: Recorder, registry) -> None:
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
+
+    assert value(registry, "opsd_query_up", query="clicks") == 1
+    status = recorder.status.get("clicks")
+    assert status is not None and status.active and status.started_at == 1_000.0
+    assert recorder.status.name_for(QUERY_ID) == "clicks"
+
+
+def test_progress_exports_every_batch_metric(recorder: Recorder, registry) -> None:
+    recorder.record(QueryProgressed(batch(batch_id=3, input_rows=30)))
+    recorder.record(QueryProgressed(batch(batch_id=4, input_rows=20)))
+
+    assert value(registry, "opsd_input_rows_total", query="clicks") == 50
+    assert value(registry, "opsd_output_rows_total", query="clicks") == 50
+    assert value(registry, "opsd_input_rows_per_second", query="clicks") == 12.5
+    assert value(registry, "opsd_processed_rows_per_second", query="clicks") == 20.0
+    assert value(registry, "opsd_last_batch_id", query="clicks") == 4
+    assert value(registry, "opsd_last_progress_timestamp_seconds", query="clicks") == 990.0
+    assert value(registry, "opsd_batch_duration_seconds_count", query="clicks", phase="addBatch") == 2
+    assert value(registry, "opsd_batch_duration_seconds_sum", query="clicks", phase="triggerExecution") == 3.0
+    assert value(registry, "opsd_state_rows", query="clicks", operator="stateStoreSave_0") == 5
+    assert value(registry, "opsd_state_memory_bytes", query="clicks", operator="stateStoreSave_0") == 2048
+    assert value(registry, "opsd_watermark_delay_seconds", query="clicks") == 10.0
+
+
+def test_progress_exports_per_partition_offsets_and_backlog(recorder: Recorder, registry) -> None:
+    recorder.record(QueryProgressed(batch()))
+
+    first = {"query": "clicks", "queue": "//home/q", "partition": "0"}
+    second = {**first, "partition": "1"}
+    assert value(registry, "opsd_source_latest_offset", **first) == 99
+    assert value(registry, "opsd_source_end_offset", **first) == 29
+    assert value(registry, "opsd_source_backlog_rows", **first) == 70
+    assert value(registry, "opsd_source_backlog_rows", **second) == 0
+
+
+def test_progress_updates_the_status_summary(recorder: Recorder, clock: FakeClock) -> None:
+    clock.now = 1_234.0
+    recorder.record(QueryProgressed(batch(batch_id=8)))
+
+    status = recorder.status.get("clicks")
+    assert status is not None
+    assert (status.active, status.last_batch_id, status.last_progress_at, status.backlog_rows) == (
+        True, 8, 1_234.0, 70,
+    )
+    assert status.last_progress is not None and status.last_progress["num_input_rows"] == 30
+
+
+def test_sink_without_row_count_leaves_output_rows_absent(recorder: Recorder, registry) -> None:
+    recorder.record(QueryProgressed(batch(sink_rows=None)))
+
+    assert value(registry, "opsd_output_rows_total", query="clicks") is None
+
+
+def test_idle_event_is_a_heartbeat_without_batch_progress(recorder: Recorder, clock: FakeClock) -> None:
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
+    clock.now = 1_100.0
+    recorder.record(QueryIdle(id=QUERY_ID, run_id="run-1", timestamp=1_099.0))
+
+    status = recorder.status.get("clicks")
+    assert status is not None
+    assert (status.last_heartbeat_at, status.last_progress_at) == (1_100.0, None)
+
+
+def test_clean_stop_counts_a_termination_but_no_failure(recorder: Recorder, registry) -> None:
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
+    recorder.record(QueryTerminated(id=QUERY_ID, run_id="run-1"))
+
+    assert value(registry, "opsd_query_up", query="clicks") == 0
+    assert value(registry, "opsd_query_terminations_total", query="clicks") == 1
+    status = recorder.status.get("clicks")
+    assert status is not None and not status.active and not status.failed
+
+
+def test_failure_is_counted_by_exception_class(recorder: Recorder, registry) -> None:
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
+    recorder.record(
+        QueryTerminated(
+            id=QUERY_ID,
+            run_id="run-1",
+            exception="org.apache.spark.SparkException: Traceback (most recent call last):\nValueError: x",
+            error_class="PYTHON_EXCEPTION",
+        )
+    )
+
+    assert value(registry, "opsd_query_failures_total", query="clicks", exception="SparkException") == 1
+    status = recorder.status.get("clicks")
+    assert status is not None and status.failed and status.exception_class == "SparkException"
+
+
+def test_restart_clears_the_previous_failure(recorder: Recorder) -> None:
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
+    recorder.record(QueryTerminated(id=QUERY_ID, run_id="run-1", exception="java.lang.Error: x"))
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-2", name="clicks", timestamp=1_001.0))
+
+    status = recorder.status.get("clicks")
+    assert status is not None and status.active and status.exception is None and status.run_id == "run-2"
+
+
+def test_termination_of_an_unseen_query_is_recorded_under_its_id(recorder: Recorder, registry) -> None:
+    recorder.record(QueryTerminated(id="unseen-id", run_id="r"))
+
+    assert value(registry, "opsd_query_terminations_total", query="unseen-id") == 1
+
+
+def test_restarts_and_crash_loop_are_counted_and_flagged(recorder: Recorder, registry) -> None:
+    recorder.record_restart("clicks", crash_loop=False)
+    recorder.record_restart("clicks", crash_loop=True)
+
+    assert value(registry, "opsd_query_restarts_total", query="clicks") == 2
+    assert value(registry, "opsd_query_crash_loop", query="clicks") == 1
+    status = recorder.status.get("clicks")
+    assert status is not None and (status.restarts, status.crash_loop) == (2, True)
+
+    recorder.record_crash_loop("clicks", False)
+    assert value(registry, "opsd_query_crash_loop", query="clicks") == 0
+
+
+def test_tuning_values_are_exported_and_kept_independently(recorder: Recorder, registry) -> None:
+    recorder.record_tuning("clicks", max_rows_per_partition=5_000)
+    recorder.record_tuning("clicks", dyn_batch_size=200)
+
+    assert value(registry, "opsd_tuning_max_rows_per_partition", query="clicks") == 5_000
+    assert value(registry, "opsd_tuning_dyn_batch_size", query="clicks") == 200
+    status = recorder.status.get("clicks")
+    assert status is not None and (status.max_rows_per_partition, status.dyn_batch_size) == (5_000, 200)
+
+
+def test_registered_pipeline_is_known_but_down(recorder: Recorder, registry) -> None:
+    recorder.register("clicks", trigger_interval_seconds=2.0)
+
+    assert value(registry, "opsd_query_up", query="clicks") == 0
+    status = recorder.status.get("clicks")
+    assert status is not None and status.trigger_interval_seconds == 2.0 and not status.active
+
+
+def test_anything_but_a_query_event_is_rejected(recorder: Recorder) -> None:
+    with pytest.raises(TypeError, match="not a query event"):
+        recorder.record("progress")  # type: ignore[arg-type]

@@ -42,17 +42,9 @@ from .errors import (
     SchemaError,
     TrimmedRowsError,
 )
-from .schema import ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
+from .schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
 from .sqlite_store import Store, WriteTxn, decode_batch, encode_batch
 
-#: The YT consumer table schema (`treat_as_queue_consumer`).
-CONSUMER_SCHEMA = [
-    {"name": "queue_cluster", "type": "string", "required": True, "sort_order": "ascending"},
-    {"name": "queue_path", "type": "string", "required": True, "sort_order": "ascending"},
-    {"name": "partition_index", "type": "uint64", "required": True, "sort_order": "ascending"},
-    {"name": "offset", "type": "uint64", "required": True},
-    {"name": "meta", "type": "any", "required": False},
-]
 #: Rows per stored Arrow chunk of a queue: bounds what one range read must decode beyond its range.
 STORED_CHUNK_ROWS = 16_384
 STORED_CHUNK_BYTES = 4 * 1024 * 1024

@@ -34,6 +34,15 @@ TABLET_INDEX = "$tablet_index"
 ROW_INDEX = "$row_index"
 TIMESTAMP = "$timestamp"
 
+#: The consumer table schema YTsaurus queue agents expect (`treat_as_queue_consumer`), for every backend.
+CONSUMER_SCHEMA = [
+    {"name": "queue_cluster", "type": "string", "required": True, "sort_order": "ascending"},
+    {"name": "queue_path", "type": "string", "required": True, "sort_order": "ascending"},
+    {"name": "partition_index", "type": "uint64", "required": True, "sort_order": "ascending"},
+    {"name": "offset", "type": "uint64", "required": True},
+    {"name": "meta", "type": "any", "required": False},
+]
+
 
 def _optional(item: Any) -> dict[str, Any]:
     return {"type_name": "optional", "item": item}

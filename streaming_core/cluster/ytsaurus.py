@@ -47,16 +47,7 @@ from .errors import (
     SchemaError,
     TrimmedRowsError,
 )
-from .schema import ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
-
-#: The consumer table schema YTsaurus queue agents expect (see the YTsaurus "Queues" docs).
-CONSUMER_SCHEMA = [
-    {"name": "queue_cluster", "type": "string", "sort_order": "ascending", "required": True},
-    {"name": "queue_path", "type": "string", "sort_order": "ascending", "required": True},
-    {"name": "partition_index", "type": "uint64", "sort_order": "ascending", "required": True},
-    {"name": "offset", "type": "uint64", "required": True},
-    {"name": "meta", "type": "any", "required": False},
-]
+from .schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
 
 _CODE_CONSUMER_OFFSET_CONFLICT = 3100
 _CODE_AUTHORIZATION_ERROR = 901

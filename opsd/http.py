@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -29,6 +30,8 @@ class OpsHttpServer:
     """Serves the registry and the status store.
 
     ``clock`` (unix seconds) and ``policy`` decide ``/readyz``; both are injectable for tests.
+    ``exposition`` renders ``/metrics``; opsd passes ``Metrics.render`` (text-cached, fast), any other
+    registry is rendered through its collectors.
     """
 
     def __init__(
@@ -39,8 +42,10 @@ class OpsHttpServer:
         port: int = 0,
         policy: ProgressPolicy | None = None,
         clock: Callable[[], float] = time.time,
+        exposition: Callable[[], bytes] | None = None,
     ) -> None:
         self.registry = registry
+        self.exposition = exposition or partial(render, registry)
         self.status = status
         self.policy = policy or ProgressPolicy()
         self.clock = clock
@@ -81,7 +86,7 @@ class OpsHttpServer:
         """Status code, content type and body for a GET of ``path``."""
         route = path.split("?", 1)[0]
         if route == "/metrics":
-            return HTTPStatus.OK, CONTENT_TYPE, render(self.registry)
+            return HTTPStatus.OK, CONTENT_TYPE, self.exposition()
         if route == "/healthz":
             return HTTPStatus.OK, "text/plain; charset=utf-8", b"ok\n"
         if route == "/readyz":

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from importlib import metadata
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from opsd import __version__
+from opsd.families import Family
 
 
 class MetricType(StrEnum):
@@ -164,19 +165,10 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
 )
 
 
-def _create(definition: MetricDefinition, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
-    """Register one metric; prometheus-client re-appends ``_total`` to counters itself."""
-    common = {
-        "documentation": definition.help,
-        "labelnames": definition.labels,
-        "unit": definition.unit,
-        "registry": registry,
-    }
-    if definition.type is MetricType.COUNTER:
-        return Counter(definition.name.removesuffix("_total"), **common)
-    if definition.type is MetricType.GAUGE:
-        return Gauge(definition.name, **common)
-    return Histogram(definition.name, buckets=definition.buckets, **common)
+def _create(definition: MetricDefinition, registry: CollectorRegistry) -> Family:
+    """Register one metric as a text-cached family (see `opsd.families` for why not prometheus_client's)."""
+    return Family(definition.name, definition.type.value, definition.help, definition.labels, definition.buckets,
+                  registry=registry, unit=definition.unit)
 
 
 class Metrics:
@@ -189,34 +181,39 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         made = {d.name: _create(d, registry) for d in METRIC_DEFINITIONS}
-        self.build_info: Gauge = made["opsd_build_info"]
-        self.batch_duration_seconds: Histogram = made["opsd_batch_duration_seconds"]
-        self.input_rows: Counter = made["opsd_input_rows_total"]
-        self.output_rows: Counter = made["opsd_output_rows_total"]
-        self.input_rows_per_second: Gauge = made["opsd_input_rows_per_second"]
-        self.processed_rows_per_second: Gauge = made["opsd_processed_rows_per_second"]
-        self.last_batch_id: Gauge = made["opsd_last_batch_id"]
-        self.last_progress_timestamp_seconds: Gauge = made["opsd_last_progress_timestamp_seconds"]
-        self.query_up: Gauge = made["opsd_query_up"]
-        self.query_terminations: Counter = made["opsd_query_terminations_total"]
-        self.query_failures: Counter = made["opsd_query_failures_total"]
-        self.query_restarts: Counter = made["opsd_query_restarts_total"]
-        self.query_crash_loop: Gauge = made["opsd_query_crash_loop"]
-        self.query_stalled: Gauge = made["opsd_query_stalled"]
-        self.state_rows: Gauge = made["opsd_state_rows"]
-        self.state_memory_bytes: Gauge = made["opsd_state_memory_bytes"]
-        self.watermark_delay_seconds: Gauge = made["opsd_watermark_delay_seconds"]
-        self.source_latest_offset: Gauge = made["opsd_source_latest_offset"]
-        self.source_end_offset: Gauge = made["opsd_source_end_offset"]
-        self.source_backlog_rows: Gauge = made["opsd_source_backlog_rows"]
-        self.tuning_max_rows_per_partition: Gauge = made["opsd_tuning_max_rows_per_partition"]
-        self.tuning_dyn_batch_size: Gauge = made["opsd_tuning_dyn_batch_size"]
-        self.listener_events: Counter = made["opsd_listener_events_total"]
-        self.listener_dropped_events: Counter = made["opsd_listener_dropped_events_total"]
-        self.check_runs: Counter = made["opsd_check_runs_total"]
-        self.check_errors: Counter = made["opsd_check_errors_total"]
-        self.check_duration_seconds: Histogram = made["opsd_check_duration_seconds"]
+        self.families: tuple[Family, ...] = tuple(made.values())
+        self.build_info: Family = made["opsd_build_info"]
+        self.batch_duration_seconds: Family = made["opsd_batch_duration_seconds"]
+        self.input_rows: Family = made["opsd_input_rows_total"]
+        self.output_rows: Family = made["opsd_output_rows_total"]
+        self.input_rows_per_second: Family = made["opsd_input_rows_per_second"]
+        self.processed_rows_per_second: Family = made["opsd_processed_rows_per_second"]
+        self.last_batch_id: Family = made["opsd_last_batch_id"]
+        self.last_progress_timestamp_seconds: Family = made["opsd_last_progress_timestamp_seconds"]
+        self.query_up: Family = made["opsd_query_up"]
+        self.query_terminations: Family = made["opsd_query_terminations_total"]
+        self.query_failures: Family = made["opsd_query_failures_total"]
+        self.query_restarts: Family = made["opsd_query_restarts_total"]
+        self.query_crash_loop: Family = made["opsd_query_crash_loop"]
+        self.query_stalled: Family = made["opsd_query_stalled"]
+        self.state_rows: Family = made["opsd_state_rows"]
+        self.state_memory_bytes: Family = made["opsd_state_memory_bytes"]
+        self.watermark_delay_seconds: Family = made["opsd_watermark_delay_seconds"]
+        self.source_latest_offset: Family = made["opsd_source_latest_offset"]
+        self.source_end_offset: Family = made["opsd_source_end_offset"]
+        self.source_backlog_rows: Family = made["opsd_source_backlog_rows"]
+        self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
+        self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]
+        self.listener_events: Family = made["opsd_listener_events_total"]
+        self.listener_dropped_events: Family = made["opsd_listener_dropped_events_total"]
+        self.check_runs: Family = made["opsd_check_runs_total"]
+        self.check_errors: Family = made["opsd_check_errors_total"]
+        self.check_duration_seconds: Family = made["opsd_check_duration_seconds"]
         self.build_info.labels(version=__version__, pyspark_version=_pyspark_version()).set(1)
+
+    def render(self) -> bytes:
+        """All metrics in the Prometheus text format: what `/metrics` serves."""
+        return "".join(f.text() for f in self.families).encode()
 
 
 def _pyspark_version() -> str:

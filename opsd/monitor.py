@@ -73,7 +73,8 @@ def attach(
     scheduler.start()
     http = None
     if port is not None:
-        http = OpsHttpServer(metrics.registry, recorder.status, host=host, port=port, policy=policy, clock=clock)
+        http = OpsHttpServer(metrics.registry, recorder.status, host=host, port=port, policy=policy, clock=clock,
+                             exposition=metrics.render)
         http.start()
     log.info("opsd_attached", url=http.url if http else None)
     return Monitor(spark, metrics, recorder, listener, scheduler, http)

@@ -11,7 +11,7 @@ from pathlib import Path
 import structlog
 from pyspark.sql import SparkSession
 
-from opsd.config import OpsdConfig, load_config, spark_defaults
+from opsd.config import OpsdConfig, load_config, parse_duration_seconds, spark_defaults
 from opsd.monitor import Monitor, attach
 from opsd.runner import Runner
 from streaming_core import build_session
@@ -24,7 +24,9 @@ DEFAULT_GRACEFUL_TIMEOUT_MS = 30_000
 
 
 def graceful_timeout_seconds(config: OpsdConfig) -> float:
-    return float(config.spark.conf.get(GRACEFUL_TIMEOUT_KEY, DEFAULT_GRACEFUL_TIMEOUT_MS)) / 1000
+    """The seeds' `spark.streaming.stopGracefullyOnShutdown.timeout`: milliseconds, or a duration ("30 seconds")."""
+    value = str(config.spark.conf.get(GRACEFUL_TIMEOUT_KEY, DEFAULT_GRACEFUL_TIMEOUT_MS)).strip()
+    return float(value) / 1000 if value.replace(".", "", 1).isdigit() else parse_duration_seconds(value)
 
 
 def session_for(config: OpsdConfig) -> SparkSession:
@@ -51,22 +53,27 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 
 def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
-    """Run every pipeline of the config until SIGTERM/SIGINT (or `stop`), or until all have finished."""
+    """Run every pipeline of the config until SIGTERM/SIGINT (or `stop`), or until all have finished.
+
+    The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too.
+    """
     config = load_config(config_path)
     stop = stop or threading.Event()
-    spark = session_for(config)
-    monitor = monitor_for(spark, config)
-    runner = Runner(spark, list(config.pipelines), monitor.recorder)
-    log.info("opsd_started", pipelines=[p.name for p in config.pipelines], url=monitor.url)
-    try:
-        with stop_on_signals(stop) if threading.current_thread() is threading.main_thread() else _nothing():
-            runner.start()
-            runner.wait(stop)
-    finally:
-        runner.stop(graceful_timeout_seconds(config))
-        monitor.listener.flush(5)
-        monitor.detach()
-        spark.stop()
+    in_main = threading.current_thread() is threading.main_thread()
+    with stop_on_signals(stop) if in_main else _nothing():
+        spark = session_for(config)
+        monitor = monitor_for(spark, config)
+        runner = Runner(spark, list(config.pipelines), monitor.recorder)
+        log.info("opsd_started", pipelines=[p.name for p in config.pipelines], url=monitor.url)
+        try:
+            if not stop.is_set():
+                runner.start()
+                runner.wait(stop)
+        finally:
+            runner.stop(graceful_timeout_seconds(config))
+            monitor.listener.flush(5)
+            monitor.detach()
+            spark.stop()
     gave_up = [s.name for s in runner.supervisors if s.gave_up]
     log.info("opsd_stopped", gave_up=gave_up)
     return 1 if gave_up else 0

@@ -154,6 +154,8 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
                 live.update(view(producer.produced, rows_in_result(cluster),
                                  monitor.recorder.status.to_json()["queries"], monitor.url))
                 time.sleep(0.5)
+            live.update(view(producer.produced, rows_in_result(cluster),
+                             monitor.recorder.status.to_json()["queries"], monitor.url))
     finally:
         producer.stop()
         runner.stop(graceful_timeout_seconds(config))
@@ -162,6 +164,7 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
     monitor.detach()
     spark.stop()
     written = rows_in_result(cluster)
+    console.print()
     console.print(summary(producer.produced, written, durations, time.monotonic() - started))
     return 0 if written >= producer.produced else 1
 

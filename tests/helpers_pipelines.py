@@ -1,0 +1,70 @@
+"""Callables that opsd pipelines in the tests name as `tests.helpers_pipelines:<function>`, and a wait.
+
+opsd loads them by reference, so their knobs are module-level state that a test sets before starting a
+pipeline (and the `reset` fixture of the test module puts back). They run in the driver process: a
+transform when the query is built, a `foreachBatch` function for each micro-batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+
+
+class Knobs:
+    """What the callables below do; `reset()` restores the defaults."""
+
+    transform_failures_left = 0
+    transform_calls = 0
+    batch_failures_left = 0
+    batch_seconds = 3.0
+    batch_log: Path | None = None
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.transform_failures_left = 0
+        cls.transform_calls = 0
+        cls.batch_failures_left = 0
+        cls.batch_seconds = 3.0
+        cls.batch_log = None
+
+
+def flaky_transform(df: DataFrame) -> DataFrame:
+    """Raises on the first `Knobs.transform_failures_left` starts of the query, then passes rows through."""
+    Knobs.transform_calls += 1
+    if Knobs.transform_failures_left > 0:
+        Knobs.transform_failures_left -= 1
+        raise RuntimeError("flaky_transform: failing on purpose")
+    return df
+
+
+def failing_batch(df: DataFrame, batch_id: int) -> None:
+    """A sink whose first `Knobs.batch_failures_left` micro-batches fail (the query fails while running)."""
+    if Knobs.batch_failures_left > 0:
+        Knobs.batch_failures_left -= 1
+        raise ValueError(f"failing_batch: batch {batch_id} fails on purpose")
+    df.count()
+
+
+def slow_batch(df: DataFrame, batch_id: int) -> None:
+    """A sink whose batches take `Knobs.batch_seconds`; logs `start <id>` and `end <id>` to `Knobs.batch_log`."""
+    log = Knobs.batch_log
+    if log is None:
+        raise RuntimeError("slow_batch needs Knobs.batch_log")
+    with log.open("a") as f:
+        f.write(f"start {batch_id}\n")
+    time.sleep(Knobs.batch_seconds)
+    df.count()
+    with log.open("a") as f:
+        f.write(f"end {batch_id}\n")
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str) -> None:
+    """Poll `condition` until it is true; fail naming `what` after `timeout` seconds (the machine may be busy)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
+        time.sleep(0.2)

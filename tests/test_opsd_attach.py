@@ -1,0 +1,119 @@
+"""`opsd.attach(spark)` on queries a user started: scrape /metrics and /status over HTTP, then `detach()`."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+from pyspark.sql.streaming import StreamingQuery
+
+import opsd
+from tests.conftest import make_queue
+from tests.helpers_pipelines import wait_until
+
+WAIT_SECONDS = 120.0
+
+
+@pytest.fixture
+def monitor(spark) -> Iterator[opsd.Monitor]:
+    attached = opsd.attach(spark, registry=CollectorRegistry(), port=0)
+    yield attached
+    attached.detach()
+
+
+@pytest.fixture
+def queries() -> Iterator[list[StreamingQuery]]:
+    """The user's queries of a test, stopped afterwards."""
+    started: list[StreamingQuery] = []
+    yield started
+    for query in started:
+        query.stop()
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read()
+
+
+def scrape(monitor: opsd.Monitor) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """/metrics over HTTP, parsed: (sample name, sorted labels) -> value."""
+    text = get(f"{monitor.url}/metrics").decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def sample(samples: dict, name: str, **labels: str) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def rate_query(spark, name: str) -> StreamingQuery:
+    return (spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+            .writeStream.format("noop").queryName(name).trigger(processingTime="500 milliseconds").start())
+
+
+def test_scrape_shows_rows_durations_and_per_partition_backlog_of_a_yt_query(
+        spark, yt, yt_root, monitor: opsd.Monitor, queries: list[StreamingQuery]) -> None:
+    queue, consumer, name = f"{yt_root}/queue", f"{yt_root}/consumer", f"user_{uuid.uuid4().hex[:8]}"
+    make_queue(yt, queue, consumer=consumer)
+    for tablet in (0, 1):
+        yt.insert_rows(queue, [{"data": f"r{i}", "n": i} for i in range(40)], tablet_index=tablet)
+    queries.append(spark.readStream.format("yt").option("consumer_path", consumer)
+                   .option("max_rows_per_partition", 15).load(queue)
+                   .writeStream.format("memory").queryName(name).trigger(processingTime="200 milliseconds").start())
+
+    wait_until(lambda: sample(scrape(monitor), "opsd_input_rows_total", query=name) == 80, WAIT_SECONDS,
+               "all 80 rows to be counted")
+    samples = scrape(monitor)
+
+    assert sample(samples, "opsd_batch_duration_seconds_count", query=name, phase="triggerExecution") >= 3, \
+        "at most 15 rows per partition and batch: at least 3 batches"
+    for partition in ("0", "1"):
+        labels = {"query": name, "queue": queue, "partition": partition}
+        assert sample(samples, "opsd_source_latest_offset", **labels) == 39
+        assert sample(samples, "opsd_source_end_offset", **labels) == 39
+        assert sample(samples, "opsd_source_backlog_rows", **labels) == 0
+    status = json.loads(get(f"{monitor.url}/status"))["queries"][name]
+    assert status["active"] and status["last_batch_id"] >= 2 and status["backlog_rows"] == 0
+
+
+def test_detach_removes_the_listener_and_closes_the_endpoint(
+        spark, monitor: opsd.Monitor, queries: list[StreamingQuery]) -> None:
+    name = f"rate_{uuid.uuid4().hex[:8]}"
+    queries.append(rate_query(spark, name))
+    wait_until(lambda: (sample(scrape(monitor), "opsd_input_rows_total", query=name) or 0) > 0, WAIT_SECONDS,
+               "rows of the rate query to be counted")
+    url, registry = monitor.url, monitor.metrics.registry
+
+    monitor.detach()
+    after_detach = registry.get_sample_value("opsd_listener_events_total", {"event": "progress"})
+    rows_after_detach = registry.get_sample_value("opsd_input_rows_total", {"query": name})
+    batch = queries[0].lastProgress["batchId"]
+    wait_until(lambda: queries[0].lastProgress["batchId"] >= batch + 2, WAIT_SECONDS, "two more batches")
+
+    assert registry.get_sample_value("opsd_listener_events_total", {"event": "progress"}) == after_detach
+    assert registry.get_sample_value("opsd_input_rows_total", {"query": name}) == rows_after_detach
+    with pytest.raises(urllib.error.URLError):
+        get(f"{url}/metrics")
+
+
+def test_a_recorder_that_raises_never_breaks_the_query(
+        spark, monitor: opsd.Monitor, queries: list[StreamingQuery], monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(event: object) -> None:
+        raise RuntimeError("recorder bug")
+
+    monkeypatch.setattr(monitor.recorder, "record", broken)
+    query = rate_query(spark, f"survivor_{uuid.uuid4().hex[:8]}")
+    queries.append(query)
+
+    wait_until(lambda: (query.lastProgress or {}).get("batchId", -1) >= 3, WAIT_SECONDS, "four batches")
+    assert monitor.listener.flush(10)
+
+    assert query.isActive and query.exception() is None
+    assert monitor.metrics.registry.get_sample_value("opsd_listener_dropped_events_total") >= 4
+    assert sample(scrape(monitor), "opsd_listener_dropped_events_total") >= 4, "the error shows on /metrics"

@@ -1,0 +1,177 @@
+"""`opsd run CONFIG.yaml` as a real process on an embedded cluster: ready, delivers, `opsd status`, SIGTERM -> 0.
+
+One daemon serves the tests of this module (a Spark session takes long to start on a busy machine); the
+SIGTERM test comes last and ends it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streaming_core.cluster import connect
+from tests.conftest import make_queue
+from tests.helpers_pipelines import wait_until
+from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows
+
+pytestmark = pytest.mark.spark
+
+OPSD = [sys.executable, "-m", "opsd.cli"]
+QUEUE, CONSUMER, RESULT = "//home/e2e/queue", "//home/e2e/consumer", "//home/e2e/result"
+PIPELINE = "copy"
+START_SECONDS = 240.0
+WAIT_SECONDS = 120.0
+EXIT_SECONDS = 90.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def opsd(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*OPSD, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def rows(first: int, count: int) -> list[dict[str, Any]]:
+    return [{"data": f"row-{i}", "n": i} for i in range(first, first + count)]
+
+
+def http_status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+@dataclass
+class Daemon:
+    process: subprocess.Popen[bytes]
+    url: str
+    cluster_uri: str
+    stderr: Path
+
+    def result_rows(self) -> list[dict[str, Any]]:
+        with connect(self.cluster_uri) as cluster:
+            return ordered_rows(cluster, RESULT)
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    work = tmp_path_factory.mktemp("daemon")
+    cluster_uri = f"local://{work / 'cluster'}"
+    with connect(cluster_uri) as cluster:
+        make_queue(cluster, QUEUE, consumer=CONSUMER)
+        make_table(cluster, RESULT, COPY_SCHEMA)
+        cluster.insert_rows(QUEUE, rows(0, 200))
+    port = free_port()
+    config = {
+        "cluster": cluster_uri,
+        "spark": {"master": "local[2]", "app_name": "opsd-e2e",
+                  "conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.showConsoleProgress": False}},
+        "http": {"host": "127.0.0.1", "port": port},
+        "pipelines": [{
+            "name": PIPELINE,
+            "source": {"format": "yt", "path": QUEUE, "options": {"consumer_path": CONSUMER}},
+            "transform": {"sql": "SELECT data, n FROM source"},
+            "sink": {"format": "yt", "path": RESULT},
+            "trigger": {"processing_time": "1 second"},
+            "checkpoint_location": str(work / "checkpoint"),
+        }],
+    }
+    config_file = work / "opsd.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    stderr = work / "stderr.log"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: process.poll() is not None or http_status(f"{url}/readyz") == 200, START_SECONDS,
+                   "/readyz to answer 200")
+        assert process.poll() is None, f"opsd run exited early:\n{stderr.read_text()[-3000:]}"
+        yield Daemon(process, url, cluster_uri, stderr)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+
+
+def test_ready_daemon_delivers_the_queued_rows(daemon: Daemon) -> None:
+    wait_until(lambda: len(daemon.result_rows()) >= 200, WAIT_SECONDS, "200 rows in the result table")
+
+    assert sorted(r["n"] for r in daemon.result_rows()) == list(range(200))
+
+
+def test_status_prints_the_pipelines_as_a_table(daemon: Daemon) -> None:
+    result = opsd("status", "--url", daemon.url)
+
+    assert result.returncode == 0, result.stderr
+    assert "opsd pipelines" in result.stdout
+    assert [line for line in result.stdout.splitlines() if f" {PIPELINE} " in line and "True" in line]
+
+
+def test_status_json_prints_the_status_document(daemon: Daemon) -> None:
+    result = opsd("status", "--url", daemon.url, "--json")
+
+    assert result.returncode == 0, result.stderr
+    pipeline = json.loads(result.stdout)["queries"][PIPELINE]
+    assert pipeline["active"] is True and pipeline["trigger_interval_seconds"] == 1.0
+
+
+def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemon: Daemon) -> None:
+    with connect(daemon.cluster_uri) as cluster:
+        cluster.insert_rows(QUEUE, rows(200, 300))
+    wait_until(lambda: len(daemon.result_rows()) >= 500, WAIT_SECONDS, "500 rows in the result table")
+
+    daemon.process.send_signal(signal.SIGTERM)
+    code = daemon.process.wait(EXIT_SECONDS)
+
+    assert code == 0, daemon.stderr.read_text()[-3000:]
+    assert sorted(r["n"] for r in daemon.result_rows()) == list(range(500))
+    events = [json.loads(line)["event"] for line in daemon.stderr.read_text().splitlines() if line.startswith("{")]
+    assert events.index("pipeline_stopped") < events.index("opsd_stopped")
+    assert http_status(f"{daemon.url}/healthz") is None, "the endpoint is gone"
+
+
+def test_config_errors_name_the_file_every_pipeline_and_field(tmp_path: Path) -> None:
+    config_file = tmp_path / "broken.yaml"
+    config_file.write_text(yaml.safe_dump({"pipelines": [
+        {"name": "clicks", "source": {"format": "rate"}, "sink": {"format": "kafka"}},
+        {"name": "orders", "source": {"format": "rate"}, "sink": {"format": "console"},
+         "trigger": {"processing_time": "soon"}},
+    ]}))
+
+    result = opsd("run", str(config_file))
+
+    assert result.returncode == 1
+    assert str(config_file) in result.stderr
+    assert "pipeline 'clicks' (pipelines[0]): sink.format" in result.stderr
+    assert "pipeline 'orders' (pipelines[1]): trigger" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_status_without_a_daemon_is_a_clear_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+
+    result = opsd("status", "--url", url)
+
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"opsd: error: no opsd daemon answers at {url}")

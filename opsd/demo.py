@@ -141,6 +141,11 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
     producer.start()
     try:
         with Live(console=console, refresh_per_second=4) as live:
+
+            def refresh() -> None:
+                live.update(view(producer.produced, rows_in_result(cluster),
+                                 monitor.recorder.status.to_json()["queries"], monitor.url))
+
             try:
                 while not settings.duration or time.monotonic() - started < settings.duration:
                     live.update(view(producer.produced, rows_in_result(cluster),
@@ -151,11 +156,9 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
             producer.stop()
             deadline = time.monotonic() + DRAIN_TIMEOUT_SECONDS
             while rows_in_result(cluster) < producer.produced and time.monotonic() < deadline:
-                live.update(view(producer.produced, rows_in_result(cluster),
-                                 monitor.recorder.status.to_json()["queries"], monitor.url))
+                refresh()
                 time.sleep(0.5)
-            live.update(view(producer.produced, rows_in_result(cluster),
-                             monitor.recorder.status.to_json()["queries"], monitor.url))
+            refresh()
     finally:
         producer.stop()
         runner.stop(graceful_timeout_seconds(config))

@@ -148,8 +148,7 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
 
             try:
                 while not settings.duration or time.monotonic() - started < settings.duration:
-                    live.update(view(producer.produced, rows_in_result(cluster),
-                                     monitor.recorder.status.to_json()["queries"], monitor.url))
+                    refresh()
                     time.sleep(0.5)
             except KeyboardInterrupt:
                 pass

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+import io
 import os
 import pickle
 import uuid
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -32,7 +34,8 @@ from streaming_core.cluster import (
     TabletInfo,
     TrimmedRowsError,
 )
-from streaming_core.cluster.ytsaurus import CONSUMER_SCHEMA, YtsaurusCluster, from_yt_rows, to_yt_rows
+from streaming_core.cluster.ytsaurus import CONSUMER_SCHEMA, YtsaurusCluster
+from streaming_core.cluster.ytsaurus_rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
 
 QUEUE = "//tmp/q"
 CONSUMER = "//tmp/c"
@@ -42,6 +45,8 @@ QUEUE_SCHEMA = [{"name": "id", "type_v3": "int64"}, {"name": "text", "type_v3": 
                                                                               "item": "utf8"}}]
 SORTED_SCHEMA = [{"name": "k", "type_v3": "int64", "sort_order": "ascending"},
                  {"name": "v", "type_v3": {"type_name": "optional", "item": "utf8"}}]
+#: The keyword arguments every row-carrying call must have: Python rows in the adapter's explicit YSON format.
+WIRE = {"format": WIRE_FORMAT, "raw": False}
 QUEUE_ATTRS = {"type": "table", "dynamic": True, "schema": QUEUE_SCHEMA, "tablet_count": 2}
 SORTED_ATTRS = {"type": "table", "dynamic": True, "schema": SORTED_SCHEMA}
 
@@ -223,7 +228,7 @@ class TestInsertRows:
 
         assert client.calls_named("insert_rows") == [((QUEUE, [
             {"id": 1, "text": "a", "$tablet_index": 1}, {"id": 2, "text": None, "$tablet_index": 1},
-        ]), {})]
+        ]), WIRE)]
 
     def test_rows_keep_their_own_tablet_index_and_others_are_spread(self, cluster, client):
         batch = pa.record_batch({"$tablet_index": [1, 1], "id": [5, 6]})
@@ -249,7 +254,7 @@ class TestInsertRows:
     def test_sorted_table_rows_are_upserted_without_tablet_index(self, cluster, client):
         cluster.insert_rows(SORTED_TABLE, [{"k": 1, "v": "x"}])
 
-        assert client.calls_named("insert_rows") == [((SORTED_TABLE, [{"k": 1, "v": "x"}]), {})]
+        assert client.calls_named("insert_rows") == [((SORTED_TABLE, [{"k": 1, "v": "x"}]), WIRE)]
 
     def test_static_table_is_refused(self, cluster, nodes, client):
         nodes["//tmp/static/@"] = {"type": "table", "dynamic": False, "schema": QUEUE_SCHEMA}
@@ -271,7 +276,7 @@ class TestStaticTables:
 
         ((path, rows), kwargs), = client.calls_named("write_table")
         assert (str(path), path.attributes, rows, kwargs) == (
-            static, {"append": True}, [{"id": 1, "text": None}, {"id": 2, "text": None}], {})
+            static, {"append": True}, [{"id": 1, "text": None}, {"id": 2, "text": None}], WIRE)
 
     def test_read_is_streamed_in_batches_of_max_rows(self, cluster, client, static):
         client.answers["read_table"] = iter([{"id": i, "text": None} for i in range(5)])
@@ -279,7 +284,7 @@ class TestStaticTables:
         batches = list(cluster.read_table(static, max_rows=2))
 
         assert [b.num_rows for b in batches] == [2, 2, 1]
-        assert client.calls_named("read_table") == [((static,), {})]
+        assert client.calls_named("read_table") == [((static,), WIRE)]
 
 
 class TestTablets:
@@ -298,7 +303,7 @@ class TestTablets:
 
     def test_range_is_read_with_bounded_selects_in_row_order(self, cluster, client):
         client.answers["get_tablet_infos"] = tablet_infos((10, 0), (7, 3))
-        client.answers["select_rows"] = lambda query: [
+        client.answers["select_rows"] = lambda query, **_: [
             {"$tablet_index": 1, "$row_index": i, "id": i, "text": None}
             for i in reversed(range(int(query.split("BETWEEN ")[1].split()[0]),
                                     int(query.split(" AND ")[-1]) + 1))
@@ -358,7 +363,7 @@ class TestConsumers:
         table = cluster.pull_consumer(CONSUMER, QUEUE, 5, 1, max_row_count=2, max_data_weight=100)
 
         assert client.calls_named("pull_consumer") == [
-            ((CONSUMER, QUEUE, 5, 1), {"max_row_count": 2, "max_data_weight": 100})]
+            ((CONSUMER, QUEUE, 5, 1), {"max_row_count": 2, "max_data_weight": 100, **WIRE})]
         assert table.to_pylist() == [
             {"$tablet_index": 1, "$row_index": 5, "id": 1, "text": "a"},
             {"$tablet_index": 1, "$row_index": 6, "id": 2, "text": None},
@@ -389,7 +394,7 @@ class TestConsumers:
 
         assert cluster.get_consumer_offsets(CONSUMER, QUEUE) == {1: 9}
         assert client.calls_named("select_rows") == [
-            (('[partition_index], [offset] FROM [//tmp/c] WHERE [queue_path] = "//tmp/q"',), {})]
+            (('[partition_index], [offset] FROM [//tmp/c] WHERE [queue_path] = "//tmp/q"',), WIRE)]
 
 
 class TestTransaction:
@@ -422,8 +427,8 @@ class TestTransaction:
         rows = tx.lookup_rows(SORTED_TABLE, [{"k": 1}, {"k": 2}, {"k": 3}])
 
         assert rows == [{"k": 1, "v": "mine"}]
-        assert client.calls_named("lookup_rows") == [((SORTED_TABLE, [{"k": 1}, {"k": 2}, {"k": 3}]), {})]
-        assert client.calls_named("delete_rows") == [((SORTED_TABLE, [{"k": 2}]), {})]
+        assert client.calls_named("lookup_rows") == [((SORTED_TABLE, [{"k": 1}, {"k": 2}, {"k": 3}]), WIRE)]
+        assert client.calls_named("delete_rows") == [((SORTED_TABLE, [{"k": 2}]), WIRE)]
 
     def test_the_transaction_has_its_own_client(self, client):
         made: list[FakeYtClient] = []
@@ -486,6 +491,79 @@ class TestValueConversion:
 
         assert row == {"ts": 1714564801000000, "dt": 1714564801, "d": 19844, "y": {"a": 1}}
         assert from_yt_rows(schema, [row]).to_pylist() == table.to_pylist()
+
+
+class TestCompositeValuesOnTheWire:
+    """The adapter's calls carry values converted to YTsaurus' YSON representation, and what the calls
+    return (parsed from YSON bytes, as `yt.wrapper` would) comes back as Arrow / Python values."""
+
+    PRICE = {"type_name": "decimal", "precision": 10, "scale": 2}
+    SCHEMA = [
+        {"name": "day", "type_v3": "date", "sort_order": "ascending"},
+        {"name": "order", "type_v3": {"type_name": "struct", "members": [
+            {"name": "price", "type": {"type_name": "optional", "item": PRICE}},
+            {"name": "at", "type": "timestamp"}]}},
+        {"name": "tags", "type_v3": {"type_name": "dict", "key": "utf8", "value": "int64"}},
+        {"name": "pair", "type_v3": {"type_name": "tuple", "elements": [{"type": "int64"}, {"type": "utf8"}]}},
+    ]
+    WHEN = dt.datetime(2024, 5, 1, 12, 0, 1, tzinfo=dt.UTC)
+    ROW = {"day": dt.date(2024, 5, 1), "order": {"price": Decimal("12.34"), "at": WHEN},
+           "tags": [("a", 1)], "pair": {"_1": 7, "_2": "x"}}
+    WIRE_ROW = {"day": 19844, "order": {"price": (1234 + 2**63).to_bytes(8, "big"), "at": 1714564801000000},
+                "tags": [["a", 1]], "pair": [7, "x"]}
+
+    @pytest.fixture
+    def composite(self, nodes: dict[str, Any]) -> tuple[str, str]:
+        queue_schema = [{k: v for k, v in c.items() if k != "sort_order"} for c in self.SCHEMA]
+        nodes["//tmp/cq/@"] = {"type": "table", "dynamic": True, "schema": queue_schema, "tablet_count": 1}
+        nodes["//tmp/cq/@schema"] = queue_schema
+        nodes["//tmp/cs/@"] = {"type": "table", "dynamic": True, "schema": self.SCHEMA}
+        nodes["//tmp/cs/@schema"] = self.SCHEMA
+        return "//tmp/cq", "//tmp/cs"
+
+    @staticmethod
+    def parsed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows as the client returns them: dumped and parsed in the adapter's wire format."""
+        stream = io.BytesIO()
+        WIRE_FORMAT.dump_rows(rows, stream)
+        return list(WIRE_FORMAT.load_rows(io.BytesIO(stream.getvalue())))
+
+    def test_insert_sends_converted_values_in_the_explicit_format(self, cluster, client, composite):
+        queue, _ = composite
+
+        cluster.insert_rows(queue, [self.ROW])
+
+        assert client.calls_named("insert_rows") == [((queue, [{**self.WIRE_ROW, "$tablet_index": 0}]), WIRE)]
+
+    def test_transaction_insert_sends_converted_values_too(self, cluster, client, composite):
+        _, sorted_table = composite
+
+        with cluster.transaction() as tx:
+            tx.insert_rows(sorted_table, [self.ROW])
+
+        assert client.calls_named("insert_rows") == [((sorted_table, [self.WIRE_ROW]), WIRE)]
+
+    def test_select_returns_python_values_from_wire_values(self, cluster, client, composite):
+        _, sorted_table = composite
+        client.answers["select_rows"] = self.parsed([self.WIRE_ROW])
+
+        assert cluster.select_rows(sorted_table) == [self.ROW]
+        assert client.calls_named("select_rows") == [((f"* FROM [{sorted_table}]",), WIRE)]
+
+    def test_lookup_keys_are_sent_as_wire_values(self, cluster, client, composite):
+        _, sorted_table = composite
+        client.answers["lookup_rows"] = self.parsed([self.WIRE_ROW])
+
+        assert cluster.lookup_rows(sorted_table, [{"day": dt.date(2024, 5, 1)}]) == [self.ROW]
+        assert client.calls_named("lookup_rows") == [((sorted_table, [{"day": 19844}]), WIRE)]
+
+    def test_pulled_rows_become_arrow_values(self, cluster, client, composite):
+        queue, _ = composite
+        client.answers["pull_consumer"] = self.parsed([{"$tablet_index": 0, "$row_index": 3, **self.WIRE_ROW}])
+
+        table = cluster.pull_consumer(CONSUMER, queue, 3, 0)
+
+        assert table.to_pylist() == [{"$tablet_index": 0, "$row_index": 3, **self.ROW}]
 
 
 @pytest.mark.yt

@@ -6,9 +6,8 @@ interface promises on top of YTsaurus: rows validated against the table schema b
 tablet transaction whose lookups see its own writes (YTsaurus lookups read a snapshot, not the
 transaction's writes).
 
-Values cross as `yt.wrapper`'s default YSON rows. Temporal columns travel as YTsaurus' integers
-(`date` in days, `datetime` in seconds, `timestamp` in microseconds) and `yson` / `any` columns as
-YSON-encoded bytes on the Arrow side, as YTsaurus' own Arrow format has them.
+Rows cross as YSON in one explicit format, `ytsaurus_rows.WIRE_FORMAT`, passed to every call that carries
+rows; `ytsaurus_rows` converts values between Arrow and that format, type by type.
 """
 
 from __future__ import annotations
@@ -16,12 +15,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import yt.wrapper as yt
-import yt.yson as yson
 from yt.common import YtError
 
 from .base import (
@@ -44,16 +41,27 @@ from .errors import (
     ConflictError,
     NoSuchPathError,
     NotRegisteredError,
-    SchemaError,
     TrimmedRowsError,
 )
 from .schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
+from .ytsaurus_rows import (
+    WIRE_FORMAT,
+    PreparedRows,
+    as_list_or_table,
+    from_yt_rows,
+    key_schema,
+    plain,
+    prepare_insert,
+    registration,
+    sort_key,
+    split_batches,
+    to_yt_rows,
+)
 
 _CODE_CONSUMER_OFFSET_CONFLICT = 3100
 _CODE_AUTHORIZATION_ERROR = 901
-_SERVICE_FIELDS = [
-    pa.field(TABLET_INDEX, pa.int64(), nullable=False), pa.field(ROW_INDEX, pa.int64(), nullable=False),
-]
+#: The keyword arguments of every `yt.wrapper` call that sends or returns rows: Python rows, in `WIRE_FORMAT`.
+_WIRE = {"format": WIRE_FORMAT, "raw": False}
 
 ClientFactory = Callable[[str, str | None, dict[str, Any] | None], Any]
 
@@ -166,19 +174,11 @@ class YtsaurusCluster(Cluster):
     def insert_rows(self, path: str, rows: ROWS, *, tablet_index: int | None = None) -> None:
         prepared = self._prepare_insert(path, rows, tablet_index)
         with self._errors(path):
-            self._client.insert_rows(path, prepared.yt_rows)
+            self._client.insert_rows(path, prepared.yt_rows, **_WIRE)
 
-    def _prepare_insert(self, path: str, rows: ROWS, tablet_index: int | None) -> _Prepared:
+    def _prepare_insert(self, path: str, rows: ROWS, tablet_index: int | None) -> PreparedRows:
         """Validate and convert rows for `insert_rows`, before any write: bad rows raise here."""
-        info = require_kind(self, path, ORDERED, SORTED)
-        schema = TableSchema.from_yt(info.attributes["schema"])
-        rows = _as_list_or_table(rows)
-        tablets = _tablet_column(rows, len(rows), tablet_index) if info.kind == ORDERED else None
-        table = to_arrow_table(schema, rows, path)
-        yt_rows = to_yt_rows(schema, table)
-        if tablets is not None:
-            _place_rows(path, yt_rows, tablets, int(info.attributes.get("tablet_count", 1)))
-        return _Prepared(schema=schema, table=table, yt_rows=yt_rows)
+        return prepare_insert(path, require_kind(self, path, ORDERED, SORTED), rows, tablet_index)
 
     def get_tablet_infos(self, path: str) -> list[TabletInfo]:
         count = int(self.get(path + "/@tablet_count"))
@@ -206,7 +206,7 @@ class YtsaurusCluster(Cluster):
             if rows and int(rows[0][ROW_INDEX]) != start:
                 raise _trimmed(path, tablet_index, lower, upper, int(rows[0][ROW_INDEX]))
             table = from_yt_rows(schema, rows, service_columns=service_columns)
-            yield from _split_batches(table, max_bytes)
+            yield from split_batches(table, max_bytes)
             if len(rows) < stop - start:
                 return
 
@@ -222,7 +222,7 @@ class YtsaurusCluster(Cluster):
         query = (f"{names} FROM [{path}] WHERE [{TABLET_INDEX}] = {int(tablet_index)}"
                  f" AND [{ROW_INDEX}] BETWEEN {int(start)} AND {int(stop) - 1}")
         with self._errors(path):
-            rows = list(self._client.select_rows(query))
+            rows = list(self._client.select_rows(query, **_WIRE))
         return sorted(rows, key=lambda r: int(r[ROW_INDEX]))
 
     def trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
@@ -257,13 +257,13 @@ class YtsaurusCluster(Cluster):
         with self._errors(queue_path or consumer_path or "registrations"):
             found = self._client.list_queue_consumer_registrations(
                 queue_path=queue_path, consumer_path=consumer_path)
-        return [_registration(plain(r)) for r in found]
+        return [registration(plain(r)) for r in found]
 
     def get_consumer_offsets(self, consumer_path: str, queue_path: str) -> dict[int, int]:
         query = (f"[partition_index], [offset] FROM [{consumer_path}]"
                  f" WHERE [queue_path] = {_quote(queue_path)}")
         with self._errors(consumer_path):
-            rows = self._client.select_rows(query)
+            rows = self._client.select_rows(query, **_WIRE)
         return {int(r["partition_index"]): int(r["offset"]) for r in rows}
 
     def pull_consumer(
@@ -274,7 +274,7 @@ class YtsaurusCluster(Cluster):
         with self._errors(f"{queue_path} <- {consumer_path}, partition {partition_index}"):
             rows = list(self._client.pull_consumer(
                 consumer_path, queue_path, offset, partition_index,
-                max_row_count=max_row_count, max_data_weight=max_data_weight))
+                max_row_count=max_row_count, max_data_weight=max_data_weight, **_WIRE))
         return from_yt_rows(schema, rows, service_columns=True)
 
     def advance_consumer(
@@ -290,11 +290,11 @@ class YtsaurusCluster(Cluster):
     def delete_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> None:
         yt_keys = self._yt_keys(path, keys)
         with self._errors(path):
-            self._client.delete_rows(path, yt_keys)
+            self._client.delete_rows(path, yt_keys, **_WIRE)
 
     def _yt_keys(self, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        key_schema = _key_schema(self.get_schema(path), path)
-        return to_yt_rows(key_schema, to_arrow_table(key_schema, list(keys), path))
+        keys_only = key_schema(self.get_schema(path), path)
+        return to_yt_rows(keys_only, to_arrow_table(keys_only, list(keys), path))
 
     def lookup_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         return self._lookup(self._client, path, keys)
@@ -303,21 +303,21 @@ class YtsaurusCluster(Cluster):
         schema = self.get_schema(path)
         yt_keys = self._yt_keys(path, keys)
         with self._errors(path):
-            rows = list(client.lookup_rows(path, yt_keys))
+            rows = list(client.lookup_rows(path, yt_keys, **_WIRE))
         return from_yt_rows(schema, rows).to_pylist()
 
     def select_rows(self, path: str) -> list[dict[str, Any]]:
         schema = self.get_schema(path)
         with self._errors(path):
-            rows = list(self._client.select_rows(f"* FROM [{path}]"))
-        return sorted(from_yt_rows(schema, rows).to_pylist(), key=_sort_key(schema.key_columns))
+            rows = list(self._client.select_rows(f"* FROM [{path}]", **_WIRE))
+        return sorted(from_yt_rows(schema, rows).to_pylist(), key=sort_key(schema.key_columns))
 
     def write_table(self, path: str, rows: ROWS, *, append: bool = False) -> None:
         """Write rows checked against the existing table's schema (create the table first)."""
         schema = self.get_schema(path)
-        yt_rows = to_yt_rows(schema, to_arrow_table(schema, _as_list_or_table(rows), path))
+        yt_rows = to_yt_rows(schema, to_arrow_table(schema, as_list_or_table(rows), path))
         with self._errors(path):
-            self._client.write_table(yt.TablePath(path, append=append), yt_rows)
+            self._client.write_table(yt.TablePath(path, append=append), yt_rows, **_WIRE)
 
     def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
         """Stream a static table with `read_table`; a sorted dynamic table with one `select_rows`."""
@@ -329,7 +329,7 @@ class YtsaurusCluster(Cluster):
             return
         chunk: list[dict[str, Any]] = []
         with self._errors(path):
-            for row in self._client.read_table(path):
+            for row in self._client.read_table(path, **_WIRE):
                 chunk.append(row)
                 if len(chunk) == max_rows:
                     yield from from_yt_rows(schema, chunk).to_batches()
@@ -344,13 +344,6 @@ class YtsaurusCluster(Cluster):
         client = self._new_client()
         with self._errors("tablet transaction"):
             return YtTransaction(self, client, client.Transaction(type="tablet"))
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    schema: TableSchema
-    table: pa.Table
-    yt_rows: list[dict[str, Any]]
 
 
 class YtTransaction(Transaction):
@@ -374,7 +367,7 @@ class YtTransaction(Transaction):
     def insert_rows(self, path: str, rows: ROWS, *, tablet_index: int | None = None) -> None:
         prepared = self._cluster._prepare_insert(path, rows, tablet_index)
         with self._attached(path):
-            self._client.insert_rows(path, prepared.yt_rows)
+            self._client.insert_rows(path, prepared.yt_rows, **_WIRE)
         keys = prepared.schema.key_columns
         if keys:
             overlay = self._overlay.setdefault(path, {})
@@ -385,7 +378,7 @@ class YtTransaction(Transaction):
         keys = list(keys)
         yt_keys = self._cluster._yt_keys(path, keys)
         with self._attached(path):
-            self._client.delete_rows(path, yt_keys)
+            self._client.delete_rows(path, yt_keys, **_WIRE)
         key_columns = self._cluster.get_schema(path).key_columns
         overlay = self._overlay.setdefault(path, {})
         for key in keys:
@@ -451,131 +444,9 @@ def _messages(err: YtError | Mapping[str, Any]) -> str:
     return ": ".join(part for part in (own, inner) if part)
 
 
-def _registration(row: Mapping[str, Any]) -> Registration:
-    partitions = row.get("partitions")
-    return Registration(
-        queue_path=str(row["queue_path"]), consumer_path=str(row["consumer_path"]), vital=bool(row["vital"]),
-        partitions=None if partitions is None else tuple(int(p) for p in partitions),
-    )
-
-
 def _trimmed(path: str, tablet_index: int, lower: int, upper: int, trimmed: int) -> TrimmedRowsError:
     return TrimmedRowsError(f"{path}: partition {tablet_index}: rows [{lower}, {upper}) requested,"
                             f" rows below {trimmed} are trimmed")
-
-
-# -- rows -----------------------------------------------------------------------------------------
-
-
-def _as_list_or_table(rows: ROWS) -> list[Mapping[str, Any]] | pa.Table:
-    if isinstance(rows, pa.RecordBatch):
-        return pa.Table.from_batches([rows])
-    return rows if isinstance(rows, pa.Table) else list(rows)
-
-
-def _tablet_column(
-    rows: list[Mapping[str, Any]] | pa.Table, count: int, tablet_index: int | None,
-) -> list[int | None]:
-    """The tablet of each row: `tablet_index`, else the rows' own `$tablet_index`, else None."""
-    if tablet_index is not None:
-        return [tablet_index] * count
-    if isinstance(rows, pa.Table):
-        names = rows.schema.names
-        return rows.column(names.index(TABLET_INDEX)).to_pylist() if TABLET_INDEX in names else [None] * count
-    return [row.get(TABLET_INDEX) for row in rows]
-
-
-def _place_rows(
-    path: str, yt_rows: list[dict[str, Any]], tablets: list[int | None], tablet_count: int,
-) -> None:
-    """Set `$tablet_index` on every row; rows without one are spread round-robin over the tablets."""
-    for i, (row, tablet) in enumerate(zip(yt_rows, tablets, strict=True)):
-        tablet = i % tablet_count if tablet is None else int(tablet)
-        if not 0 <= tablet < tablet_count:
-            raise SchemaError(f"{path}: row {i}: tablet {tablet} out of range, the table has {tablet_count}")
-        row[TABLET_INDEX] = tablet
-
-
-def _split_batches(table: pa.Table, max_bytes: int) -> Iterator[pa.RecordBatch]:
-    """The table as batches of about `max_bytes` each (at least one row per batch)."""
-    rows_per_batch = table.num_rows
-    if table.nbytes > max_bytes:
-        rows_per_batch = max(1, table.num_rows * max_bytes // table.nbytes)
-    yield from table.combine_chunks().to_batches(max_chunksize=max(1, rows_per_batch))
-
-
-def _base_type(type_v3: Any) -> str:
-    while isinstance(type_v3, Mapping) and type_v3.get("type_name") in ("optional", "tagged"):
-        type_v3 = type_v3["item"]
-    return type_v3 if isinstance(type_v3, str) else str(type_v3.get("type_name"))
-
-
-def to_yt_rows(schema: TableSchema, table: pa.Table) -> list[dict[str, Any]]:
-    """Rows of a conformed Arrow table as `yt.wrapper` YSON rows."""
-    columns = [_to_yt_values(_base_type(c.type_v3), table.column(c.name)) for c in schema.columns]
-    return [dict(zip(schema.names, values, strict=True)) for values in zip(*columns, strict=True)]
-
-
-def _to_yt_values(base: str, column: pa.ChunkedArray) -> list[Any]:
-    if base == "timestamp":
-        return column.cast(pa.int64()).to_pylist()
-    if base == "datetime":
-        return [None if v is None else v // 1_000_000 for v in column.cast(pa.int64()).to_pylist()]
-    if base == "date":
-        return column.cast(pa.int32()).to_pylist()
-    if base in ("yson", "any"):
-        return [None if v is None else yson.loads(v) for v in column.to_pylist()]
-    return column.to_pylist()
-
-
-def from_yt_rows(
-    schema: TableSchema, rows: Sequence[Mapping[str, Any]], *, service_columns: bool = False,
-) -> pa.Table:
-    """`yt.wrapper` rows as an Arrow table of `schema` (service columns first when asked)."""
-    fields = [*(_SERVICE_FIELDS if service_columns else []), *schema.arrow_schema()]
-    bases = {c.name: _base_type(c.type_v3) for c in schema.columns}
-    arrays = [
-        pa.array(_from_yt_values(bases.get(f.name, "int64"), [plain(r.get(f.name)) for r in rows]),
-                 type=f.type)
-        for f in fields
-    ]
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-
-
-def _from_yt_values(base: str, values: list[Any]) -> list[Any]:
-    if base == "datetime":
-        return [None if v is None else v * 1_000_000 for v in values]
-    if base in ("yson", "any"):
-        return [None if v is None else yson.dumps(v) for v in values]
-    return values
-
-
-def plain(value: Any) -> Any:
-    """YSON values (`YsonMap`, `YsonEntity`, ...) as plain Python ones, attributes dropped."""
-    if isinstance(value, yson.YsonEntity):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, bool | yson.YsonBoolean):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return str(value) if isinstance(value, str) else value
-
-
-def _key_schema(schema: TableSchema, path: str) -> TableSchema:
-    if not schema.key_columns:
-        raise SchemaError(f"{path}: not a sorted table, it has no key columns")
-    return TableSchema(tuple(schema.column(k) for k in schema.key_columns))
-
-
-def _sort_key(key_columns: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
-    """Key order as YTsaurus sorts it: nulls first."""
-    return lambda row: tuple((row[k] is not None, row[k]) for k in key_columns)
 
 
 def _quote(text: str) -> str:

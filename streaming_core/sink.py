@@ -219,6 +219,7 @@ def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int)
     log_path = commit_log_path(options)
     staged = [p.staging_path for p in parts if p and p.staging_path]
     with connect(options.cluster) as cluster:
+        check_transaction_size(cluster, options.path, sum(p.rows for p in parts if p), batch_id)
         cluster.create(TABLE, log_path, recursive=True, ignore_existing=True,
                        attributes={"dynamic": True, "schema": COMMIT_LOG_SCHEMA})
         rows = 0
@@ -235,6 +236,22 @@ def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int)
                 done = True
         _drop_staging(cluster, staged + _leftovers(cluster, options, staged))
     return done
+
+
+def check_transaction_size(cluster: Cluster, path: str, rows: int, batch_id: int) -> None:
+    """Fail before writing when one micro-batch cannot fit in one tablet transaction of this cluster.
+
+    Splitting the commit would break its atomicity, so the fix is a smaller batch, which the error names.
+    """
+    limit = cluster.max_rows_per_tablet_transaction
+    if limit is None:
+        return
+    tablets = cluster.get(path + "/@tablet_count") if cluster.exists(path + "/@tablet_count") else 1
+    if rows > limit * tablets:
+        raise SchemaError(
+            f"{path}: transactional mode commits micro-batch {batch_id} in one tablet transaction, but it has "
+            f"{rows} rows and the cluster takes at most {limit} rows per tablet ({tablets} tablets): lower "
+            f"max_rows_per_partition (or write without spark.yt.streaming.transactional)")
 
 
 def _leftovers(cluster: Cluster, options: SinkOptions, staged: list[str]) -> list[str]:

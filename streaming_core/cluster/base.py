@@ -132,6 +132,8 @@ class Cluster(abc.ABC):
     name: str
     #: The URI that reopens this cluster in another process (`local:///root`, `yt://proxy`).
     uri: str
+    #: Rows one tablet takes in one transaction (YTsaurus: about 100000); None = no limit.
+    max_rows_per_tablet_transaction: int | None = None
 
     # -- path tree --------------------------------------------------------------------------------
 

@@ -61,6 +61,13 @@ def is_composite(type_v3: Any) -> bool:
 
 def arrow_type(type_v3: Any, column: str = "?") -> pa.DataType:
     """The Arrow type of a YT type_v3 (optional unwrapped: nullability is a field property)."""
+    try:
+        return _arrow_type(type_v3, column)
+    except (KeyError, TypeError, ValueError) as e:
+        raise SchemaError(f"column {column!r}: malformed type_v3 {type_v3!r} (missing or bad {e})") from None
+
+
+def _arrow_type(type_v3: Any, column: str) -> pa.DataType:
     if isinstance(type_v3, str):
         try:
             return _SIMPLE[type_v3]

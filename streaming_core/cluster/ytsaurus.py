@@ -81,6 +81,8 @@ class YtsaurusCluster(Cluster):
     The token never appears in `repr()` nor in the messages of raised errors.
     """
 
+    max_rows_per_tablet_transaction = 100_000
+
     def __init__(
         self, proxy: str, *, token: str | None = None, config: dict[str, Any] | None = None,
         client_factory: ClientFactory = default_client_factory,

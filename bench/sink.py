@@ -1,0 +1,145 @@
+"""`yt` sink throughput against Spark's `noop` sink: same queue, same data, one Spark session, one run.
+
+`python -m bench.sink` (from the repository root, in the venv). A queue of two tablets holds rows of one
+100-byte string and an int64 on the embedded cluster (a fresh temporary root). Every measurement is one
+`availableNow` query over all of it through a fresh consumer and checkpoint; rows/s = rows / wall time from
+`start()` to termination, so both sides carry the same per-query overhead. Each ratio compares a `yt` run with
+a `noop` run made just before it (same source options), so that both see the same machine load:
+
+- `yt` at-least-once: median ratio of three such pairs - the goal (>= 0.7);
+- `yt` transactional, and the idempotent receiver (source service columns, sorted table keyed by them,
+  against `noop` with service columns): one pair each;
+- at-least-once over a sweep of `dyn_batch_size` values (rows/s; ratio to the median `noop`).
+
+A readable table first; the last line is one JSON object for scripts and CI logs.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+
+from streaming_core import build_session
+from streaming_core.cluster import Cluster, connect
+from streaming_core.options import SRC_ROW_INDEX, SRC_TABLET_INDEX
+
+PAYLOAD_BYTES = 100
+ROWS = 400_000  # in all, over two tablets: a few seconds per query, under ~3 minutes for the whole run
+REPEATS = 3  # back-to-back noop / yt pairs for the at-least-once ratio (their median)
+TABLETS = 2
+GOAL = 0.7
+SWEEP = (1_000, 10_000, 50_000, 100_000)
+QUEUE = "//bench/queue"
+COPY_SCHEMA = [{"name": "data", "type": "string", "required": True}, {"name": "n", "type": "int64"}]
+IDEMPOTENT_SCHEMA = [
+    {"name": SRC_TABLET_INDEX, "type": "int64", "required": True, "sort_order": "ascending"},
+    {"name": SRC_ROW_INDEX, "type": "int64", "required": True, "sort_order": "ascending"},
+    *COPY_SCHEMA,
+]
+
+
+def fill_queue(cluster: Cluster) -> None:
+    cluster.create("table", QUEUE, recursive=True, attributes={
+        "dynamic": True, "tablet_count": TABLETS, "schema": COPY_SCHEMA})
+    per_tablet = ROWS // TABLETS
+    for tablet in range(TABLETS):
+        for lo in range(0, per_tablet, 50_000):
+            n = pa.array(range(lo, min(lo + 50_000, per_tablet)), pa.int64())
+            data = pa.array([f"{tablet}-{i:012d}".ljust(PAYLOAD_BYTES, "x") for i in n.to_pylist()], pa.string())
+            cluster.insert_rows(QUEUE, pa.table({"data": data, "n": n}), tablet_index=tablet)
+
+
+class Bench:
+    def __init__(self, spark, cluster: Cluster) -> None:
+        self.spark = spark
+        self.cluster = cluster
+
+    def _consumer(self) -> str:
+        path = f"//bench/consumers/{uuid.uuid4().hex[:8]}"
+        self.cluster.create_consumer(path, recursive=True)
+        self.cluster.register_queue_consumer(QUEUE, path)
+        return path
+
+    def _target(self, schema: list[dict[str, Any]]) -> str:
+        path = f"//bench/out/{uuid.uuid4().hex[:8]}"
+        attributes: dict[str, Any] = {"dynamic": True, "schema": schema}
+        if not any(c.get("sort_order") for c in schema):
+            attributes["tablet_count"] = TABLETS
+        self.cluster.create("table", path, recursive=True, attributes=attributes)
+        return path
+
+    def run(self, sink: str, *, service_columns: bool = False, **options: Any) -> float:
+        """Rows/s of one availableNow query over the whole queue into `sink` ("noop" or "yt")."""
+        df = (self.spark.readStream.format("yt").option("consumer_path", self._consumer())
+              .option("include_service_columns", service_columns).load(QUEUE))
+        writer = (df.writeStream.format(sink).trigger(availableNow=True)
+                  .option("checkpointLocation", f"yt:///bench/checkpoints/{uuid.uuid4().hex[:8]}"))
+        if sink == "yt":
+            writer = writer.option("path", self._target(IDEMPOTENT_SCHEMA if service_columns else COPY_SCHEMA))
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        started = time.perf_counter()
+        query = writer.start()
+        query.awaitTermination()
+        elapsed = time.perf_counter() - started
+        if query.exception():
+            raise RuntimeError(f"bench query failed: {query.exception()}")
+        rows = sum(p["numInputRows"] for p in query.recentProgress)
+        if rows != ROWS:
+            raise RuntimeError(f"bench query read {rows} rows, expected {ROWS}")
+        return rows / elapsed
+
+
+def pair(bench: Bench, base: dict[str, Any], yt: dict[str, Any]) -> tuple[float, float]:
+    """A baseline run and a `yt` run back to back, so both see the same machine load."""
+    return bench.run("noop", **base), bench.run("yt", **base, **yt)
+
+
+def main() -> None:
+    root = tempfile.mkdtemp(prefix="bench-sink-")
+    with connect(f"local://{root}") as cluster:
+        fill_queue(cluster)
+        spark = build_session("bench-sink", master="local[2]", cluster=f"local://{root}",
+                              conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+        bench = Bench(spark, cluster)
+        bench.run("noop")  # warm-up: JIT, Python workers, first reads of the queue
+        bench.run("yt")  # warm-up of the write path: the sink's imports in the Python workers
+        pairs = {
+            "at-least-once": [pair(bench, {}, {}) for _ in range(REPEATS)],
+            "transactional": [pair(bench, {}, {"transactional": True})],
+            "idempotent receiver": [pair(bench, {"service_columns": True}, {})],
+        }
+        sweep = {size: bench.run("yt", dyn_batch_size=size) for size in SWEEP}
+        spark.stop()
+
+    ratios = {mode: statistics.median(y / n for n, y in runs) for mode, runs in pairs.items()}
+    noop = statistics.median(n for n, _ in pairs["at-least-once"])
+    print(f"queue -> sink, {ROWS} rows of {PAYLOAD_BYTES} bytes, {TABLETS} tablets, local[2], availableNow")
+    print(f"{'sink':<36}{'noop rows/s':>13}{'yt rows/s':>12}{'ratio':>8}")
+    for mode, runs in pairs.items():
+        for i, (base, rate) in enumerate(runs):
+            label = f"yt {mode}" + (f" (run {i + 1})" if len(runs) > 1 else "")
+            print(f"{label:<36}{base:>13,.0f}{rate:>12,.0f}{rate / base:>8.2f}")
+    for size, rate in sweep.items():
+        print(f"{f'yt at-least-once dynBatchSize={size}':<36}{noop:>13,.0f}{rate:>12,.0f}{rate / noop:>8.2f}")
+    ratio = ratios["at-least-once"]
+    print(f"at-least-once ratio (median of {REPEATS} back-to-back pairs) {ratio:.2f}, goal >= {GOAL}: "
+          f"{'met' if ratio >= GOAL else 'NOT met'}")
+    print(json.dumps({
+        "bench": "sink", "ratio": round(ratio, 3), "goal": GOAL, "rows": ROWS,
+        "noop_rows_per_s": round(noop),
+        "yt_rows_per_s": round(statistics.median(y for _, y in pairs["at-least-once"])),
+        "transactional_ratio": round(ratios["transactional"], 3),
+        "idempotent_ratio": round(ratios["idempotent receiver"], 3),
+        "dyn_batch_size_rows_per_s": {str(k): round(v) for k, v in sweep.items()},
+    }))
+
+
+if __name__ == "__main__":
+    main()

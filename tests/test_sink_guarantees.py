@@ -1,0 +1,147 @@
+"""Write guarantees of the `yt` sink, proven by killing the driver on real local Spark and restarting it.
+
+Each scenario runs `tests/scripts/sink_fault_driver.py` in a child process (its own process group): a queue of
+two tablets x 120 rows read in three micro-batches of 40 rows per tablet (`availableNow`), written in insert
+calls of 10 rows. At batch 1 the driver's whole process group (driver, JVM, workers) is SIGKILLed at a fault
+point; then one more child resumes every scenario from its `yt:///` checkpoint, without faults, to the end.
+The output is then compared with the input row by row.
+
+Scenarios: transactional mode at all four fault points; at-least-once and the idempotent receiver at
+`during_write` (some rows of the batch written) and `after_commit` (the whole batch written, Spark's commit
+log not) - for those two modes `before_write` leaves nothing to check and `after_write` is `after_commit`, as
+their commit does nothing. 8 killed runs + 1 resume: about a minute and a half on 2 idle cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming_core.cluster import connect
+from streaming_core.options import SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions
+from streaming_core.sink import commit_log_path
+from tests.conftest import make_queue
+from tests.sink_support import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows
+
+pytestmark = pytest.mark.spark
+
+DRIVER = Path(__file__).parent / "scripts" / "sink_fault_driver.py"
+ROWS_PER_TABLET = 120
+MAX_ROWS = 40
+FAIL_BATCH = 1
+RUN_TIMEOUT_S = 600
+IDEMPOTENT_SCHEMA = [
+    {"name": SRC_TABLET_INDEX, "type": "int64", "required": True, "sort_order": "ascending"},
+    {"name": SRC_ROW_INDEX, "type": "int64", "required": True, "sort_order": "ascending"},
+    *COPY_SCHEMA,
+]
+SCENARIOS = [
+    ("transactional", "before_write"), ("transactional", "during_write"), ("transactional", "after_write"),
+    ("transactional", "after_commit"), ("at_least_once", "during_write"), ("at_least_once", "after_commit"),
+    ("idempotent", "during_write"), ("idempotent", "after_commit"),
+]
+
+
+@dataclass
+class Outcome:
+    mode: str
+    fault: str
+    spec: dict[str, Any]
+    input: list[dict[str, Any]]
+    killed_returncode: int
+
+
+def _run_driver(cluster_uri: str, scenarios: list[dict[str, Any]]) -> int:
+    proc = subprocess.Popen([sys.executable, str(DRIVER), cluster_uri, json.dumps(scenarios)],
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    try:
+        _, err = proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever the driver left of its process group
+            os.killpg(proc.pid, signal.SIGKILL)
+    if proc.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(f"driver failed with {proc.returncode}:\n{err.decode()[-3000:]}")
+    return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def outcomes(cluster_uri: str) -> dict[tuple[str, str], Outcome]:
+    """Run every scenario: the killed runs two at a time, then one resume of them all."""
+    specs = {}
+    with connect(cluster_uri) as yt:
+        for mode, fault in SCENARIOS:
+            root = f"//tmp/guarantees/{mode}-{fault}-{os.getpid()}"
+            make_queue(yt, f"{root}/queue", partitions=2, consumer=f"{root}/consumer")
+            rows = fill_queue(yt, f"{root}/queue", ROWS_PER_TABLET)
+            make_table(yt, f"{root}/out", IDEMPOTENT_SCHEMA if mode == "idempotent" else COPY_SCHEMA)
+            spec = {"queue": f"{root}/queue", "consumer": f"{root}/consumer", "target": f"{root}/out",
+                    "checkpoint": f"yt:/{root}/checkpoint", "mode": mode, "max_rows": MAX_ROWS}
+            specs[mode, fault] = (spec, rows)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        killed = dict(zip(specs, pool.map(
+            lambda key: _run_driver(cluster_uri, [{**specs[key][0], "fault": key[1], "fail_batch": FAIL_BATCH}]),
+            specs), strict=True))
+    assert _run_driver(cluster_uri, [spec for spec, _ in specs.values()]) == 0
+    return {key: Outcome(key[0], key[1], spec, rows, killed[key]) for key, (spec, rows) in specs.items()}
+
+
+def batch_rows(batch_id: int) -> Counter:
+    """The (data, n) rows micro-batch `batch_id` reads (see `fill_queue`)."""
+    lo, hi = batch_id * MAX_ROWS, (batch_id + 1) * MAX_ROWS
+    return Counter((f"r{t}-{i}", t * 100_000 + i) for t in range(2) for i in range(lo, hi))
+
+
+def output(cluster_uri: str, outcome: Outcome) -> Counter:
+    with connect(cluster_uri) as yt:
+        target = outcome.spec["target"]
+        rows = yt.select_rows(target) if outcome.mode == "idempotent" else ordered_rows(yt, target)
+    return multiset(rows, "data", "n")
+
+
+def scenarios_of(*modes: str) -> list:
+    return [pytest.param(key, id="-".join(key)) for key in SCENARIOS if key[0] in modes]
+
+
+@pytest.mark.parametrize("key", scenarios_of("transactional"))
+def test_transactional_output_equals_the_input_exactly_after_a_crash(outcomes, cluster_uri, key):
+    outcome = outcomes[key]
+    assert outcome.killed_returncode == -signal.SIGKILL
+    assert output(cluster_uri, outcome) == multiset(outcome.input, "data", "n")
+    with connect(cluster_uri) as yt:
+        log = yt.select_rows(commit_log_path(SinkOptions(path=outcome.spec["target"], cluster=cluster_uri)))
+        staging = outcome.spec["target"] + "_staging"
+        leftovers = yt.list(staging) if yt.exists(staging) else []
+    assert [(r["batch_id"], r["rows"]) for r in log] == [(b, 2 * MAX_ROWS) for b in range(3)]
+    assert leftovers == [], "staging tables of the killed attempt are dropped by a later commit"
+
+
+@pytest.mark.parametrize("key", scenarios_of("idempotent"))
+def test_idempotent_receiver_output_equals_the_input_exactly_after_a_crash(outcomes, cluster_uri, key):
+    outcome = outcomes[key]
+    assert outcome.killed_returncode == -signal.SIGKILL
+    assert output(cluster_uri, outcome) == multiset(outcome.input, "data", "n")
+
+
+@pytest.mark.parametrize("key", scenarios_of("at_least_once"))
+def test_at_least_once_misses_nothing_and_duplicates_only_the_interrupted_batch(outcomes, cluster_uri, key):
+    outcome = outcomes[key]
+    assert outcome.killed_returncode == -signal.SIGKILL
+    got, expected = output(cluster_uri, outcome), multiset(outcome.input, "data", "n")
+    assert expected - got == Counter(), "no input row is missing"
+    duplicates = got - expected
+    assert duplicates, "the interrupted batch had written rows before the crash, and was replayed"
+    assert duplicates - batch_rows(FAIL_BATCH) == Counter(), "duplicates come from the interrupted batch only"
+    if outcome.fault == "after_commit":
+        assert duplicates == batch_rows(FAIL_BATCH), "a batch written whole before the crash is written again"

@@ -1,0 +1,146 @@
+"""Seed listings 3, 5 and 6 (SPYT streaming guide, Python) run unchanged but for paths and the session.
+
+The listings start a query without a trigger and wait on it; here a watcher thread stops the query once the
+result table holds every input row.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import length
+
+from streaming_core.cluster.base import Cluster
+from tests.conftest import make_queue
+from tests.sink_support import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows, session_conf, stored_chunks
+
+pytestmark = pytest.mark.spark
+
+
+def run_listing(spark: SparkSession, listing: Callable[[], None], done: Callable[[], bool]) -> None:
+    """Run `listing` until `done()`, then stop its query (as Ctrl-C would) so that its wait returns.
+
+    The listing runs in this thread (Spark resolves `format("yt")` through the session of the calling
+    thread); a watcher thread stops the query.
+    """
+    finished = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (spark.streams.active and done()):
+            time.sleep(0.5)
+        if done():
+            finished.set()
+        for query in spark.streams.active:
+            query.stop()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    listing()
+    watcher.join(60)
+    assert finished.is_set(), "the listing's query did not write every row within 300 s"
+
+
+def row_count(yt: Cluster, path: str, expected: int) -> Callable[[], bool]:
+    return lambda: yt.get(f"{path}/@row_count") >= expected
+
+
+def test_listing_3_queue_to_result_with_data_length(spark, yt, yt_root):
+    make_queue(yt, f"{yt_root}/queue", consumer=f"{yt_root}/consumer")
+    rows = fill_queue(yt, f"{yt_root}/queue", 40)
+    make_table(yt, f"{yt_root}/result", [{"name": "data", "type": "string"}, {"name": "data_length", "type": "int32"}])
+
+    def listing_3() -> None:
+        df = spark \
+            .readStream \
+            .format("yt") \
+            .option("consumer_path", f"{yt_root}/consumer") \
+            .load(f"{yt_root}/queue")
+        df\
+            .select("data") \
+            .withColumn('data_length', length("data")) \
+            .writeStream \
+            .format("yt") \
+            .option("checkpointLocation", f"yt:/{yt_root}/checkpoints") \
+            .option("path", f"{yt_root}/result") \
+            .start().awaitTermination()
+
+    run_listing(spark, listing_3, row_count(yt, f"{yt_root}/result", len(rows)))
+    assert multiset(ordered_rows(yt, f"{yt_root}/result"), "data", "data_length") == multiset(
+        [{"data": r["data"], "data_length": len(r["data"])} for r in rows], "data", "data_length")
+
+
+def test_listing_5_max_rows_per_partition_and_dyn_batch_size(spark, yt, yt_root):
+    consumer_path, queue_path = f"{yt_root}/consumer", f"{yt_root}/queue"
+    checkpoints_path, result_table_path = f"yt:/{yt_root}/checkpoints", f"{yt_root}/result"
+    make_queue(yt, queue_path, consumer=consumer_path)
+    rows = fill_queue(yt, queue_path, 1500)
+    make_table(yt, result_table_path, COPY_SCHEMA)
+
+    def listing_5() -> None:
+        df = spark \
+            .readStream \
+            .format("yt") \
+            .option("consumer_path", consumer_path) \
+            .option("max_rows_per_partition", 1000) \
+            .load(queue_path)
+
+        query = df\
+            .writeStream \
+            .outputMode("append") \
+            .format("yt") \
+            .option("checkpointLocation", checkpoints_path) \
+            .option("path", result_table_path) \
+            .start()
+        query.awaitTermination()
+
+    # The listing's session: `.config("spark.yt.write.dynBatchSize", 100)`.
+    with session_conf(spark, spark__yt__write__dynBatchSize="100"):
+        run_listing(spark, listing_5, row_count(yt, result_table_path, len(rows)))
+    assert multiset(ordered_rows(yt, result_table_path), "data", "n") == multiset(rows, "data", "n")
+    assert stored_chunks(yt.root, result_table_path) == [100] * 30  # tasks of 1000 and 500 rows per tablet
+
+
+COMPOSITE_SCHEMA = [
+    {"name": "id", "type": "int64"},
+    {"name": "tags", "type_v3": {"type_name": "optional", "item": {"type_name": "list", "item": "string"}}},
+    {"name": "point", "type_v3": {"type_name": "optional", "item": {"type_name": "struct", "members": [
+        {"name": "x", "type": "int64"}, {"name": "y", "type": "double"}]}}},
+]
+
+
+@pytest.mark.parametrize("type_v3", [True, False], ids=["type_v3", "yson"])
+def test_listing_6_composite_types_round_trip(spark, yt, yt_root, type_v3):
+    """With `parsing_type_v3`/`write_type_v3` (the listing) and without both (YSON both ways, SPYT's default)."""
+    consumer_path, queue_path = f"{yt_root}/consumer", f"{yt_root}/queue"
+    checkpoints_path, result_table_path = f"yt:/{yt_root}/checkpoints", f"{yt_root}/result"
+    make_queue(yt, queue_path, partitions=1, consumer=consumer_path, schema=COMPOSITE_SCHEMA)
+    rows = [{"id": i, "tags": [f"t{j}" for j in range(i % 3)], "point": {"x": i, "y": i / 2} if i % 4 else None}
+            for i in range(20)]
+    yt.insert_rows(queue_path, rows)
+    make_table(yt, result_table_path, COMPOSITE_SCHEMA)
+
+    def listing_6() -> None:
+        df = spark \
+            .readStream \
+            .format("yt") \
+            .option("consumer_path", consumer_path) \
+            .option("parsing_type_v3", str(type_v3).lower()) \
+            .load(queue_path)
+
+        query = df\
+            .writeStream \
+            .outputMode("append") \
+            .format("yt") \
+            .option("write_type_v3", type_v3) \
+            .option("checkpointLocation", checkpoints_path) \
+            .option("path", result_table_path) \
+            .start()
+        query.awaitTermination()
+
+    run_listing(spark, listing_6, row_count(yt, result_table_path, len(rows)))
+    assert sorted(ordered_rows(yt, result_table_path), key=lambda r: r["id"]) == rows

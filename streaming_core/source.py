@@ -22,7 +22,7 @@ from .cluster import Cluster, ClusterError, ConflictError, NotRegisteredError, c
 from .cluster.base import ORDERED, SORTED, STATIC, require_kind
 from .cluster.schema import is_composite
 from .offsets import QueueOffset, batch_end, effective_start, from_consumer
-from .options import SourceOptions
+from .options import INCLUDE_SERVICE_COLUMNS, SourceOptions
 from .tuning import read_tuning
 from .types import arrow_schema_for_spark, conform
 
@@ -203,7 +203,10 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
 def check_readable(cluster: Cluster, options: SourceOptions, *, streaming: bool) -> None:
     """Fail at `load()` with a clear message if the table or the consumer registration is wrong."""
     kinds = (ORDERED,) if streaming else (ORDERED, SORTED, STATIC)
-    require_kind(cluster, options.path, *kinds)
+    info = require_kind(cluster, options.path, *kinds)
+    if options.include_service_columns and info.kind != ORDERED:
+        raise ValueError(f"option {INCLUDE_SERVICE_COLUMNS!r} applies to queues (ordered dynamic tables); "
+                         f"{options.path} is a {info.kind} table")
     if streaming:
         regs = cluster.list_queue_consumer_registrations(options.path, options.consumer_path)
         if not regs:

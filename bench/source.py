@@ -1,0 +1,183 @@
+"""`yt` source throughput against Spark's built-in `rate-micro-batch` source, side by side in one run.
+
+`python -m bench.source [--backlog]` (from the repository root, in the venv). A queue of four tablets holds
+rows of a 100-byte string and an int64 on the embedded cluster (a fresh temporary root). Each measurement
+is one `availableNow` query to the `noop` sink, from `start()` to termination (so both sides carry the same
+per-query overhead):
+
+- `yt`: the whole queue through a fresh consumer and checkpoint, no cap (one micro-batch, four partitions);
+- `rate`: `rate-micro-batch` with four partitions, one micro-batch of the same number of rows, plus the
+  same 100-byte payload column (`repeat('x', 100)`).
+
+The two alternate, `REPEATS` times each; rows/s is the median. `--backlog` adds the memory scenario: a
+2 GB backlog of 10 KB rows read without a cap by a driver with `spark.driver.memory=512m`, in a child
+process with its own session (it must complete without the JVM being killed).
+
+A readable table first; the last line is one JSON object for scripts and CI logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from streaming_core import build_session
+from streaming_core.cluster import Cluster, connect
+
+PAYLOAD_BYTES = 100
+ROWS = 4_000_000  # in all, over four tablets: ~1 GB of Arrow data per query, ~2 minutes for the whole run
+TABLETS = 4
+REPEATS = 3
+GOAL = 0.35
+QUEUE = "//bench/queue"
+SCHEMA = [{"name": "data", "type": "string", "required": True}, {"name": "n", "type": "int64"}]
+#: The backlog scenario: 2 GB of 10 KB rows.
+BACKLOG_ROW_BYTES = 10_000
+BACKLOG_BYTES = 2 * 1024**3
+
+
+def fill_queue(cluster: Cluster, path: str, rows: int, row_bytes: int) -> None:
+    cluster.create("table", path, recursive=True, attributes={
+        "dynamic": True, "tablet_count": TABLETS, "schema": SCHEMA})
+    per_tablet = rows // TABLETS
+    step = max(1, min(50_000, 64 * 1024**2 // row_bytes))
+    filler = "x" * row_bytes
+    for tablet in range(TABLETS):
+        for lo in range(0, per_tablet, step):
+            n = pa.array(range(lo, min(lo + step, per_tablet)), pa.int64())
+            data = pa.array([filler] * len(n), pa.string())
+            cluster.insert_rows(path, pa.table({"data": data, "n": n}), tablet_index=tablet)
+
+
+@dataclass
+class Measured:
+    seconds: float  # from `start()` to termination
+    rows: int
+    startup: float  # from `start()` to the first trigger (for `yt`: the source runner process starting)
+
+
+def timed(start: Any) -> Measured:
+    started = time.time()
+    query = start()
+    query.awaitTermination()
+    elapsed = time.time() - started
+    if query.exception():
+        raise query.exception()
+    progress = query.recentProgress
+    first = dt.datetime.fromisoformat(progress[0]["timestamp"].replace("Z", "+00:00")).timestamp()
+    return Measured(elapsed, sum(p["numInputRows"] for p in progress), first - started)
+
+
+def run_yt(spark, cluster: Cluster, path: str, root: str) -> Measured:
+    """Read the whole queue through a fresh consumer (a first start: nothing read yet)."""
+    consumer = f"//bench/consumer_{uuid.uuid4().hex[:8]}"
+    cluster.create_consumer(consumer, recursive=True)
+    cluster.register_queue_consumer(path, consumer)
+    df = spark.readStream.format("yt").option("consumer_path", consumer).load(path)
+    return timed(lambda: df.writeStream.format("noop").option("checkpointLocation", f"{root}/cp_{uuid.uuid4().hex}")
+                 .trigger(availableNow=True).start())
+
+
+def run_rate(spark, root: str) -> Measured:
+    df = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", ROWS).option("numPartitions", TABLETS)
+          .load().selectExpr("value AS n", f"repeat('x', {PAYLOAD_BYTES}) AS data"))
+    return timed(lambda: df.writeStream.format("noop").option("checkpointLocation", f"{root}/cp_{uuid.uuid4().hex}")
+                 .trigger(availableNow=True).start())
+
+
+def throughput() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-source-") as root:
+        cluster = connect(f"local://{root}/cluster")
+        started = time.perf_counter()
+        fill_queue(cluster, QUEUE, ROWS, PAYLOAD_BYTES)
+        print(f"queue filled: {ROWS:,} rows of {PAYLOAD_BYTES} B in {time.perf_counter() - started:.1f} s")
+        spark = build_session("bench-source", master="local[2]", cluster=f"local://{root}/cluster",
+                              conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g",
+                                    "spark.ui.showConsoleProgress": "false"})
+        try:
+            run_yt(spark, cluster, QUEUE, root)  # warm-up: Python workers, Arrow, the cluster's pages
+            run_rate(spark, root)
+            runs: dict[str, list[Measured]] = {"yt": [], "rate-micro-batch": []}
+            print(f"{'run':>4} {'source':<18} {'rows':>10} {'seconds':>8} {'startup s':>10} {'rows/s':>12}")
+            for i in range(REPEATS):
+                for name, run in (("yt", lambda: run_yt(spark, cluster, QUEUE, root)),
+                                  ("rate-micro-batch", lambda: run_rate(spark, root))):
+                    m = run()
+                    if m.rows != ROWS:
+                        raise RuntimeError(f"{name} read {m.rows} rows, expected {ROWS}")
+                    runs[name].append(m)
+                    print(f"{i + 1:>4} {name:<18} {m.rows:>10,} {m.seconds:>8.2f} {m.startup:>10.2f} "
+                          f"{m.rows / m.seconds:>12,.0f}")
+        finally:
+            spark.stop()
+    yt_rate = statistics.median(m.rows / m.seconds for m in runs["yt"])
+    rate_rate = statistics.median(m.rows / m.seconds for m in runs["rate-micro-batch"])
+    yt_startup = statistics.median(m.startup for m in runs["yt"])
+    print(f"median rows/s: yt {yt_rate:,.0f}, rate-micro-batch {rate_rate:,.0f}; "
+          f"ratio {yt_rate / rate_rate:.3f} (goal >= {GOAL}); yt startup {yt_startup:.2f} s")
+    return {"ratio": round(yt_rate / rate_rate, 3), "goal": GOAL, "yt_rows_per_s": round(yt_rate),
+            "rate_rows_per_s": round(rate_rate), "yt_startup_s": round(yt_startup, 2),
+            "rate_startup_s": round(statistics.median(m.startup for m in runs["rate-micro-batch"]), 2),
+            "rows": ROWS, "partitions": TABLETS, "payload_bytes": PAYLOAD_BYTES, "repeats": REPEATS}
+
+
+def backlog() -> dict[str, Any]:
+    """Fill a 2 GB backlog, then read it in a child driver with 512 MB of memory and no cap."""
+    rows = BACKLOG_BYTES // BACKLOG_ROW_BYTES
+    with tempfile.TemporaryDirectory(prefix="bench-backlog-") as root:
+        cluster = connect(f"local://{root}/cluster")
+        started = time.perf_counter()
+        fill_queue(cluster, QUEUE, rows, BACKLOG_ROW_BYTES)
+        print(f"backlog filled: {rows:,} rows of {BACKLOG_ROW_BYTES} B in {time.perf_counter() - started:.1f} s")
+        child = subprocess.run([sys.executable, "-m", "bench.source", "--read-backlog", root],
+                               capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    if child.returncode != 0:
+        print(child.stderr[-3000:], file=sys.stderr)
+        return {"backlog_ok": False, "backlog_exit_code": child.returncode}
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    print(f"backlog read: {result['rows']:,} rows ({result['rows'] * BACKLOG_ROW_BYTES / 1024**3:.1f} GB) "
+          f"in {result['seconds']:.1f} s with spark.driver.memory=512m")
+    return {"backlog_ok": result["rows"] == rows, "backlog_rows": result["rows"],
+            "backlog_seconds": round(result["seconds"], 1)}
+
+
+def read_backlog(root: str) -> None:
+    """The child of `backlog()`: its own small-memory session over the filled cluster."""
+    cluster = connect(f"local://{root}/cluster")
+    spark = build_session("bench-backlog", master="local[2]", cluster=f"local://{root}/cluster",
+                          conf={"spark.driver.memory": "512m", "spark.ui.showConsoleProgress": "false"})
+    try:
+        measured = run_yt(spark, cluster, QUEUE, root)
+    finally:
+        spark.stop()
+    print(json.dumps({"rows": measured.rows, "seconds": measured.seconds}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backlog", action="store_true", help="also read a 2 GB backlog with a 512 MB driver")
+    parser.add_argument("--read-backlog", metavar="ROOT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.read_backlog:
+        read_backlog(args.read_backlog)
+        return
+    result = {"bench": "source", **throughput()}
+    if args.backlog:
+        result.update(backlog())
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

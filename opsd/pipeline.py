@@ -16,6 +16,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from opsd.config import PipelineConfig
 from streaming_core.options import CONSUMER_PATH, TUNING_PATH
+from streaming_core.session import activate
 
 #: The temporary view a pipeline's SQL transform reads (`SELECT ... FROM source`).
 SOURCE_VIEW = "source"
@@ -62,15 +63,6 @@ def transform(spark: SparkSession, df: DataFrame, pipeline: PipelineConfig) -> D
         result = spark.sql(spec.sql)
         spark.catalog.dropTempView(SOURCE_VIEW)
     return result
-
-
-def activate(spark: SparkSession) -> None:
-    """Make `spark` the JVM's active session in the calling thread.
-
-    PySpark pins each Python thread to its own JVM thread; in a new thread the JVM has no active session
-    and formats registered with the session (`yt`) are not found when a query starts.
-    """
-    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def start_query(spark: SparkSession, pipeline: PipelineConfig) -> StreamingQuery:

@@ -10,11 +10,11 @@ Spark workers reading a tablet) do not pay for importing PySpark.
 
 from typing import Any
 
-__all__ = ["FORMAT", "YtDataSource", "build_session", "register", "spark_session"]
+__all__ = ["FORMAT", "YtDataSource", "activate", "build_session", "register", "spark_session"]
 __version__ = "0.1.0"
 
 _LAZY = {"FORMAT": "datasource", "YtDataSource": "datasource", "register": "datasource",
-         "build_session": "session", "spark_session": "session"}
+         "activate": "session", "build_session": "session", "spark_session": "session"}
 
 
 def __getattr__(name: str) -> Any:

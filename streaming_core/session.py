@@ -53,6 +53,15 @@ def checkpoint_conf(cluster_uri: str) -> dict[str, str]:
     }
 
 
+def activate(spark: SparkSession) -> None:
+    """Make `spark` the JVM's active session in the calling thread; call it before starting a query there.
+
+    PySpark pins each Python thread to its own JVM thread; in a new thread the JVM has no active session
+    and formats registered with the session (`yt`) are not found when a query starts.
+    """
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
 def build_session(app_name: str = "yt-streaming", *, master: str = "local[*]", cluster: str | None = None,
                   conf: Mapping[str, Any] | None = None) -> SparkSession:
     """A session (new or the active one, reconfigured) with the `yt` format registered."""

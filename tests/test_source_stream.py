@@ -261,3 +261,40 @@ class TestCompositeTypes:
 def spark_local(ts: dt.datetime) -> dt.datetime:
     """A UTC timestamp as PySpark's `collect()` returns it: naive, in the local time zone."""
     return ts.astimezone().replace(tzinfo=None)
+
+
+class TestThreads:
+    def test_a_yt_sink_starts_from_another_thread_after_activate(self, spark, yt, yt_root, queue):
+        import threading
+
+        from streaming_core import activate
+
+        q, c = queue
+        out = f"{yt_root}/out"
+        make_queue(yt, out, partitions=1)
+        yt.insert_rows(q, numbered(50))
+        jvm_sessions = spark._jvm.org.apache.spark.sql.SparkSession
+        errors: list[Exception] = []
+
+        def start_in_thread() -> None:
+            # A JVM thread with neither an active nor a default session, as a Python thread may get.
+            jvm_sessions.clearActiveSession()
+            activate(spark)
+            try:
+                (read_queue(spark, q, c).writeStream.format("yt").option("path", out)
+                 .option("checkpointLocation", checkpoint_of(yt_root)).trigger(availableNow=True)
+                 .start().awaitTermination())
+            except Exception as e:
+                errors.append(e)
+
+        jvm_sessions.clearDefaultSession()
+        try:
+            thread = threading.Thread(target=start_in_thread)
+            thread.start()
+            thread.join(300)
+        finally:
+            jvm_sessions.setDefaultSession(spark._jsparkSession)
+        assert not errors
+        written = [r for b in yt.read_tablet(out, 0, 0, yt.get_tablet_infos(out)[0].total_row_count)
+                   for r in b.to_pylist()]
+        assert ns(written) == list(range(50))

@@ -7,6 +7,7 @@ is checked by hand against what the Prometheus operator reads.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -49,9 +50,18 @@ def scenario_values(path: Path) -> dict:
     return yaml.safe_load(path.read_text()) or {}
 
 
+def merged(overrides: dict, base: dict | None = None) -> dict:
+    """The default scenario's values (the chart's defaults plus one pipeline) with ``overrides`` merged in."""
+    result = copy.deepcopy(base if base is not None else scenario_values(CHART_DIR / "ci" / "default-values.yaml"))
+    for key, value in overrides.items():
+        result[key] = merged(value, result[key]) if isinstance(value, dict) and isinstance(result.get(key), dict) \
+            else copy.deepcopy(value)
+    return result
+
+
 def render(chart: helm.Chart, values: dict) -> list[dict]:
     """Every object the chart renders for ``values``, parsed from the manifests."""
-    manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE)
+    manifests = chart.render(merged(values), name=RELEASE, namespace=NAMESPACE)
     return [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc]
 
 
@@ -121,14 +131,16 @@ def test_the_chart_passes_helm_lint_in_strict_mode():
 
 
 def test_the_deployment_runs_opsd_on_the_config_file_mounted_from_the_config_map(chart):
-    objects = render(chart, {})
+    objects = render(chart, merged({}))
     pod = find(objects, "Deployment")["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert [*container["command"], *container["args"]] == ["opsd", "run", "/etc/opsd/config.yaml"]
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/opsd")
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     config_map = find(objects, "ConfigMap", volume["configMap"]["name"])
-    assert yaml.safe_load(config_map["data"]["config.yaml"]) == chart.values["config"]
+    expected = merged(merged({}), base=chart.values)["config"]  # chart defaults + the scenario's pipeline
+    del expected["spark"]["master"]  # empty: left to opsd's default
+    assert yaml.safe_load(config_map["data"]["config.yaml"]) == expected
 
 
 def test_the_token_is_read_from_the_existing_secret_into_yt_token(chart):
@@ -140,12 +152,12 @@ def test_the_token_is_read_from_the_existing_secret_into_yt_token(chart):
 
 
 def test_without_an_existing_secret_no_token_is_passed(chart):
-    env = {e["name"] for e in opsd_container(render(chart, {})).get("env", [])}
+    env = {e["name"] for e in opsd_container(render(chart, merged({}))).get("env", [])}
     assert "YT_TOKEN" not in env
 
 
 def test_the_pod_runs_as_non_root_with_probes_on_healthz_and_readyz(chart):
-    objects = render(chart, {})
+    objects = render(chart, merged({}))
     pod = find(objects, "Deployment")["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -158,7 +170,7 @@ def test_the_pod_runs_as_non_root_with_probes_on_healthz_and_readyz(chart):
 
 
 def test_the_http_port_of_the_config_is_the_container_and_service_port(chart):
-    objects = render(chart, {"config": {"http": {"port": 8123}}})
+    objects = render(chart, merged({"config": {"http": {"port": 8123}}}))
     assert opsd_container(objects)["ports"][0] == {"name": "http", "containerPort": 8123, "protocol": "TCP"}
     assert find(objects, "Service")["spec"]["ports"][0]["port"] == 8123
 
@@ -167,39 +179,41 @@ def test_the_http_port_of_the_config_is_the_container_and_service_port(chart):
 def test_an_optional_feature_creates_its_objects_only_when_enabled(chart, feature):
     on_values, created = FEATURES[feature]
     off_values = {feature: FEATURES_OFF.get(feature, {"enabled": False})}
-    names = {(o["kind"], o["metadata"]["name"]) for o in render(chart, off_values)}
+    names = {(o["kind"], o["metadata"]["name"]) for o in render(chart, merged(off_values))}
     assert created & names == set()
-    names = {(o["kind"], o["metadata"]["name"]) for o in render(chart, on_values)}
+    names = {(o["kind"], o["metadata"]["name"]) for o in render(chart, merged(on_values))}
     assert created <= names
 
 
 def test_the_default_values_render_no_optional_objects(chart):
-    kinds = {o["kind"] for o in render(chart, {})}
+    kinds = {o["kind"] for o in render(chart, merged({}))}
     assert kinds == {"Deployment", "ConfigMap", "Service", "ServiceAccount"}
 
 
 def test_the_prometheus_rule_carries_exactly_the_rules_of_the_alerts_file(chart):
-    rule = find(render(chart, {"prometheusRule": {"enabled": True}}), "PrometheusRule")
+    rule = find(render(chart, merged({"prometheusRule": {"enabled": True}})), "PrometheusRule")
     assert rule["spec"] == yaml.safe_load((CHART_DIR / "files" / "alerts.yaml").read_text())
 
 
 def test_the_service_monitor_relabels_the_job_to_opsd_as_the_absent_alert_expects(chart):
-    monitor = find(render(chart, {"serviceMonitor": {"enabled": True}}), "ServiceMonitor")
+    monitor = find(render(chart, merged({"serviceMonitor": {"enabled": True}})), "ServiceMonitor")
     relabelings = monitor["spec"]["endpoints"][0]["relabelings"]
     assert {"action": "replace", "targetLabel": "job", "replacement": "opsd"} in relabelings
     assert 'up{job="opsd"}' in (CHART_DIR / "files" / "alerts.yaml").read_text()
 
 
 def test_the_dashboards_config_map_holds_the_built_dashboards_under_the_sidecar_label(chart):
-    config_map = find(render(chart, {"dashboards": {"enabled": True}}), "ConfigMap", f"{FULLNAME}-dashboards")
+    config_map = find(render(chart, merged({"dashboards": {"enabled": True}})), "ConfigMap", f"{FULLNAME}-dashboards")
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     built = {p.name: json.loads(p.read_text()) for p in (ROOT / "grafana" / "dashboards").glob("*.json")}
     assert {name: json.loads(text) for name, text in config_map["data"].items()} == built
 
 
 def test_spark_on_kubernetes_points_executors_at_the_driver_service(chart):
-    objects = render(chart, {"sparkOnKubernetes": {"enabled": True}})
-    spark = yaml.safe_load(find(objects, "ConfigMap")["data"]["config.yaml"])["spark"]
+    objects = render(chart, merged({"sparkOnKubernetes": {"enabled": True}}))
+    settings = yaml.safe_load(find(objects, "ConfigMap")["data"]["config.yaml"])["spark"]
+    spark = settings["conf"]
+    assert settings["master"] == "k8s://https://kubernetes.default.svc"
     driver = find(objects, "Service", f"{FULLNAME}-driver")
     assert spark["spark.driver.host"] == f"{FULLNAME}-driver.{NAMESPACE}.svc"
     assert spark["spark.kubernetes.namespace"] == NAMESPACE
@@ -213,15 +227,32 @@ def test_spark_on_kubernetes_points_executors_at_the_driver_service(chart):
     assert binding["subjects"][0]["name"] == spark["spark.kubernetes.authenticate.driver.serviceAccountName"]
 
 
-def test_spark_conf_given_in_values_wins_over_the_derived_conf(chart):
-    values = {"sparkOnKubernetes": {"enabled": True}, "config": {"spark": {"spark.master": "k8s://https://api:6443"}}}
+def test_spark_settings_given_in_values_win_over_the_derived_ones(chart):
+    values = merged({"sparkOnKubernetes": {"enabled": True}, "config": {
+        "spark": {"master": "k8s://https://api:6443", "conf": {"spark.driver.port": "9999"}}}})
     spark = yaml.safe_load(find(render(chart, values), "ConfigMap")["data"]["config.yaml"])["spark"]
-    assert spark["spark.master"] == "k8s://https://api:6443"
+    assert spark["master"] == "k8s://https://api:6443"
+    assert spark["conf"]["spark.driver.port"] == "9999"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_rendered_config_is_one_opsd_accepts(chart, scenario, tmp_path):
+    from opsd.config import load_config
+
+    config_yaml = find(render(chart, scenario_values(scenario)), "ConfigMap")["data"]["config.yaml"]
+    path = tmp_path / "config.yaml"
+    path.write_text(config_yaml)
+    assert [p.name for p in load_config(path).pipelines] == ["data_length"]
+
+
+def test_values_without_a_pipeline_are_refused_at_install(chart):
+    with pytest.raises(helm.HelmValuesError, match="pipelines"):
+        render(chart, {"config": {"pipelines": []}})
 
 
 def test_a_config_change_changes_the_pod_template_so_the_driver_restarts(chart):
     def checksum(values: dict) -> str:
-        deployment = find(render(chart, values), "Deployment")
+        deployment = find(render(chart, merged(values)), "Deployment")
         return deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
 
     assert checksum({}) != checksum({"config": {"cluster": "yt://other"}})
@@ -234,7 +265,7 @@ def test_a_config_change_changes_the_pod_template_so_the_driver_restarts(chart):
 ], ids=["top-level", "nested-typo", "token-in-plain-text"])
 def test_the_schema_rejects_an_unknown_key(chart, values):
     with pytest.raises(helm.HelmValuesError, match="additional properties"):
-        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+        chart.render(merged(values), name=RELEASE, namespace=NAMESPACE)
 
 
 @pytest.mark.parametrize("values", [
@@ -244,7 +275,7 @@ def test_the_schema_rejects_an_unknown_key(chart, values):
 ], ids=["port-as-string", "flag-as-string", "enum"])
 def test_the_schema_rejects_a_wrong_type_or_value(chart, values):
     with pytest.raises(helm.HelmValuesError):
-        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+        chart.render(merged(values), name=RELEASE, namespace=NAMESPACE)
 
 
 def schema_paths(schema: dict, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], dict]:

@@ -82,10 +82,14 @@ set there win, so any derived value can be overridden.
 */}}
 {{- define "opsd.config" -}}
 {{- $config := deepCopy .Values.config }}
+{{- $spark := deepCopy (.Values.config.spark | default dict) }}
+{{- $conf := deepCopy ($spark.conf | default dict) }}
 {{- if .Values.sparkOnKubernetes.enabled }}
 {{- $k8s := .Values.sparkOnKubernetes }}
+{{- if not $spark.master }}
+{{- $_ := set $spark "master" "k8s://https://kubernetes.default.svc" }}
+{{- end }}
 {{- $derived := dict
-  "spark.master" "k8s://https://kubernetes.default.svc"
   "spark.submit.deployMode" "client"
   "spark.kubernetes.namespace" .Release.Namespace
   "spark.kubernetes.container.image" ($k8s.executorImage | default (include "opsd.image" .))
@@ -95,7 +99,12 @@ set there win, so any derived value can be overridden.
   "spark.driver.port" (toString $k8s.driverPort)
   "spark.driver.blockManager.port" (toString $k8s.blockManagerPort)
 }}
-{{- $_ := set $config "spark" (merge (deepCopy (.Values.config.spark | default dict)) $derived) }}
+{{- $conf = merge $conf $derived }}
 {{- end }}
+{{- if not $spark.master }}
+{{- $_ := unset $spark "master" }}
+{{- end }}
+{{- $_ := set $spark "conf" $conf }}
+{{- $_ := set $config "spark" $spark }}
 {{- toYaml $config }}
 {{- end }}

@@ -118,3 +118,17 @@ def rows_read(query: StreamingQuery) -> int:
 def numbered(count: int, start: int = 0) -> list[dict[str, Any]]:
     """Queue rows of the default test schema, numbered `n` from `start`."""
     return [{"data": f"row{n}", "n": n} for n in range(start, start + count)]
+
+
+#: One column of each composite (and logical) type the source maps to Spark.
+COMPOSITE_COLUMNS = [
+    {"name": "l", "type_v3": {"type_name": "list", "item": "int64"}},
+    {"name": "s", "type_v3": {"type_name": "struct", "members": [
+        {"name": "a", "type": "int64"}, {"name": "b", "type": {"type_name": "optional", "item": "string"}}]}},
+    {"name": "d", "type_v3": {"type_name": "dict", "key": "string", "value": "int64"}},
+    {"name": "o", "type_v3": {"type_name": "optional", "item": "int64"}},
+    {"name": "t", "type_v3": {"type_name": "tuple", "elements": [{"type": "int64"}, {"type": "string"}]}},
+    {"name": "dec", "type_v3": {"type_name": "decimal", "precision": 10, "scale": 2}},
+    {"name": "day", "type_v3": "date"},
+    {"name": "ts", "type_v3": "timestamp"},
+]

@@ -16,6 +16,7 @@ from streaming_core.offsets import QueueOffset, batch_end, effective_start, from
 from streaming_core.options import SourceOptions
 from streaming_core.tuning import Tuning, read_tuning, write_tuning
 from streaming_core.types import arrow_schema_for_spark, conform, read_schema, spark_schema, spark_type
+from tests.source_support import COMPOSITE_COLUMNS
 
 # -- offsets -------------------------------------------------------------------------------------------
 
@@ -120,17 +121,7 @@ class TestOptions:
 
 # -- types -------------------------------------------------------------------------------------------
 
-COMPOSITE_SCHEMA = TableSchema.from_yt([
-    {"name": "l", "type_v3": {"type_name": "list", "item": "int64"}},
-    {"name": "s", "type_v3": {"type_name": "struct", "members": [
-        {"name": "a", "type": "int64"}, {"name": "b", "type": {"type_name": "optional", "item": "string"}}]}},
-    {"name": "d", "type_v3": {"type_name": "dict", "key": "string", "value": "int64"}},
-    {"name": "o", "type_v3": {"type_name": "optional", "item": "int64"}},
-    {"name": "t", "type_v3": {"type_name": "tuple", "elements": [{"type": "int64"}, {"type": "string"}]}},
-    {"name": "dec", "type_v3": {"type_name": "decimal", "precision": 10, "scale": 2}},
-    {"name": "day", "type_v3": "date"},
-    {"name": "ts", "type_v3": "timestamp"},
-])
+COMPOSITE_SCHEMA = TableSchema.from_yt(COMPOSITE_COLUMNS)
 
 
 class TestTypes:

@@ -12,7 +12,16 @@ from yt import yson
 from streaming_core.options import SRC_ROW_INDEX, SRC_TABLET_INDEX
 from streaming_core.tuning import write_tuning
 from tests.conftest import make_queue
-from tests.source_support import batches, checkpoint_of, numbered, read_queue, rows_read, run_to_end, run_until
+from tests.source_support import (
+    COMPOSITE_COLUMNS,
+    batches,
+    checkpoint_of,
+    numbered,
+    read_queue,
+    rows_read,
+    run_to_end,
+    run_until,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -201,18 +210,7 @@ class TestColumns:
         assert got == [(0, i, i) for i in range(5)] + [(1, i, 5 + i) for i in range(3)]
 
 
-COMPOSITE_SCHEMA = [
-    {"name": "n", "type": "int64", "required": True},
-    {"name": "l", "type_v3": {"type_name": "list", "item": "int64"}},
-    {"name": "s", "type_v3": {"type_name": "struct", "members": [
-        {"name": "a", "type": "int64"}, {"name": "b", "type": {"type_name": "optional", "item": "string"}}]}},
-    {"name": "d", "type_v3": {"type_name": "dict", "key": "string", "value": "int64"}},
-    {"name": "o", "type_v3": {"type_name": "optional", "item": "int64"}},
-    {"name": "t", "type_v3": {"type_name": "tuple", "elements": [{"type": "int64"}, {"type": "string"}]}},
-    {"name": "dec", "type_v3": {"type_name": "decimal", "precision": 10, "scale": 2}},
-    {"name": "day", "type_v3": "date"},
-    {"name": "ts", "type_v3": "timestamp"},
-]
+COMPOSITE_SCHEMA = [{"name": "n", "type": "int64", "required": True}, *COMPOSITE_COLUMNS]
 
 
 def composite_row(n: int) -> dict:

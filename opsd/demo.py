@@ -113,12 +113,17 @@ def rows_in_result(cluster: Cluster) -> int:
     return sum(t.total_row_count for t in cluster.get_tablet_infos(RESULT))
 
 
+def batches_done(last_batch_id: int | None) -> int:
+    """Batches completed so far: batch ids start at 0."""
+    return 0 if last_batch_id is None else last_batch_id + 1
+
+
 def view(produced: int, written: int, status: dict, url: str | None) -> Group:
     """The live terminal view: counters and the backlog as a bar."""
     table = Table.grid(padding=(0, 2))
     q = status.get("data_length", {})
     for label, value in (("metrics", f"{url}/metrics" if url else "-"), ("rows produced", produced),
-                         ("rows written", written), ("batches", (q.get("last_batch_id") or -1) + 1),
+                         ("rows written", written), ("batches", batches_done(q.get("last_batch_id"))),
                          ("query active", q.get("active"))):
         table.add_row(label, str(value))
     backlog = Progress(TextColumn("backlog"), BarColumn(), TextColumn("{task.completed:,.0f} rows"))

@@ -42,3 +42,9 @@ def test_demo_delivers_every_produced_row_and_prints_the_summary(tmp_path: Path)
         rows = ordered_rows(cluster, RESULT)
     assert sorted(r["data"] for r in rows) == sorted(f"row-{i}" for i in range(produced))
     assert all(r["data_length"] == len(r["data"]) for r in rows)
+
+
+def test_the_live_view_counts_batch_zero_as_one_batch():
+    from opsd.demo import batches_done
+
+    assert [batches_done(None), batches_done(0), batches_done(4)] == [0, 1, 5]

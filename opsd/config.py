@@ -82,6 +82,7 @@ class ChecksSettings(_Model):
     desync_seconds: PositiveFloat = 30.0
     oom_risk_seconds: PositiveFloat = 30.0
     autotune_seconds: PositiveFloat = 30.0
+    tuning_seconds: PositiveFloat = 10.0
     stall_factor: PositiveFloat = 3.0
     min_progress_window_seconds: PositiveFloat = 60.0
 

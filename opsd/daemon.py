@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from opsd.config import OpsdConfig, load_config, parse_duration_seconds, spark_defaults
 from opsd.monitor import Monitor, attach
 from opsd.runner import Runner
+from opsd.tuning_check import TuningCheck
 from streaming_core import build_session
 
 log = structlog.get_logger(__name__)
@@ -36,8 +37,13 @@ def session_for(config: OpsdConfig) -> SparkSession:
 
 
 def monitor_for(spark: SparkSession, config: OpsdConfig) -> Monitor:
-    return attach(spark, host=config.http.host, port=config.http.port, policy=config.checks.progress_policy(),
-                  watchdog_seconds=config.checks.watchdog_seconds)
+    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines."""
+    monitor = attach(spark, host=config.http.host, port=config.http.port, policy=config.checks.progress_policy(),
+                     watchdog_seconds=config.checks.watchdog_seconds)
+    check = TuningCheck(config, monitor.recorder)
+    monitor.scheduler.run_check("tuning", check.run)  # values known from the start, not after one interval
+    monitor.scheduler.add_check("tuning", check.run, config.checks.tuning_seconds)
+    return monitor
 
 
 @contextmanager

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from streaming_core.cluster import connect
+from streaming_core.options import DEFAULT_DYN_BATCH_SIZE
 from tests.conftest import make_queue
 from tests.helpers_pipelines import wait_until
 from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows
@@ -90,7 +91,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         "http": {"host": "127.0.0.1", "port": port},
         "pipelines": [{
             "name": PIPELINE,
-            "source": {"format": "yt", "path": QUEUE, "options": {"consumer_path": CONSUMER}},
+            "source": {"format": "yt", "path": QUEUE, "options": {"consumer_path": CONSUMER,
+                                                                   "max_rows_per_partition": 150}},
             "transform": {"sql": "SELECT data, n FROM source"},
             "sink": {"format": "yt", "path": RESULT},
             "trigger": {"processing_time": "1 second"},
@@ -134,6 +136,7 @@ def test_status_json_prints_the_status_document(daemon: Daemon) -> None:
     assert result.returncode == 0, result.stderr
     pipeline = json.loads(result.stdout)["queries"][PIPELINE]
     assert pipeline["active"] is True and pipeline["trigger_interval_seconds"] == 1.0
+    assert (pipeline["max_rows_per_partition"], pipeline["dyn_batch_size"]) == (150, DEFAULT_DYN_BATCH_SIZE)
 
 
 def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemon: Daemon) -> None:

@@ -8,10 +8,13 @@ scheme (no code: `ViewFileSystemOverloadScheme` with a link fallback to `file://
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import logging
 import os
 import shutil
 import sys
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -20,6 +23,10 @@ from .cluster import resolve_uri
 from .datasource import register
 from .options import CONF_CLUSTER
 
+log = logging.getLogger(__name__)
+
+#: SPYT's Hadoop file system for `yt:///` paths on a real cluster.
+YT_FILE_SYSTEM = "tech.ytsaurus.spyt.fs.YtFileSystem"
 CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
@@ -32,11 +39,20 @@ def require_java() -> None:
                            "install it (apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME")
 
 
+def spyt_jars() -> list[str]:
+    """SPYT's jars from the `ytsaurus-spyt` wheel (the `spyt` extra), Scala 2.13 as Spark 4 needs; [] without it."""
+    spec = importlib.util.find_spec("spyt")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    return sorted(str(jar) for folder in ("common", "scala-2.13") for jar in (jars / folder).glob("*.jar"))
+
+
 def checkpoint_conf(cluster_uri: str) -> dict[str, str]:
     """Spark conf that makes `yt:///...` paths usable as checkpoint locations on this cluster.
 
-    On the embedded cluster they map to `<root>/...`; on YTsaurus SPYT's `YtFileSystem` serves them
-    (needs the `ytsaurus-spyt` jars, see the README).
+    On the embedded cluster they map to `<root>/...`; on YTsaurus SPYT's `YtFileSystem` serves them, with
+    its jars taken from the `ytsaurus-spyt` wheel (`pip install 'yt-streaming-opsd[spyt]'`).
     """
     uri = resolve_uri(cluster_uri)
     if uri.startswith("local://"):
@@ -47,10 +63,12 @@ def checkpoint_conf(cluster_uri: str) -> dict[str, str]:
             "spark.hadoop.fs.yt.impl.disable.cache": "true",
             "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
         }
-    return {
-        "spark.hadoop.fs.yt.impl": "tech.ytsaurus.spyt.fs.YtFileSystem",
-        "spark.hadoop.yt.proxy": uri[len("yt://"):],
-    }
+    conf = {"spark.hadoop.yt.proxy": uri[len("yt://"):]}
+    jars = spyt_jars()
+    if not jars:
+        log.warning("yt:/// checkpoints on %s need SPYT's YtFileSystem: pip install 'yt-streaming-opsd[spyt]'", uri)
+        return conf
+    return {**conf, "spark.hadoop.fs.yt.impl": YT_FILE_SYSTEM, "spark.jars": ",".join(jars)}
 
 
 def activate(spark: SparkSession) -> None:
@@ -69,13 +87,11 @@ def build_session(app_name: str = "yt-streaming", *, master: str = "local[*]", c
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     uri = resolve_uri(cluster)
     builder = SparkSession.builder.appName(app_name).master(master)
-    settings = {
-        "spark.sql.shuffle.partitions": "4",
-        "spark.ui.enabled": "false",
-        CONF_CLUSTER: uri,
-        **checkpoint_conf(uri),
-        **{k: str(v) for k, v in (conf or {}).items()},
-    }
+    user = {k: str(v) for k, v in (conf or {}).items()}
+    ours = checkpoint_conf(uri)
+    if "spark.jars" in ours and user.get("spark.jars"):
+        user["spark.jars"] = f"{user['spark.jars']},{ours['spark.jars']}"
+    settings = {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false", CONF_CLUSTER: uri, **ours, **user}
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -126,10 +126,26 @@ class TestSchemaCheck:
 
 
 class TestCheckpointConf:
-    def test_on_ytsaurus_yt_paths_are_served_by_spyt_yt_file_system(self):
+    def test_on_ytsaurus_yt_paths_are_served_by_spyt_yt_file_system_from_the_wheels_jars(
+            self, tmp_path, monkeypatch):
+        jars = tmp_path / "spyt" / "jars"
+        for folder, name in (("common", "yson.jar"), ("scala-2.13", "file-system_2.13.jar"),
+                             ("scala-2.12", "file-system_2.12.jar")):
+            (jars / folder).mkdir(parents=True)
+            (jars / folder / name).write_bytes(b"")
+        (tmp_path / "spyt" / "__init__.py").write_text("")
+        monkeypatch.syspath_prepend(str(tmp_path))
         conf = checkpoint_conf("yt://hahn.example.net")
-        assert conf == {"spark.hadoop.fs.yt.impl": "tech.ytsaurus.spyt.fs.YtFileSystem",
-                        "spark.hadoop.yt.proxy": "hahn.example.net"}
+        assert conf["spark.hadoop.fs.yt.impl"] == "tech.ytsaurus.spyt.fs.YtFileSystem"
+        assert conf["spark.hadoop.yt.proxy"] == "hahn.example.net"
+        assert conf["spark.jars"].split(",") == [str(jars / "common" / "yson.jar"),
+                                                 str(jars / "scala-2.13" / "file-system_2.13.jar")]
+
+    def test_without_the_spyt_extra_yt_paths_are_left_unmapped_with_a_warning(self, caplog):
+        with caplog.at_level("WARNING"):
+            conf = checkpoint_conf("yt://hahn.example.net")
+        assert conf == {"spark.hadoop.yt.proxy": "hahn.example.net"}
+        assert "yt-streaming-opsd[spyt]" in caplog.text
 
     def test_on_the_embedded_cluster_yt_paths_fall_back_to_the_cluster_root(self, tmp_path):
         conf = checkpoint_conf(f"local://{tmp_path}")

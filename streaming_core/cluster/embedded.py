@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
 from .base import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_CHUNK_ROWS,
@@ -255,16 +255,16 @@ class EmbeddedCluster(Cluster):
 
     def _append(self, conn: sqlite3.Connection, path: str, schema: TableSchema, attrs: dict, rows: ROWS,
                 tablet_index: int | None) -> None:
-        tablets = _tablet_column(rows, path, attrs["tablet_count"], tablet_index)
+        tablets = tablet_targets(rows, path, attrs["tablet_count"], tablet_index)
         table = to_arrow_table(schema, rows, path)
         if TIMESTAMP in schema.names:
             idx = schema.names.index(TIMESTAMP)
             table = table.set_column(idx, TIMESTAMP, pa.array([time.time_ns() // 1000] * table.num_rows,
                                                               table.schema.field(idx).type))
-        for tablet, part in _split_by_tablet(table, tablets, attrs["tablet_count"]):
+        for tablet, part in split_by_tablet(table, tablets, attrs["tablet_count"]):
             (total,) = conn.execute("SELECT total FROM tablets WHERE path=? AND tablet=?",
                                     (path, tablet)).fetchone()
-            for piece in _pieces(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES):
+            for piece in slices(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES):
                 conn.execute("INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
                              (path, tablet, total, piece.num_rows, encode_batch(piece)))
                 total += piece.num_rows
@@ -289,7 +289,7 @@ class EmbeddedCluster(Cluster):
             if missing:
                 raise SchemaError(f"{path}: no columns {missing} in schema {schema.names}")
             pieces = _range_pieces(conn, path, tablet_index, lower, upper, wanted, service_columns)
-            yield from _rebatch(pieces, max_rows, max_bytes)
+            yield from rebatch(pieces, max_rows, max_bytes)
         finally:
             conn.close()
 
@@ -408,7 +408,7 @@ class EmbeddedCluster(Cluster):
                 conn.execute("DELETE FROM static_chunks WHERE path=?", (path,))
             (seq,) = conn.execute("SELECT coalesce(max(seq), -1) + 1 FROM static_chunks WHERE path=?",
                                   (path,)).fetchone()
-            for i, piece in enumerate(_pieces(table, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES)):
+            for i, piece in enumerate(slices(table, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES)):
                 conn.execute("INSERT INTO static_chunks VALUES (?, ?, ?)", (path, seq + i, encode_batch(piece)))
 
     def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
@@ -421,7 +421,7 @@ class EmbeddedCluster(Cluster):
             return
         blobs = [d for (d,) in conn.execute("SELECT data FROM static_chunks WHERE path=? ORDER BY seq", (path,))]
         pieces = (b for d in blobs for b in decode_batch(d).to_batches())
-        yield from _rebatch(pieces, max_rows, DEFAULT_CHUNK_BYTES)
+        yield from rebatch(pieces, max_rows, DEFAULT_CHUNK_BYTES)
 
     # -- transactions -----------------------------------------------------------------------------
 
@@ -559,78 +559,3 @@ def _range_pieces(conn: sqlite3.Connection, path: str, tablet: int, lower: int, 
             table = table.add_column(0, ROW_INDEX, pa.array(range(lo, hi), pa.int64()))
             table = table.add_column(0, TABLET_INDEX, pa.array([tablet] * (hi - lo), pa.int64()))
         yield from table.to_batches()
-
-
-def _rebatch(pieces: Iterable[pa.RecordBatch], max_rows: int, max_bytes: int) -> Iterator[pa.RecordBatch]:
-    """Regroup small batches and split big ones to at most `max_rows` rows and about `max_bytes` bytes."""
-    pending: list[pa.RecordBatch] = []
-    rows = size = 0
-    for piece in pieces:
-        for part in _pieces(piece, max_rows, max_bytes):
-            if pending and (rows + part.num_rows > max_rows or size + part.nbytes > max_bytes):
-                yield _concat(pending)
-                pending, rows, size = [], 0, 0
-            pending.append(part)
-            rows += part.num_rows
-            size += part.nbytes
-    if pending:
-        yield _concat(pending)
-
-
-def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    if len(batches) == 1:
-        return batches[0]
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-
-
-def _pieces(data: pa.Table | pa.RecordBatch, max_rows: int, max_bytes: int) -> Iterator[pa.RecordBatch]:
-    """Slices of at most `max_rows` rows and about `max_bytes` bytes (at least one row each)."""
-    if data.num_rows == 0:
-        return
-    per_row = max(1, data.nbytes // data.num_rows)
-    step = max(1, min(max_rows, max_bytes // per_row))
-    batches = data.to_batches() if isinstance(data, pa.Table) else [data]
-    for batch in batches:
-        for offset in range(0, batch.num_rows, step):
-            yield batch.slice(offset, step)
-
-
-def _tablet_column(rows: ROWS, path: str, tablet_count: int, tablet_index: int | None) -> list[int] | None:
-    """Per-row target tablets from a `$tablet_index` column or argument; None means spread evenly."""
-    if tablet_index is not None:
-        if not isinstance(tablet_index, int) or not 0 <= tablet_index < tablet_count:
-            raise ClusterError(f"{path}: no tablet {tablet_index!r} (the table has {tablet_count} tablets)")
-        return [tablet_index] * _num_rows(rows)
-    if isinstance(rows, pa.Table | pa.RecordBatch):
-        if TABLET_INDEX not in rows.schema.names:
-            return None
-        values = rows.column(TABLET_INDEX).to_pylist()
-    else:
-        if not rows or not any(TABLET_INDEX in r for r in rows):
-            return None
-        values = [r.get(TABLET_INDEX) for r in rows]
-    for i, t in enumerate(values):
-        if not isinstance(t, int) or not 0 <= t < tablet_count:
-            raise ClusterError(f"{path}: row {i} has {TABLET_INDEX}={t!r}; the table has {tablet_count} tablets")
-    return values
-
-
-def _num_rows(rows: ROWS) -> int:
-    return rows.num_rows if isinstance(rows, pa.Table | pa.RecordBatch) else len(rows)
-
-
-def _split_by_tablet(table: pa.Table, tablets: list[int] | None, count: int) -> Iterator[tuple[int, pa.Table]]:
-    if tablets is None:  # contiguous, even slices keep each tablet's rows in input order
-        step = -(-table.num_rows // count)
-        for t in range(count):
-            part = table.slice(t * step, step)
-            if part.num_rows:
-                yield t, part
-        return
-    targets = sorted(set(tablets))
-    if len(targets) == 1:  # the common case (a `tablet_index` argument): no copy
-        yield targets[0], table
-        return
-    column = pa.array(tablets, pa.int64())
-    for t in targets:
-        yield t, table.filter(pc.equal(column, t))

@@ -1,0 +1,92 @@
+"""Queue rows as Arrow chunks: slicing appends into bounded pieces, placing rows on tablets, and
+regrouping what a range read finds into batches of bounded rows and bytes.
+
+Pure functions over Arrow data, used by the embedded cluster's storage; kept apart from the SQLite code
+so each can be read (and tested) alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .base import ROWS
+from .errors import ClusterError
+from .schema import TABLET_INDEX
+
+
+def rebatch(pieces: Iterable[pa.RecordBatch], max_rows: int, max_bytes: int) -> Iterator[pa.RecordBatch]:
+    """Regroup small batches and split big ones to at most `max_rows` rows and about `max_bytes` bytes."""
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for piece in pieces:
+        for part in slices(piece, max_rows, max_bytes):
+            if pending and (rows + part.num_rows > max_rows or size + part.nbytes > max_bytes):
+                yield _concat(pending)
+                pending, rows, size = [], 0, 0
+            pending.append(part)
+            rows += part.num_rows
+            size += part.nbytes
+    if pending:
+        yield _concat(pending)
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def slices(data: pa.Table | pa.RecordBatch, max_rows: int, max_bytes: int) -> Iterator[pa.RecordBatch]:
+    """Slices of at most `max_rows` rows and about `max_bytes` bytes (at least one row each)."""
+    if data.num_rows == 0:
+        return
+    per_row = max(1, data.nbytes // data.num_rows)
+    step = max(1, min(max_rows, max_bytes // per_row))
+    batches = data.to_batches() if isinstance(data, pa.Table) else [data]
+    for batch in batches:
+        for offset in range(0, batch.num_rows, step):
+            yield batch.slice(offset, step)
+
+
+def tablet_targets(rows: ROWS, path: str, tablet_count: int, tablet_index: int | None) -> list[int] | None:
+    """Per-row target tablets from a `$tablet_index` column or argument; None means spread evenly."""
+    if tablet_index is not None:
+        if not isinstance(tablet_index, int) or not 0 <= tablet_index < tablet_count:
+            raise ClusterError(f"{path}: no tablet {tablet_index!r} (the table has {tablet_count} tablets)")
+        return [tablet_index] * _num_rows(rows)
+    if isinstance(rows, pa.Table | pa.RecordBatch):
+        if TABLET_INDEX not in rows.schema.names:
+            return None
+        values = rows.column(TABLET_INDEX).to_pylist()
+    else:
+        if not rows or not any(TABLET_INDEX in r for r in rows):
+            return None
+        values = [r.get(TABLET_INDEX) for r in rows]
+    for i, t in enumerate(values):
+        if not isinstance(t, int) or not 0 <= t < tablet_count:
+            raise ClusterError(f"{path}: row {i} has {TABLET_INDEX}={t!r}; the table has {tablet_count} tablets")
+    return values
+
+
+def _num_rows(rows: ROWS) -> int:
+    return rows.num_rows if isinstance(rows, pa.Table | pa.RecordBatch) else len(rows)
+
+
+def split_by_tablet(table: pa.Table, tablets: list[int] | None, count: int) -> Iterator[tuple[int, pa.Table]]:
+    if tablets is None:  # contiguous, even slices keep each tablet's rows in input order
+        step = -(-table.num_rows // count)
+        for t in range(count):
+            part = table.slice(t * step, step)
+            if part.num_rows:
+                yield t, part
+        return
+    targets = sorted(set(tablets))
+    if len(targets) == 1:  # the common case (a `tablet_index` argument): no copy
+        yield targets[0], table
+        return
+    column = pa.array(tablets, pa.int64())
+    for t in targets:
+        yield t, table.filter(pc.equal(column, t))

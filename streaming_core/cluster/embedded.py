@@ -475,16 +475,19 @@ def _insert(cluster: EmbeddedCluster, conn: sqlite3.Connection, path: str, rows:
         return
     table = to_arrow_table(schema, rows, path)
     keys = schema.key_columns
-    for row in table.to_pylist():
-        conn.execute("INSERT OR REPLACE INTO sorted_rows VALUES (?, ?, ?)",
-                     (path, _key_text(row, keys, path), pickle.dumps(row)))
+    conn.executemany("INSERT OR REPLACE INTO sorted_rows VALUES (?, ?, ?)",
+                     [(path, _key_text(row, keys, path), pickle.dumps(row)) for row in table.to_pylist()])
+
+
+#: Sorted-table keys as JSON text (one encoder: `json.dumps(default=...)` builds a new one per call).
+_KEY_ENCODER = json.JSONEncoder(default=str)
 
 
 def _key_text(row: Mapping[str, Any], keys: Sequence[str], path: str) -> str:
     missing = [k for k in keys if k not in row]
     if missing:
         raise SchemaError(f"{path}: key columns {missing} missing in {dict(row)!r}")
-    return json.dumps([row[k] for k in keys], default=str)
+    return _KEY_ENCODER.encode([row[k] for k in keys])
 
 
 def _delete(cluster: EmbeddedCluster, conn: sqlite3.Connection, path: str, keys: Iterable[Mapping]) -> None:

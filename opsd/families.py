@@ -20,6 +20,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+#: The text format `Family.text()` writes (and Prometheus parses).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
 
 def _escape(value: str) -> str:
     if "\\" in value or '"' in value or "\n" in value:

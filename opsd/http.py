@@ -16,9 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
-from opsd.exposition import CONTENT_TYPE, render
+from opsd.families import CONTENT_TYPE
 from opsd.status import ProgressPolicy, StatusStore, evaluate_readiness
 
 log = structlog.get_logger(__name__)
@@ -30,8 +30,8 @@ class OpsHttpServer:
     """Serves the registry and the status store.
 
     ``clock`` (unix seconds) and ``policy`` decide ``/readyz``; both are injectable for tests.
-    ``exposition`` renders ``/metrics``; opsd passes ``Metrics.render`` (text-cached, fast), any other
-    registry is rendered through its collectors.
+    ``exposition`` renders ``/metrics``; opsd passes ``Metrics.render`` (text-cached, fast), without it
+    prometheus_client renders the registry.
     """
 
     def __init__(
@@ -45,7 +45,7 @@ class OpsHttpServer:
         exposition: Callable[[], bytes] | None = None,
     ) -> None:
         self.registry = registry
-        self.exposition = exposition or partial(render, registry)
+        self.exposition = exposition or partial(generate_latest, registry)
         self.status = status
         self.policy = policy or ProgressPolicy()
         self.clock = clock

@@ -41,10 +41,6 @@ class QueueOffset:
             value["consumer_path"] = self.consumer_path
         return value
 
-    def rows_until(self, other: QueueOffset) -> int:
-        """Rows between this offset and a later one, summed over partitions."""
-        return sum(max(0, other.partitions.get(p, -1) - last) for p, last in self.partitions.items())
-
 
 def from_consumer(committed: Mapping[int, int], partition_count: int) -> dict[int, int]:
     """Last-read indices from a consumer's committed offsets (next row to read)."""

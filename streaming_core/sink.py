@@ -54,7 +54,6 @@ class WrittenPart(WriterCommitMessage):
 
     rows: int
     staging_path: str | None = None
-    chunks: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,7 +168,7 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch]) -> WrittenPart
         staging = _staging_path(plan) if plan.options.transactional else None
         if staging:
             cluster.create(TABLE, staging, recursive=True, attributes={"schema": _unsorted(plan.schema)})
-        rows = count = 0
+        rows = 0
         for chunk in chunks(batches, size):
             table = _to_target(plan, chunk)
             if staging:
@@ -177,8 +176,7 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch]) -> WrittenPart
             else:
                 cluster.insert_rows(plan.options.path, table)
             rows += table.num_rows
-            count += 1
-    return WrittenPart(rows=rows, staging_path=staging, chunks=count)
+    return WrittenPart(rows=rows, staging_path=staging)
 
 
 def _unsorted(schema: TableSchema) -> list[dict]:

@@ -1,9 +1,8 @@
-"""opsd's lean text renderer exposes exactly the samples prometheus_client would (less `_created`)."""
+"""`Metrics.render` exposes exactly the samples prometheus_client would (less `_created`)."""
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from opsd.exposition import render
 from opsd.metrics import Metrics
 
 
@@ -20,7 +19,6 @@ def test_render_matches_generate_latest_sample_for_sample() -> None:
     metrics.source_backlog_rows.labels(query="q", queue="//a", partition="3").set(7)
     metrics.query_failures.labels(query='we"ird\\name\n', exception="ValueError").inc()
     expected = _samples(generate_latest(metrics.registry))
-    assert _samples(render(metrics.registry)) == expected
     assert _samples(metrics.render()) == expected
     assert expected[("opsd_input_rows_total", (("query", "q"),))] == 42
 
@@ -28,7 +26,6 @@ def test_render_matches_generate_latest_sample_for_sample() -> None:
 def test_render_leaves_out_created_series() -> None:
     metrics = Metrics(CollectorRegistry())
     metrics.input_rows.labels(query="q").inc()
-    assert b"_created" not in render(metrics.registry)
     assert b"_created" not in metrics.render()
 
 

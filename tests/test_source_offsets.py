@@ -60,11 +60,6 @@ class TestOffsets:
         with pytest.raises(ValueError, match="not a yt queue offset"):
             QueueOffset.from_json({"cluster": "c", "partitions": {"0": 1}})
 
-    def test_rows_until_sums_rows_between_two_offsets(self):
-        a = QueueOffset("c", "//q", {0: -1, 1: 10})
-        b = QueueOffset("c", "//q", {0: 4, 1: 30})
-        assert a.rows_until(b) == 5 + 20
-
 
 # -- options -------------------------------------------------------------------------------------------
 

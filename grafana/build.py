@@ -146,10 +146,12 @@ def overview_rows() -> tuple[Row, ...]:
             ), unit="bytes", width=8),
         )),
         Row("Live tuning", (
-            Panel("max_rows_per_partition", "The read limit opsd currently sets for the query's source.", (
+            Panel("max_rows_per_partition",
+                  "Read limit per partition in force for the query's source (tuning document, else the option).", (
                 Target(f"opsd_tuning_max_rows_per_partition{{{Q}}}", "{{query}}"),
             ), unit="suffix:rows"),
-            Panel("dynBatchSize", "The write batch size opsd currently sets for the query's yt sink.", (
+            Panel("dynBatchSize",
+                  "Rows per insert in force for the query's yt sink (tuning document, else the option or conf).", (
                 Target(f"opsd_tuning_dyn_batch_size{{{Q}}}", "{{query}}"),
             ), unit="suffix:rows"),
         )),

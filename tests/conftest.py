@@ -70,3 +70,11 @@ def make_queue(cluster: Cluster, path: str, *, partitions: int = 2, schema: list
     if consumer:
         cluster.create_consumer(consumer, recursive=True)
         cluster.register_queue_consumer(path, consumer)
+
+
+def windowed_rate_counts(spark, rows_per_second: int):
+    """A small stateful stream (watermark + window count over `rate`), for tests of progress and state."""
+    from pyspark.sql import functions as F
+
+    return (spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
+            .withWatermark("timestamp", "1 second").groupBy(F.window("timestamp", "1 second")).count())

@@ -15,6 +15,7 @@ from opsd.listener import OpsdListener
 from opsd.metrics import Metrics
 from opsd.recorder import Recorder
 from opsd.status import StatusStore
+from tests.conftest import windowed_rate_counts
 
 
 def started_event(name: str = "clicks") -> QueryStartedEvent:
@@ -92,15 +93,8 @@ def attached(spark) -> Iterator[tuple[OpsdListener, CollectorRegistry, StatusSto
 
 @pytest.mark.spark
 def test_real_stateful_query_is_exported(spark, attached) -> None:
-    from pyspark.sql import functions as F
-
     listener, registry, store = attached
-    counts = (
-        spark.readStream.format("rate").option("rowsPerSecond", 200).load()
-        .withWatermark("timestamp", "1 second")
-        .groupBy(F.window("timestamp", "1 second"))
-        .count()
-    )
+    counts = windowed_rate_counts(spark, rows_per_second=200)
     query = counts.writeStream.format("memory").queryName("listener_window").outputMode("append").start()
     try:
         wait_for(lambda: (s := store.get("listener_window")) is not None and (s.last_batch_id or 0) >= 1)

@@ -15,6 +15,7 @@ from opsd.progress import (
     parse_timestamp,
     parse_yt_offset,
 )
+from tests.conftest import windowed_rate_counts
 
 # Captured from a real local run (PySpark 4.2.1): rate source -> 1 s window count with a 2 s
 # watermark -> memory sink, batch 2.
@@ -214,14 +215,7 @@ def test_summary_is_json_serialisable() -> None:
 @pytest.mark.spark
 def test_progress_of_a_live_stateful_query_parses(spark) -> None:
     """Capture progress from a real query now, so a Spark upgrade that changes the format shows up."""
-    from pyspark.sql import functions as F
-
-    events = (
-        spark.readStream.format("rate").option("rowsPerSecond", 100).load()
-        .withWatermark("timestamp", "1 second")
-        .groupBy(F.window("timestamp", "1 second"))
-        .count()
-    )
+    events = windowed_rate_counts(spark, rows_per_second=100)
     query = events.writeStream.format("memory").queryName("live_progress").outputMode("append").start()
     try:
         deadline = time.monotonic() + 30

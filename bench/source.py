@@ -1,17 +1,21 @@
 """`yt` source throughput against Spark's built-in `rate-micro-batch` source, side by side in one run.
 
 `python -m bench.source [--backlog]` (from the repository root, in the venv). A queue of four tablets holds
-rows of a 100-byte string and an int64 on the embedded cluster (a fresh temporary root). Each measurement
-is one `availableNow` query to the `noop` sink, from `start()` to termination (so both sides carry the same
-per-query overhead; `ratio`). `steady_ratio` compares the micro-batches' own time (sum of
-`triggerExecution`), leaving out the one-time query start, which for a Python source includes Spark
-launching its streaming-source runner process (~2 s, mostly PySpark's own imports):
+rows of a 100-byte string and an int64 counter on the embedded cluster (a fresh temporary root); both
+columns are required, as the `rate` side's are non-nullable. Each measurement is one `availableNow` query
+to the `noop` sink, from `start()` to termination (`ratio`). `steady_ratio` compares the micro-batches' own
+time (sum of `triggerExecution`), leaving out the one-time query start, which for a Python source includes
+Spark launching its streaming-source runner process:
 
 - `yt`: the whole queue through a fresh consumer and checkpoint, no cap (one micro-batch, four partitions);
+- `python-floor`: a Python data source that reads nothing: its four partitions yield the same Arrow
+  batches (same schema, rows and batch size) from memory. It is what any Python data source costs in
+  PySpark (runner start, Arrow to the JVM, rows), so `floor_ratio` is the best a Python source can reach
+  here and `yt_vs_floor` how close `yt` comes to it;
 - `rate`: `rate-micro-batch` with four partitions, one micro-batch of the same number of rows, plus the
   same 100-byte payload column (`repeat('x', 100)`).
 
-The two alternate, `REPEATS` times each; rows/s is the median. `--backlog` adds the memory scenario: a
+The three alternate, `REPEATS` times each; rows/s is the median. `--backlog` adds the memory scenario: a
 2 GB backlog of 10 KB rows read without a cap by a driver with `spark.driver.memory=512m`, in a child
 process with its own session (it must complete without the JVM being killed).
 
@@ -34,9 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from streaming_core import build_session
 from streaming_core.cluster import Cluster, connect
+from streaming_core.source import READ_BATCH_ROWS
 
 PAYLOAD_BYTES = 100
 ROWS = 4_000_000  # in all, over four tablets: ~1 GB of Arrow data per query, ~2 minutes for the whole run
@@ -44,7 +50,9 @@ TABLETS = 4
 REPEATS = 3
 GOAL = 0.35
 QUEUE = "//bench/queue"
-SCHEMA = [{"name": "data", "type": "string", "required": True}, {"name": "n", "type": "int64"}]
+YT, FLOOR, RATE = "yt", "python-floor", "rate-micro-batch"
+SCHEMA = [{"name": "data", "type": "string", "required": True}, {"name": "n", "type": "int64", "required": True}]
+FLOOR_SCHEMA = pa.schema([pa.field("data", pa.string(), nullable=False), pa.field("n", pa.int64(), nullable=False)])
 #: The backlog scenario: 2 GB of 10 KB rows.
 BACKLOG_ROW_BYTES = 10_000
 BACKLOG_BYTES = 2 * 1024**3
@@ -61,6 +69,42 @@ def fill_queue(cluster: Cluster, path: str, rows: int, row_bytes: int) -> None:
             n = pa.array(range(lo, min(lo + step, per_tablet)), pa.int64())
             data = pa.array([filler] * len(n), pa.string())
             cluster.insert_rows(path, pa.table({"data": data, "n": n}), tablet_index=tablet)
+
+
+class FloorReader(DataSourceStreamReader):
+    """One micro-batch of `ROWS` rows over `TABLETS` partitions, each yielding one prebuilt batch, sliced."""
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"batch": 0}
+
+    def latestOffset(self) -> dict[str, int]:
+        return {"batch": 1}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(TABLETS)] if end["batch"] > start["batch"] else []
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Nothing to acknowledge: the rows are made up."""
+
+    def read(self, partition: InputPartition):
+        data = pa.array(["x" * PAYLOAD_BYTES] * READ_BATCH_ROWS, pa.string())
+        batch = pa.RecordBatch.from_arrays([data, pa.array(range(READ_BATCH_ROWS), pa.int64())], schema=FLOOR_SCHEMA)
+        for lo in range(0, ROWS // TABLETS, READ_BATCH_ROWS):
+            yield batch.slice(0, min(READ_BATCH_ROWS, ROWS // TABLETS - lo))
+
+
+class FloorSource(DataSource):
+    """`python-floor`: the cost of PySpark's Python data source path itself, with nothing read."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "python-floor"
+
+    def schema(self) -> str:
+        return "data string not null, n bigint not null"
+
+    def streamReader(self, schema) -> FloorReader:
+        return FloorReader()
 
 
 @dataclass
@@ -94,11 +138,37 @@ def run_yt(spark, cluster: Cluster, path: str, root: str) -> Measured:
                  .trigger(availableNow=True).start())
 
 
+def run_floor(spark, root: str) -> Measured:
+    df = spark.readStream.format(FloorSource.name()).load()
+    return timed(lambda: df.writeStream.format("noop").option("checkpointLocation", f"{root}/cp_{uuid.uuid4().hex}")
+                 .trigger(availableNow=True).start())
+
+
 def run_rate(spark, root: str) -> Measured:
     df = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", ROWS).option("numPartitions", TABLETS)
           .load().selectExpr("value AS n", f"repeat('x', {PAYLOAD_BYTES}) AS data"))
     return timed(lambda: df.writeStream.format("noop").option("checkpointLocation", f"{root}/cp_{uuid.uuid4().hex}")
                  .trigger(availableNow=True).start())
+
+
+def summarise(runs: dict[str, list[Measured]]) -> dict[str, Any]:
+    """Medians per source, and the ratios against `rate` (whole query and running query only)."""
+    total = {name: statistics.median(m.rows / m.seconds for m in measured) for name, measured in runs.items()}
+    steady = {name: statistics.median(m.rows / m.batch_seconds for m in measured) for name, measured in runs.items()}
+    startup = {name: statistics.median(m.startup for m in measured) for name, measured in runs.items()}
+    print(f"\n{'median':<18} {'rows/s':>12} {'vs rate':>8} {'running-query rows/s':>21} {'vs rate':>8} "
+          f"{'startup s':>10}")
+    for name in runs:
+        print(f"{name:<18} {total[name]:>12,.0f} {total[name] / total[RATE]:>8.3f} {steady[name]:>21,.0f} "
+              f"{steady[name] / steady[RATE]:>8.3f} {startup[name]:>10.2f}")
+    ratio = total[YT] / total[RATE]
+    print(f"ratio {ratio:.3f} (goal >= {GOAL}); the Python data source floor reaches {total[FLOOR] / total[RATE]:.3f}")
+    return {"ratio": round(ratio, 3), "goal": GOAL, "steady_ratio": round(steady[YT] / steady[RATE], 3),
+            "floor_ratio": round(total[FLOOR] / total[RATE], 3), "yt_vs_floor": round(total[YT] / total[FLOOR], 3),
+            "yt_rows_per_s": round(total[YT]), "floor_rows_per_s": round(total[FLOOR]),
+            "rate_rows_per_s": round(total[RATE]), "yt_startup_s": round(startup[YT], 2),
+            "floor_startup_s": round(startup[FLOOR], 2), "rate_startup_s": round(startup[RATE], 2),
+            "rows": ROWS, "partitions": TABLETS, "payload_bytes": PAYLOAD_BYTES, "repeats": REPEATS}
 
 
 def throughput() -> dict[str, Any]:
@@ -110,14 +180,16 @@ def throughput() -> dict[str, Any]:
         spark = build_session("bench-source", master="local[2]", cluster=f"local://{root}/cluster",
                               conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g",
                                     "spark.ui.showConsoleProgress": "false"})
+        spark.dataSource.register(FloorSource)
+        sources = {YT: lambda: run_yt(spark, cluster, QUEUE, root), FLOOR: lambda: run_floor(spark, root),
+                   RATE: lambda: run_rate(spark, root)}
         try:
-            run_yt(spark, cluster, QUEUE, root)  # warm-up: Python workers, Arrow, the cluster's pages
-            run_rate(spark, root)
-            runs: dict[str, list[Measured]] = {"yt": [], "rate-micro-batch": []}
+            for run in sources.values():
+                run()  # warm-up: Python workers, JIT, the cluster's pages
+            runs: dict[str, list[Measured]] = {name: [] for name in sources}
             print(f"{'run':>4} {'source':<18} {'rows':>10} {'seconds':>8} {'startup s':>10} {'rows/s':>12}")
             for i in range(REPEATS):
-                for name, run in (("yt", lambda: run_yt(spark, cluster, QUEUE, root)),
-                                  ("rate-micro-batch", lambda: run_rate(spark, root))):
+                for name, run in sources.items():
                     m = run()
                     if m.rows != ROWS:
                         raise RuntimeError(f"{name} read {m.rows} rows, expected {ROWS}")
@@ -126,20 +198,7 @@ def throughput() -> dict[str, Any]:
                           f"{m.rows / m.seconds:>12,.0f}")
         finally:
             spark.stop()
-    yt_rate = statistics.median(m.rows / m.seconds for m in runs["yt"])
-    rate_rate = statistics.median(m.rows / m.seconds for m in runs["rate-micro-batch"])
-    yt_startup = statistics.median(m.startup for m in runs["yt"])
-    steady = {name: statistics.median(m.rows / m.batch_seconds for m in measured) for name, measured in runs.items()}
-    steady_ratio = steady["yt"] / steady["rate-micro-batch"]
-    print(f"median rows/s: yt {yt_rate:,.0f}, rate-micro-batch {rate_rate:,.0f}; "
-          f"ratio {yt_rate / rate_rate:.3f} (goal >= {GOAL}); yt startup {yt_startup:.2f} s")
-    print(f"running-query rows/s (micro-batch time only, no query start): yt {steady['yt']:,.0f}, "
-          f"rate-micro-batch {steady['rate-micro-batch']:,.0f}; ratio {steady_ratio:.3f}")
-    return {"ratio": round(yt_rate / rate_rate, 3), "goal": GOAL, "steady_ratio": round(steady_ratio, 3),
-            "yt_rows_per_s": round(yt_rate),
-            "rate_rows_per_s": round(rate_rate), "yt_startup_s": round(yt_startup, 2),
-            "rate_startup_s": round(statistics.median(m.startup for m in runs["rate-micro-batch"]), 2),
-            "rows": ROWS, "partitions": TABLETS, "payload_bytes": PAYLOAD_BYTES, "repeats": REPEATS}
+    return summarise(runs)
 
 
 def backlog() -> dict[str, Any]:

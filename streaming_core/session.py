@@ -12,7 +12,6 @@ import importlib.util
 import logging
 import os
 import shutil
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from pyspark.sql import SparkSession
 from .cluster import resolve_uri
 from .datasource import register
 from .options import CONF_CLUSTER
+from .worker_python import launcher_path
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def build_session(app_name: str = "yt-streaming", *, master: str = "local[*]", c
                   conf: Mapping[str, Any] | None = None) -> SparkSession:
     """A session (new or the active one, reconfigured) with the `yt` format registered."""
     require_java()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_PYTHON", launcher_path())
     uri = resolve_uri(cluster)
     builder = SparkSession.builder.appName(app_name).master(master)
     user = {k: str(v) for k, v in (conf or {}).items()}

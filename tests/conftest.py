@@ -17,7 +17,6 @@ import pytest
 from streaming_core.cluster import connect
 from streaming_core.cluster.base import Cluster
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 QUEUE_SCHEMA = [{"name": "data", "type": "string"}, {"name": "n", "type": "int64"}]

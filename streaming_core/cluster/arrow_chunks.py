@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .base import ROWS
 from .errors import ClusterError
@@ -87,6 +86,8 @@ def split_by_tablet(table: pa.Table, tablets: list[int] | None, count: int) -> I
     if len(targets) == 1:  # the common case (a `tablet_index` argument): no copy
         yield targets[0], table
         return
+    import pyarrow.compute as pc  # here, not at the top: ~60 ms to import, and readers never need it
+
     column = pa.array(tablets, pa.int64())
     for t in targets:
         yield t, table.filter(pc.equal(column, t))

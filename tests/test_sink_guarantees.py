@@ -64,8 +64,7 @@ class Outcome:
 
 def _run_driver(cluster_uri: str, scenarios: list[dict[str, Any]]) -> int:
     proc = subprocess.Popen([sys.executable, str(DRIVER), cluster_uri, json.dumps(scenarios)],
-                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _, err = proc.communicate(timeout=RUN_TIMEOUT_S)
     finally:

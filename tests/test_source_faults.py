@@ -34,8 +34,7 @@ def child_env(tmp_path: Path) -> dict[str, str]:
     for name in ("bin", "jars", "python", "sbin"):
         if not (home / name).exists():
             (home / name).symlink_to(package / name)
-    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_HOME": str(home), "PYTHONPATH": str(REPO)}
+    return {**os.environ, "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_HOME": str(home), "PYTHONPATH": str(REPO)}
 
 
 def stream(cluster_uri: str, queue: str, consumer: str, checkpoint: str, output: Path, *extra: str,

@@ -35,7 +35,7 @@ QUEUE, CONSUMER = "//bench/queue", "//bench/consumer"
 PARTITIONS = 4
 ROWS = 400_000
 MAX_ROWS_PER_PARTITION = 10_000  # 10 batches per run
-ROUNDS = 3
+ROUNDS = 6
 RATIO_GOAL = 0.97
 SCRAPE_GOAL_MS = 50.0
 QUERIES, QUERY_PARTITIONS, SCRAPES = 50, 64, 20
@@ -67,6 +67,16 @@ def run_query(spark, cluster: Cluster, checkpoint: str) -> float:
     return ROWS / (time.perf_counter() - started)
 
 
+def run_watched(spark, cluster: Cluster, checkpoint: str) -> float:
+    """`run_query` with opsd attached (and detached after its listener has drained)."""
+    monitor = opsd.attach(spark, registry=CollectorRegistry(), port=0)
+    try:
+        return run_query(spark, cluster, checkpoint)
+    finally:
+        monitor.listener.flush(10)
+        monitor.detach()
+
+
 def throughput(root: str) -> dict[str, float]:
     cluster = connect(f"local://{root}")
     fill_queue(cluster)
@@ -74,12 +84,15 @@ def throughput(root: str) -> dict[str, float]:
                           conf={"spark.ui.showConsoleProgress": "false"})
     run_query(spark, cluster, f"{root}/chk-warmup")
     without, with_opsd = [], []
-    for i in range(ROUNDS):
-        without.append(run_query(spark, cluster, f"{root}/chk-plain-{i}"))
-        monitor = opsd.attach(spark, registry=CollectorRegistry(), port=0)
-        with_opsd.append(run_query(spark, cluster, f"{root}/chk-opsd-{i}"))
-        monitor.listener.flush(10)
-        monitor.detach()
+    for i in range(ROUNDS):  # ABBA order, so that a drift of the machine's speed favours neither side
+        plain = partial(run_query, spark, cluster, f"{root}/chk-plain-{i}")
+        watched = partial(run_watched, spark, cluster, f"{root}/chk-opsd-{i}")
+        if i % 2:
+            with_opsd.append(watched())
+            without.append(plain())
+        else:
+            without.append(plain())
+            with_opsd.append(watched())
     spark.stop()
     plain, watched = statistics.median(without), statistics.median(with_opsd)
     return {"without_rows_per_s": plain, "with_rows_per_s": watched, "ratio": watched / plain}

@@ -3,8 +3,12 @@
 Spark calls listener callbacks on its listener-bus thread (through Py4J for Python listeners); a
 slow or raising callback delays or spams every other listener of the application. So the callbacks
 only count the event and put a deferred conversion on a bounded queue (``put_nowait``; a full queue
-drops the event and counts it). A daemon consumer thread converts the event (for progress: one
-``progress.json`` call) and hands it to the :class:`~opsd.recorder.Recorder`.
+drops the event and counts it). A daemon consumer thread converts the event and hands it to the
+:class:`~opsd.recorder.Recorder`.
+
+Spark's calls reach the listener as raw Java events (:class:`_SparkCalls`): PySpark's own adapter
+would first turn each one into a Python event on the bus thread, for a progress event dozens of Py4J
+round trips. Here the consumer thread converts them instead: one ``progress.json()`` call per batch.
 """
 
 from __future__ import annotations
@@ -18,25 +22,25 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import structlog
+from pyspark import SparkContext
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import QueryIdleEvent, QueryStartedEvent, QueryTerminatedEvent
 
 from opsd.events import (
     QueryEvent,
+    QueryProgressed,
     from_spark_idle,
     from_spark_progress,
     from_spark_started,
     from_spark_terminated,
 )
 from opsd.metrics import Metrics
+from opsd.progress import parse_progress
 from opsd.recorder import Recorder
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming.listener import (
-        QueryIdleEvent,
-        QueryProgressEvent,
-        QueryStartedEvent,
-        QueryTerminatedEvent,
-    )
+    from py4j.java_gateway import JavaObject
+    from pyspark.sql.streaming.listener import QueryProgressEvent
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +62,14 @@ class OpsdListener(StreamingQueryListener):
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=max_queue)
         self._thread: threading.Thread | None = None
         self._dropping = False
+        self._java: JavaObject | None = None
+
+    @property
+    def _jlistener(self) -> JavaObject:
+        """What `spark.streams.addListener` registers in the JVM: Spark's calls with raw Java events."""
+        if self._java is None:
+            self._java = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_SparkCalls(self))
+        return self._java
 
     # Spark's callbacks: count, enqueue, never raise.
 
@@ -138,3 +150,29 @@ class OpsdListener(StreamingQueryListener):
                 log.exception("listener_event_failed")
             finally:
                 self._queue.task_done()
+
+
+class _SparkCalls:
+    """Spark's listener interface through Py4J, like PySpark's adapter but without its conversions.
+
+    Each call only queues the Java event; the consumer thread converts it, with PySpark's conversion for
+    the rare lifecycle events and a single `json()` call for progress.
+    """
+
+    def __init__(self, listener: OpsdListener) -> None:
+        self._listener = listener
+
+    def onQueryStarted(self, jevent: JavaObject) -> None:
+        self._listener._offer("started", lambda: from_spark_started(QueryStartedEvent.fromJObject(jevent)))
+
+    def onQueryProgress(self, jevent: JavaObject) -> None:
+        self._listener._offer("progress", lambda: QueryProgressed(parse_progress(jevent.progress().json())))
+
+    def onQueryIdle(self, jevent: JavaObject) -> None:
+        self._listener._offer("idle", lambda: from_spark_idle(QueryIdleEvent.fromJObject(jevent)))
+
+    def onQueryTerminated(self, jevent: JavaObject) -> None:
+        self._listener._offer("terminated", lambda: from_spark_terminated(QueryTerminatedEvent.fromJObject(jevent)))
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -11,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from pyspark.sql.streaming.listener import QueryStartedEvent, QueryTerminatedEvent
 from structlog.testing import capture_logs
 
-from opsd.listener import OpsdListener
+from opsd.listener import OpsdListener, _SparkCalls
 from opsd.metrics import Metrics
 from opsd.recorder import Recorder
 from opsd.status import StatusStore
@@ -79,6 +80,40 @@ def test_events_queued_before_start_are_recorded_once_started() -> None:
 
     status = store.get("early")
     assert status is not None and not status.active and status.terminated_at is not None
+
+
+class RecordingJavaEvent:
+    """A stand-in for a Java progress event reached through Py4J: it records each call made on it."""
+
+    def __init__(self, progress_json: str) -> None:
+        self.calls: list[str] = []
+        self._json = progress_json
+
+    def progress(self) -> RecordingJavaEvent:
+        self.calls.append("progress")
+        return self
+
+    def json(self) -> str:
+        self.calls.append("json")
+        return self._json
+
+
+def test_sparks_calls_make_no_py4j_call_on_sparks_thread_and_one_json_call_later() -> None:
+    listener, registry, store = make_listener()
+    event = RecordingJavaEvent(json.dumps({
+        "id": str(uuid.uuid4()), "runId": str(uuid.uuid4()), "name": "raw", "batchId": 7,
+        "timestamp": "2026-01-01T00:00:00.000Z", "numInputRows": 5, "durationMs": {"triggerExecution": 20},
+        "sources": [], "sink": {"description": "noop", "numOutputRows": 5}}))
+
+    _SparkCalls(listener).onQueryProgress(event)
+    assert event.calls == [], "the bus thread only queues the Java event"
+
+    listener.start()
+    assert listener.flush(5)
+    listener.stop()
+    assert event.calls == ["progress", "json"]
+    assert registry.get_sample_value("opsd_listener_events_total", {"event": "progress"}) == 1
+    assert store.get("raw") is not None
 
 
 @pytest.fixture

@@ -9,7 +9,10 @@ a `noop` run made just before it (same source options), so that both see the sam
 - `yt` at-least-once: median ratio of three such pairs - the goal (>= 0.7);
 - `yt` transactional, and the idempotent receiver (source service columns, sorted table keyed by them,
   against `noop` with service columns): one pair each;
-- at-least-once over a sweep of `dyn_batch_size` values (rows/s; ratio to the median `noop`).
+- at-least-once over a sweep of `dyn_batch_size` values (rows/s; ratio to the median `noop`);
+- `python-floor`: a Python data source sink that discards what it gets, against `noop` (three pairs): what
+  PySpark's Python sink path itself costs (rows to Arrow, a Python worker per task, the commit round),
+  so `floor_ratio` is the best any Python sink can reach here.
 
 A readable table first; the last line is one JSON object for scripts and CI logs.
 """
@@ -24,6 +27,7 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from streaming_core import build_session
 from streaming_core.cluster import Cluster, connect
@@ -31,6 +35,7 @@ from streaming_core.options import SRC_ROW_INDEX, SRC_TABLET_INDEX
 
 PAYLOAD_BYTES = 100
 ROWS = 400_000  # in all, over two tablets: a few seconds per query, under ~3 minutes for the whole run
+WARM_UPS = 3  # noop / yt pairs before measuring: the JIT keeps speeding both up for a few runs
 REPEATS = 3  # back-to-back noop / yt pairs for the at-least-once ratio (their median)
 TABLETS = 2
 GOAL = 0.7
@@ -53,6 +58,30 @@ def fill_queue(cluster: Cluster) -> None:
             n = pa.array(range(lo, min(lo + 50_000, per_tablet)), pa.int64())
             data = pa.array([f"{tablet}-{i:012d}".ljust(PAYLOAD_BYTES, "x") for i in n.to_pylist()], pa.string())
             cluster.insert_rows(QUEUE, pa.table({"data": data, "n": n}), tablet_index=tablet)
+
+
+class FloorWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator) -> WriterCommitMessage:
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages, batchId) -> None:
+        """Nothing to make visible."""
+
+    def abort(self, messages, batchId) -> None:
+        """Nothing to take back."""
+
+
+class FloorSink(DataSource):
+    """`python-floor`: the cost of PySpark's Python sink path itself, with nothing written."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "python-floor"
+
+    def streamWriter(self, schema, overwrite) -> FloorWriter:
+        return FloorWriter()
 
 
 class Bench:
@@ -107,14 +136,17 @@ def main() -> None:
         fill_queue(cluster)
         spark = build_session("bench-sink", master="local[2]", cluster=f"local://{root}",
                               conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+        spark.dataSource.register(FloorSink)
         bench = Bench(spark, cluster)
-        bench.run("noop")  # warm-up: JIT, Python workers, first reads of the queue
-        bench.run("yt")  # warm-up of the write path: the sink's imports in the Python workers
+        for _ in range(WARM_UPS):  # JIT, Python workers, first reads of the queue, the sink's imports
+            bench.run("noop")
+            bench.run("yt")
         pairs = {
             "at-least-once": [pair(bench, {}, {}) for _ in range(REPEATS)],
             "transactional": [pair(bench, {}, {"transactional": True})],
             "idempotent receiver": [pair(bench, {"service_columns": True}, {})],
         }
+        floor = [(bench.run("noop"), bench.run(FloorSink.name())) for _ in range(REPEATS)]
         sweep = {size: bench.run("yt", dyn_batch_size=size) for size in SWEEP}
         spark.stop()
 
@@ -128,9 +160,12 @@ def main() -> None:
             print(f"{label:<36}{base:>13,.0f}{rate:>12,.0f}{rate / base:>8.2f}")
     for size, rate in sweep.items():
         print(f"{f'yt at-least-once dynBatchSize={size}':<36}{noop:>13,.0f}{rate:>12,.0f}{rate / noop:>8.2f}")
+    for i, (base, rate) in enumerate(floor):
+        print(f"{f'python-floor (run {i + 1})':<36}{base:>13,.0f}{rate:>12,.0f}{rate / base:>8.2f}")
+    floor_ratio = statistics.median(f / n for n, f in floor)
     ratio = ratios["at-least-once"]
     print(f"at-least-once ratio (median of {REPEATS} back-to-back pairs) {ratio:.2f}, goal >= {GOAL}: "
-          f"{'met' if ratio >= GOAL else 'NOT met'}")
+          f"{'met' if ratio >= GOAL else 'NOT met'}; the Python sink floor reaches {floor_ratio:.2f}")
     print(json.dumps({
         "bench": "sink", "ratio": round(ratio, 3), "goal": GOAL, "rows": ROWS,
         "noop_rows_per_s": round(noop),
@@ -138,6 +173,7 @@ def main() -> None:
         "transactional_ratio": round(ratios["transactional"], 3),
         "idempotent_ratio": round(ratios["idempotent receiver"], 3),
         "dyn_batch_size_rows_per_s": {str(k): round(v) for k, v in sweep.items()},
+        "floor_ratio": round(floor_ratio, 3), "yt_vs_floor": round(ratio / floor_ratio, 3),
     }))
 
 

@@ -71,7 +71,8 @@ class OpsdListener(StreamingQueryListener):
             self._java = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_SparkCalls(self))
         return self._java
 
-    # Spark's callbacks: count, enqueue, never raise.
+    # The listener interface with PySpark's events (Spark itself calls `_SparkCalls`): count, enqueue,
+    # never raise.
 
     def onQueryStarted(self, event: QueryStartedEvent) -> None:
         self._offer("started", partial(from_spark_started, event))

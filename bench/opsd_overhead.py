@@ -83,16 +83,12 @@ def throughput(root: str) -> dict[str, float]:
     spark = build_session("bench-opsd-overhead", master="local[2]", cluster=f"local://{root}",
                           conf={"spark.ui.showConsoleProgress": "false"})
     run_query(spark, cluster, f"{root}/chk-warmup")
-    without, with_opsd = [], []
+    without: list[float] = []
+    with_opsd: list[float] = []
+    sides = [(without, run_query, "plain"), (with_opsd, run_watched, "opsd")]
     for i in range(ROUNDS):  # ABBA order, so that a drift of the machine's speed favours neither side
-        plain = partial(run_query, spark, cluster, f"{root}/chk-plain-{i}")
-        watched = partial(run_watched, spark, cluster, f"{root}/chk-opsd-{i}")
-        if i % 2:
-            with_opsd.append(watched())
-            without.append(plain())
-        else:
-            without.append(plain())
-            with_opsd.append(watched())
+        for results, run, label in sides if i % 2 == 0 else sides[::-1]:
+            results.append(run(spark, cluster, f"{root}/chk-{label}-{i}"))
     spark.stop()
     plain, watched = statistics.median(without), statistics.median(with_opsd)
     return {"without_rows_per_s": plain, "with_rows_per_s": watched, "ratio": watched / plain}

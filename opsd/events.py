@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from opsd.progress import BatchProgress, parse_progress, parse_timestamp
 
 if TYPE_CHECKING:
+    from py4j.java_gateway import JavaObject
     from pyspark.sql.streaming.listener import (
         QueryIdleEvent,
         QueryProgressEvent,
@@ -113,6 +114,11 @@ def from_spark_started(event: QueryStartedEvent) -> QueryStarted:
 def from_spark_progress(event: QueryProgressEvent) -> QueryProgressed:
     """Parse ``event.progress.json`` (one JVM call; done off Spark's listener thread)."""
     return QueryProgressed(parse_progress(event.progress.json))
+
+
+def from_java_progress(jevent: JavaObject) -> QueryProgressed:
+    """Parse a raw Java progress event (one ``progress().json()`` call; done off Spark's listener thread)."""
+    return QueryProgressed(parse_progress(jevent.progress().json()))
 
 
 def from_spark_idle(event: QueryIdleEvent) -> QueryIdle:

@@ -28,14 +28,13 @@ from pyspark.sql.streaming.listener import QueryIdleEvent, QueryStartedEvent, Qu
 
 from opsd.events import (
     QueryEvent,
-    QueryProgressed,
+    from_java_progress,
     from_spark_idle,
     from_spark_progress,
     from_spark_started,
     from_spark_terminated,
 )
 from opsd.metrics import Metrics
-from opsd.progress import parse_progress
 from opsd.recorder import Recorder
 
 if TYPE_CHECKING:
@@ -167,7 +166,7 @@ class _SparkCalls:
         self._listener._offer("started", lambda: from_spark_started(QueryStartedEvent.fromJObject(jevent)))
 
     def onQueryProgress(self, jevent: JavaObject) -> None:
-        self._listener._offer("progress", lambda: QueryProgressed(parse_progress(jevent.progress().json())))
+        self._listener._offer("progress", partial(from_java_progress, jevent))
 
     def onQueryIdle(self, jevent: JavaObject) -> None:
         self._listener._offer("idle", lambda: from_spark_idle(QueryIdleEvent.fromJObject(jevent)))

@@ -21,13 +21,13 @@ import pyarrow as pa
 from prometheus_client import CollectorRegistry, generate_latest
 
 import opsd
-from opsd.events import QueryProgressed
-from opsd.http import OpsHttpServer
-from opsd.logs import configure_logging
-from opsd.metrics import Metrics
-from opsd.progress import parse_progress
-from opsd.recorder import Recorder
-from opsd.status import StatusStore
+from opsd.observe.events import QueryProgressed
+from opsd.observe.progress import parse_progress
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.telemetry.http import OpsHttpServer
+from opsd.telemetry.logs import configure_logging
+from opsd.telemetry.metrics import Metrics
 from streaming_core import build_session
 from streaming_core.cluster import Cluster, connect
 
@@ -130,7 +130,7 @@ def render_ms(metrics: Metrics) -> dict[str, float]:
 
 def scrape_ms() -> dict[str, float]:
     recorder = populated_recorder()
-    server = OpsHttpServer(recorder.metrics.registry, recorder.status, port=0, exposition=recorder.metrics.render)
+    server = OpsHttpServer(recorder.metrics.render, status=recorder.status.to_json, port=0)
     server.start()
     times, size = [], 0
     try:

@@ -2,7 +2,7 @@
 
 Run ``python -m grafana.build`` after changing this file and commit the output. Dashboards are code
 so that a review shows the PromQL, not a diff of panel coordinates, and so that a test can prove they
-use only metrics that :mod:`opsd.metrics` defines. The same JSON is written twice, to
+use only metrics that :mod:`opsd.telemetry.metrics` defines. The same JSON is written twice, to
 ``grafana/dashboards/`` (for import by hand) and to the Helm chart's ``files/dashboards/`` (for the
 dashboards ConfigMap): Helm can only read files inside the chart, and a symlink would not survive
 ``helm package``. This script is the one source of both copies; a test checks they equal a fresh build.

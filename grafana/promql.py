@@ -1,6 +1,6 @@
 """Read the metric and label names out of PromQL expressions.
 
-Dashboards and alert rules may only use metrics that :mod:`opsd.metrics` defines (architecture:
+Dashboards and alert rules may only use metrics that :mod:`opsd.telemetry.metrics` defines (architecture:
 "Metrics"). There is no PromQL parser among the dependencies and none is needed for names: after
 dropping strings, label matchers, ranges and grouping clauses, every identifier that is not a function
 call or a keyword is a metric name. promtool, which has the real parser, checks the syntax separately.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from opsd.metrics import METRIC_DEFINITIONS, MetricDefinition, MetricType
+from opsd.telemetry.metrics import METRIC_DEFINITIONS, MetricDefinition, MetricType
 
 _SELECTOR = re.compile(r"(?<![\w:])([a-zA-Z_:][\w:]*)\s*\{([^}]*)\}")
 _MATCHER = re.compile(r"([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*\"((?:[^\"\\]|\\.)*)\"")
@@ -68,7 +68,7 @@ def defined_series(
 
 
 def unknown_metrics(expr: str) -> set[str]:
-    """Names in ``expr`` that neither :mod:`opsd.metrics` nor Prometheus itself exposes."""
+    """Names in ``expr`` that neither :mod:`opsd.telemetry.metrics` nor Prometheus itself exposes."""
     return series_names(expr) - defined_series().keys() - PROMETHEUS_SERIES
 
 

@@ -1,17 +1,20 @@
 """opsd: the operations daemon for Spark Structured Streaming over YTsaurus queues.
 
-`opsd.attach(spark)` gives a user's own script opsd's monitoring with one call (see `opsd.monitor`).
+The public API is `opsd.attach(spark)` -> `Monitor` (and `Monitor.detach()`): opsd's monitoring for a
+user's own script with one call (see `opsd.runtime.monitor`). Where everything else lives: README, "Code map".
 """
 
 from typing import Any
 
-__version__ = "0.1.0"
+from opsd.version import __version__
+
+__all__ = ["Monitor", "__version__", "attach"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so `opsd queue ...` and the metrics module do not import (and start) PySpark.
     if name in ("attach", "Monitor"):
-        from opsd import monitor
+        from opsd.runtime import monitor
 
         return getattr(monitor, name)
     raise AttributeError(name)

@@ -3,11 +3,14 @@
 Checkpoint JSON per queue: `{"cluster": "...", "path": "//...", "partitions": {"0": 41, "1": -1}}`, each
 value the index of the last row already read (consumer offset - 1; -1 = nothing read). This connector
 adds `"consumer_path"` so that opsd can find the consumer of any query from its progress events; SPYT's
-JVM connector omits it and both forms are read.
+JVM connector omits it and both forms are read. This module is the one parser of that JSON (the source, opsd's
+progress parsing and its checkpoint readers all use `QueueOffset`), and the one place for the arithmetic of a
+partition's rows: batch boundaries and unread rows.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +33,22 @@ class QueueOffset:
             return cls(str(value["cluster"]), str(value["path"]), partitions, value.get("consumer_path"))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"not a yt queue offset: {dict(value)!r} ({e})") from None
+
+    @classmethod
+    def from_progress(cls, value: object) -> QueueOffset | None:
+        """An offset as Spark's progress shows it (an object, or a JSON string); None for any other shape, such
+        as the offsets of other sources (rate, files)."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        if not isinstance(value, Mapping) or not isinstance(value.get("path"), str):
+            return None
+        try:
+            return cls.from_json(value)
+        except ValueError:
+            return None
 
     def to_json(self) -> dict[str, Any]:
         value: dict[str, Any] = {
@@ -55,3 +74,11 @@ def effective_start(checkpoint: Mapping[int, int], consumer: Mapping[int, int]) 
 def batch_end(start: Mapping[int, int], upper: Mapping[int, int], cap: int | None) -> dict[int, int]:
     """`end_i = min(start_i + cap, upper_i)` in last-read terms; `upper_i` is the last existing row."""
     return {p: max(last, min(last + cap, upper[p]) if cap else upper[p]) for p, last in start.items()}
+
+
+def unread_rows(next_row: int, row_count: int, trimmed_row_count: int = 0) -> int:
+    """Rows of a partition not read yet: from the next row to read (or the trim, if later) to the end; never < 0.
+
+    `next_row` is a consumer offset (last-read index + 1), `row_count` the partition's total row count.
+    """
+    return max(0, row_count - max(next_row, trimmed_row_count))

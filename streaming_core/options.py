@@ -13,6 +13,7 @@ from typing import Any
 
 from .cluster import resolve_uri
 from .cluster.errors import InvalidUriError
+from .tuning import default_tuning_path
 
 # Source options (SPYT names).
 PATH = "path"
@@ -96,6 +97,18 @@ def _check_unknown(options: Mapping[str, str], known: set[str], what: str) -> No
         raise ValueError(f"unknown {what} option(s) {unknown}; known options: {sorted(known)}")
 
 
+def configured_dyn_batch_size(options: Mapping[str, Any], session: Mapping[str, Any]) -> int:
+    """The sink's rows per insert as configured: option `dyn_batch_size`, else the session conf, else 50000."""
+    batch = options.get(DYN_BATCH_SIZE) or session.get(CONF_DYN_BATCH_SIZE) or DEFAULT_DYN_BATCH_SIZE
+    return parse_positive_int(DYN_BATCH_SIZE if options.get(DYN_BATCH_SIZE) else CONF_DYN_BATCH_SIZE, batch)
+
+
+def configured_max_rows_per_partition(options: Mapping[str, Any]) -> int | None:
+    """The source's configured per-partition cap (option `max_rows_per_partition`); None = no cap."""
+    value = options.get(MAX_ROWS_PER_PARTITION)
+    return parse_positive_int(MAX_ROWS_PER_PARTITION, value) if value else None
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Options of `spark.read[Stream].format("yt")`."""
@@ -117,17 +130,16 @@ class SourceOptions:
         if streaming and not options.get(CONSUMER_PATH):
             raise ValueError(f"option {CONSUMER_PATH!r} is required for streaming reads")
         consumer = _yt_path(CONSUMER_PATH, options[CONSUMER_PATH]) if options.get(CONSUMER_PATH) else None
-        max_rows = options.get(MAX_ROWS_PER_PARTITION)
         return cls(
             path=_yt_path(PATH, options[PATH]),
             cluster=_cluster(options, session),
             consumer_path=consumer,
-            max_rows_per_partition=parse_positive_int(MAX_ROWS_PER_PARTITION, max_rows) if max_rows else None,
+            max_rows_per_partition=configured_max_rows_per_partition(options),
             include_service_columns=parse_bool(INCLUDE_SERVICE_COLUMNS, options.get(INCLUDE_SERVICE_COLUMNS, False)),
             parsing_type_v3=parse_bool(PARSING_TYPE_V3, options.get(PARSING_TYPE_V3,
                                                                      session.get(CONF_READ_TYPE_V3, False))),
             tuning_path=_yt_path(TUNING_PATH, options[TUNING_PATH]) if options.get(TUNING_PATH)
-            else (f"{consumer}_tuning" if consumer else None),
+            else default_tuning_path(consumer),
         )
 
 
@@ -150,12 +162,10 @@ class SinkOptions:
         _check_unknown(options, _SINK_KEYS, "sink")
         if not options.get(PATH):
             raise ValueError("option 'path' is required: .option('path', '//path/to/table')")
-        batch = options.get(DYN_BATCH_SIZE) or session.get(CONF_DYN_BATCH_SIZE) or DEFAULT_DYN_BATCH_SIZE
-        name = DYN_BATCH_SIZE if options.get(DYN_BATCH_SIZE) else CONF_DYN_BATCH_SIZE
         return cls(
             path=_yt_path(PATH, options[PATH]),
             cluster=_cluster(options, session),
-            dyn_batch_size=parse_positive_int(name, batch),
+            dyn_batch_size=configured_dyn_batch_size(options, session),
             write_type_v3=parse_bool(WRITE_TYPE_V3, options.get(WRITE_TYPE_V3, session.get(CONF_WRITE_TYPE_V3, False))),
             transactional=parse_bool(TRANSACTIONAL, options.get(TRANSACTIONAL,
                                                                  session.get(CONF_TRANSACTIONAL, False))),

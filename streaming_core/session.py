@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import logging
 import os
 import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import structlog
 from pyspark.sql import SparkSession
 
 from .cluster import resolve_uri
@@ -23,7 +23,7 @@ from .datasource import register
 from .options import CONF_CLUSTER
 from .worker_python import launcher_path
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 
 #: SPYT's Hadoop file system for `yt:///` paths on a real cluster.
 YT_FILE_SYSTEM = "tech.ytsaurus.spyt.fs.YtFileSystem"
@@ -66,7 +66,8 @@ def checkpoint_conf(cluster_uri: str) -> dict[str, str]:
     conf = {"spark.hadoop.yt.proxy": uri[len("yt://"):]}
     jars = spyt_jars()
     if not jars:
-        log.warning("yt:/// checkpoints on %s need SPYT's YtFileSystem: pip install 'yt-streaming-opsd[spyt]'", uri)
+        log.warning("spyt_filesystem_missing", cluster=uri, fix="pip install 'yt-streaming-opsd[spyt]'",
+                    effect="yt:/// checkpoint locations are not mapped")
         return conf
     return {**conf, "spark.hadoop.fs.yt.impl": YT_FILE_SYSTEM, "spark.jars": ",".join(jars)}
 

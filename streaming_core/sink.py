@@ -17,13 +17,13 @@ Where things run: `write()` in Spark's Python workers (unpickled copies; the clu
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import structlog
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
@@ -32,13 +32,11 @@ from .cluster import Cluster, SchemaError, TableSchema, connect
 from .cluster.base import MAP_NODE, ORDERED, SORTED, TABLE, require_kind
 from .cluster.schema import is_composite, to_arrow_table
 from .options import SinkOptions
-from .tuning import read_tuning
+from .tuning import MAX_ROWS_PER_TRANSACTION, dyn_batch_size_in_force, read_tuning
 from .types import arrow_schema_for_spark, from_yson
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 
-#: YTsaurus refuses more rows than this per tablet in one transaction; inserts are split below it.
-MAX_ROWS_PER_TRANSACTION = 100_000
 #: Commit log of transactional mode: one row per committed (query, batch id).
 COMMIT_LOG_SCHEMA = [
     {"name": "query", "type": "string", "required": True, "sort_order": "ascending"},
@@ -141,8 +139,7 @@ def _to_target(plan: SinkPlan, table: pa.Table) -> pa.Table:
 
 def chunk_rows(plan: SinkPlan, cluster: Cluster) -> int:
     """Rows per insert call: the tuning document's dynBatchSize, else the option/conf, below YT's limit."""
-    tuning = read_tuning(cluster, plan.options.tuning_path)
-    return min(tuning.dyn_batch_size or plan.options.dyn_batch_size, MAX_ROWS_PER_TRANSACTION)
+    return dyn_batch_size_in_force(read_tuning(cluster, plan.options.tuning_path), plan.options.dyn_batch_size)
 
 
 def chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
@@ -223,7 +220,7 @@ def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int)
         rows = 0
         with cluster.transaction() as tx:
             if tx.lookup_rows(log_path, [key]):
-                log.info("batch %s of %s already committed; replay writes nothing", batch_id, key["query"])
+                log.info("sink_batch_already_committed", query=key["query"], batch_id=batch_id, path=options.path)
                 done = False
             else:
                 for path in staged:

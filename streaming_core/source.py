@@ -7,7 +7,6 @@ workers on unpickled copies. Readers therefore pickle as plain configuration and
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,23 +17,20 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from .cluster import Cluster, ClusterError, ConflictError, NotRegisteredError, connect
+from .cluster import Cluster, ClusterError, NotRegisteredError, connect
 from .cluster.base import ORDERED, SORTED, STATIC, require_kind
 from .cluster.schema import is_composite
+from .consumer import advance_consumer
 from .offsets import QueueOffset, batch_end, effective_start, from_consumer
 from .options import INCLUDE_SERVICE_COLUMNS, SourceOptions
-from .tuning import read_tuning
+from .tuning import max_rows_in_force, read_tuning
 from .types import arrow_schema_for_spark, conform
-
-log = logging.getLogger(__name__)
 
 #: Bounds of one Arrow batch handed to Spark: far below the JVM's direct memory whatever the batch size.
 READ_BATCH_ROWS = 65_536
 READ_BATCH_BYTES = 16 * 1024 * 1024
 #: Default read limit when no cap is configured: "no cap yet", so a live tuning cap can still apply.
 UNCAPPED = sys.maxsize
-#: How often `commit` retries when another writer moved the consumer between its read and its advance.
-COMMIT_ATTEMPTS = 3
 
 
 @dataclass
@@ -152,7 +148,7 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
     def cap(self) -> int | None:
         """The per-partition row cap in force: the tuning document's, else the option's."""
         tuning = read_tuning(self.cluster, self.options.tuning_path)
-        return tuning.max_rows_per_partition or self.options.max_rows_per_partition
+        return max_rows_in_force(tuning, self.options.max_rows_per_partition)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Called at every trigger: the end offset of the next batch, `min(start + cap, upper)`."""
@@ -178,26 +174,11 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
     def commit(self, end: dict[str, Any]) -> None:
         """Called when the batch after `end` is planned: acknowledge rows up to `end` in the consumer.
 
-        All partitions advance in one transaction with compare-and-set, and never backwards.
+        All partitions advance in one transaction with compare-and-set, and never backwards
+        (`streaming_core.consumer.advance_consumer`).
         """
         target = {p: last + 1 for p, last in QueueOffset.from_json(end).partitions.items()}
-        for attempt in range(1, COMMIT_ATTEMPTS + 1):
-            try:
-                self._advance(target)
-                return
-            except ConflictError:
-                if attempt == COMMIT_ATTEMPTS:
-                    raise
-                log.warning("consumer %s moved during commit; retrying", self.options.consumer_path)
-
-    def _advance(self, target: dict[int, int]) -> None:
-        committed = self.cluster.get_consumer_offsets(self.options.consumer_path, self.options.path)
-        moves = {p: (committed.get(p, 0), new) for p, new in target.items() if new > committed.get(p, 0)}
-        if not moves:
-            return
-        with self.cluster.transaction() as tx:
-            for p, (old, new) in sorted(moves.items()):
-                tx.advance_consumer(self.options.consumer_path, self.options.path, p, old, new)
+        advance_consumer(self.cluster, self.options.consumer_path, self.options.path, target)
 
 
 def check_readable(cluster: Cluster, options: SourceOptions, *, streaming: bool) -> None:

@@ -5,19 +5,32 @@ architecture), so a value changed at run time must travel through storage they a
 document node in the cluster. The source reads it at every `latestOffset`, the sink at every `write()`;
 the option or Spark conf value is the starting point and the fallback.
 
+This module is the one owner of the rules both sides share: where a query's document is by default, and which
+value is in force (the document's, else the fallback, and for `dyn_batch_size` never above YTsaurus' rows per
+tablet transaction). The source, the sink and opsd all call it.
+
 A missing or malformed document never fails a query: the fallback is used and the problem logged.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import asdict, dataclass
+
+import structlog
 
 from .cluster import Cluster, ClusterError
 from .cluster.base import DOCUMENT
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
+
+#: YTsaurus refuses more rows than this per tablet in one transaction; the sink's inserts stay below it.
+MAX_ROWS_PER_TRANSACTION = 100_000
+
+
+def default_tuning_path(consumer_path: str | None) -> str | None:
+    """A query's tuning document when its options name none: next to its consumer."""
+    return f"{consumer_path}_tuning" if consumer_path else None
 
 
 @dataclass(frozen=True)
@@ -50,8 +63,18 @@ def read_tuning(cluster: Cluster, path: str | None) -> Tuning:
             return Tuning()
         return Tuning.from_document(cluster.get(path), path)
     except (ClusterError, ValueError) as e:
-        log.warning("tuning document %s ignored: %s", path, e)
+        log.warning("tuning_document_ignored", path=path, error=str(e))
         return Tuning()
+
+
+def max_rows_in_force(tuning: Tuning, fallback: int | None) -> int | None:
+    """The source's per-partition cap: the document's, else the option's (None = no cap)."""
+    return tuning.max_rows_per_partition or fallback
+
+
+def dyn_batch_size_in_force(tuning: Tuning, fallback: int) -> int:
+    """The sink's rows per insert call: the document's, else the option / conf, never above the transaction limit."""
+    return min(tuning.dyn_batch_size or fallback, MAX_ROWS_PER_TRANSACTION)
 
 
 def write_tuning(cluster: Cluster, path: str, *, max_rows_per_partition: int | None = None,

@@ -14,7 +14,7 @@ import pytest
 from cluster_contract import COMPOSITE_SCHEMA
 
 from opsd.cli import main
-from opsd.produce import Batch, paced
+from opsd.demo.producer import Batch, paced
 from streaming_core.cluster import Cluster, connect
 
 QUEUE = "//home/app/queue"

@@ -13,7 +13,7 @@ import yaml
 
 from grafana import build
 from grafana.promql import defined_series, selectors, series_names, unknown_labels, unknown_metrics
-from opsd.metrics import METRIC_DEFINITIONS
+from opsd.telemetry.metrics import METRIC_DEFINITIONS
 
 DASHBOARD = build.overview()
 TARGETS = [(panel["title"], target) for panel in DASHBOARD["panels"] for target in panel.get("targets", [])]

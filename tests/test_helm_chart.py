@@ -237,7 +237,7 @@ def test_spark_settings_given_in_values_win_over_the_derived_ones(chart):
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_rendered_config_is_one_opsd_accepts(chart, scenario, tmp_path):
-    from opsd.config import load_config
+    from opsd.config.load import load_config
 
     config_yaml = find(render(chart, scenario_values(scenario)), "ConfigMap")["data"]["config.yaml"]
     path = tmp_path / "config.yaml"

@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opsd.config import ConfigError, OpsdConfig, load_config, parse_duration_seconds, spark_defaults
+from opsd.config.durations import parse_duration_seconds
+from opsd.config.load import ConfigError, load_config
+from opsd.config.models import OpsdConfig
+from opsd.config.spark import spark_defaults
 
 VALID = """
 cluster: local:///tmp/opsd-cluster
@@ -27,8 +30,6 @@ pipelines:
     sink: {format: yt, path: //home/demo/output}
     trigger: {processing_time: 2 seconds}
     checkpoint_location: yt:///home/demo/checkpoints/data_length
-    tuning:
-      max_rows_per_partition: {min: 100, max: 100000}
     restart: {initial_backoff_seconds: 1, max_backoff_seconds: 60, max_restarts: 10}
   - name: counts
     source: {format: rate, options: {rowsPerSecond: 10}}
@@ -61,8 +62,7 @@ def test_valid_config_loads_with_typed_values(tmp_path: Path) -> None:
     assert config.spark.conf["spark.sql.shuffle.partitions"] == "4"
     assert first.source.format == "yt" and first.source.options["max_rows_per_partition"] == "1000"
     assert first.trigger.interval_seconds == 2.0
-    assert first.trigger.spark_kwargs() == {"processingTime": "2 seconds"}
-    assert first.tuning.max_rows_per_partition is not None and first.tuning.max_rows_per_partition.max == 100000
+    assert first.trigger.spark_kwargs() == {"processingTime": "2000 milliseconds"}
     assert second.trigger.spark_kwargs() == {"availableNow": True}
     assert second.trigger.interval_seconds is None
     assert config.checks.progress_policy().stall_factor == 4
@@ -109,7 +109,7 @@ pipelines:
         "pipeline 'clicks' (pipelines[0]): source: a 'yt' source needs 'path'",
         "pipeline 'clicks' (pipelines[0]): sink.format:",
         "pipeline 'clicks' (pipelines[0]): trigger: '2 parsecs' is not a duration",
-        "pipeline 'clicks' (pipelines[0]): tuning.max_rows_per_partition: min (10) must not exceed max (5)",
+        "pipeline 'clicks' (pipelines[0]): tuning: Extra inputs are not permitted",
         "pipeline (pipelines[1]): name: Field required",
         "pipeline (pipelines[1]): transform: set exactly one of 'sql' or 'callable'",
         "pipeline (pipelines[1]): sink: a 'foreachBatch' sink needs 'callable'",
@@ -213,3 +213,38 @@ def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_
     assert "spark.sql.streaming.minBatchesToRetain" not in defaults
     assert defaults["spark.sql.adaptive.enabled"] == "true"
     assert defaults["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_keys_that_nothing_reads_yet_are_refused(tmp_path: Path) -> None:
+    """Intervals of checks that do not exist and autotuner bounds would do nothing: a user must not rely on them."""
+    problems = problems_of(tmp_path, """
+checks: {desync_seconds: 30, oom_risk_seconds: 30, autotune_seconds: 30}
+pipelines:
+  - name: p
+    source: {path: //q}
+    sink: {format: console}
+    tuning: {max_rows_per_partition: {min: 1, max: 10}, dyn_batch_size: {min: 1, max: 10}}
+""")
+    for key in ("checks.desync_seconds", "checks.oom_risk_seconds", "checks.autotune_seconds",
+                "pipeline 'p' (pipelines[0]): tuning"):
+        assert any(p.startswith(f"{key}: Extra inputs are not permitted") for p in problems), (key, problems)
+
+
+def test_every_config_key_has_a_description() -> None:
+    from pydantic import BaseModel
+
+    seen: set[type] = set()
+
+    def walk(model: type[BaseModel]) -> None:
+        seen.add(model)
+        for name, field in model.model_fields.items():
+            nested = [t for t in getattr(field.annotation, "__args__", (field.annotation,))
+                      if isinstance(t, type) and issubclass(t, BaseModel)]
+            if nested:
+                for child in nested:
+                    if child not in seen:
+                        walk(child)
+            else:
+                assert field.description, f"{model.__name__}.{name} has no description"
+
+    walk(OpsdConfig)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from opsd.demo import RESULT
+from opsd.demo.scenario import RESULT
 from streaming_core.cluster import connect
 from tests.sink_support import ordered_rows
 
@@ -45,6 +45,6 @@ def test_demo_delivers_every_produced_row_and_prints_the_summary(tmp_path: Path)
 
 
 def test_the_live_view_counts_batch_zero_as_one_batch():
-    from opsd.demo import batches_done
+    from opsd.demo.view import batches_done
 
     assert [batches_done(None), batches_done(0), batches_done(4)] == [0, 1, 5]

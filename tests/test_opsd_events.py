@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opsd.events import QueryTerminated, exception_class
+from opsd.observe.events import QueryTerminated, exception_class
 
 # Captured from a real local run: a Python UDF raising ValueError inside a streaming query.
 REAL_PYTHON_FAILURE = (

@@ -3,7 +3,7 @@
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from opsd.metrics import Metrics
+from opsd.telemetry.metrics import Metrics
 
 
 def _samples(text: bytes) -> dict:

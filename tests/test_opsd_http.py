@@ -10,9 +10,10 @@ import requests
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from opsd.http import OpsHttpServer
-from opsd.metrics import Metrics
-from opsd.status import ProgressPolicy, StatusStore
+from opsd.observe.readiness import ProgressPolicy, readiness_probe
+from opsd.observe.status import StatusStore
+from opsd.telemetry.http import OpsHttpServer
+from opsd.telemetry.metrics import Metrics
 
 NOW = 50_000.0
 
@@ -24,10 +25,11 @@ def store() -> StatusStore:
 
 @pytest.fixture
 def server(store: StatusStore) -> Iterator[OpsHttpServer]:
-    registry = CollectorRegistry()
-    Metrics(registry).input_rows.labels(query="clicks").inc(12)
+    metrics = Metrics(CollectorRegistry())
+    metrics.input_rows.labels(query="clicks").inc(12)
     server = OpsHttpServer(
-        registry, store, host="127.0.0.1", port=0, policy=ProgressPolicy(min_window_seconds=60), clock=lambda: NOW
+        metrics.render, status=store.to_json, host="127.0.0.1", port=0,
+        readiness=readiness_probe(store, ProgressPolicy(min_window_seconds=60), lambda: NOW),
     )
     server.start()
     yield server
@@ -95,13 +97,13 @@ def test_unknown_path_is_404(server: OpsHttpServer) -> None:
     assert json.loads(response.text)["path"] == "/nope"
 
 
-def test_stop_releases_the_port(store: StatusStore) -> None:
-    first = OpsHttpServer(CollectorRegistry(), store, port=0)
+def test_stop_releases_the_port() -> None:
+    first = OpsHttpServer(bytes, port=0)
     first.start()
     port = first.port
     first.stop()
 
-    second = OpsHttpServer(CollectorRegistry(), store, port=port)
+    second = OpsHttpServer(bytes, port=port)
     try:
         assert second.port == port
     finally:

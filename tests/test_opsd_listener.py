@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry
 from pyspark.sql.streaming.listener import QueryStartedEvent, QueryTerminatedEvent
 from structlog.testing import capture_logs
 
-from opsd.listener import OpsdListener, _SparkCalls
-from opsd.metrics import Metrics
-from opsd.recorder import Recorder
-from opsd.status import StatusStore
+from opsd.observe.listener import OpsdListener, _SparkCalls
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.telemetry.metrics import Metrics
 from tests.conftest import windowed_rate_counts
 
 

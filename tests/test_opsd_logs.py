@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from opsd.logs import REDACTED, SecretRedactor, configure_logging
+from opsd.telemetry.logs import REDACTED, SecretRedactor, configure_logging
 
 TOKEN = "AQAD-qJSJKeyabcdef0123456789"
 

@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from opsd import __version__
-from opsd.metrics import METRIC_DEFINITIONS, Metrics, MetricType
+from opsd.telemetry.metrics import METRIC_DEFINITIONS, Metrics, MetricType
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ import time
 
 import pytest
 
-from opsd.progress import (
+from opsd.observe.progress import (
     BatchProgress,
     PartitionOffsets,
     parse_progress,
     parse_timestamp,
-    parse_yt_offset,
 )
+from streaming_core.offsets import QueueOffset
 from tests.conftest import windowed_rate_counts
 
 # Captured from a real local run (PySpark 4.2.1): rate source -> 1 s window count with a 2 s
@@ -192,15 +192,15 @@ def test_backlog_is_unknown_without_latest_offset() -> None:
     [None, 42, "not json", "[1, 2]", {"path": "//q"}, {"path": "//q", "partitions": {"x": 1}}, {"partitions": {}}],
 )
 def test_offsets_of_other_shapes_are_ignored(value: object) -> None:
-    assert parse_yt_offset(value) is None
+    assert QueueOffset.from_progress(value) is None
 
 
 def test_yt_offset_string_and_dict_forms_agree() -> None:
     offset = {"cluster": "local", "path": "//home/q", "consumer_path": "//home/c", "partitions": {"0": 41, "1": -1}}
 
-    parsed = parse_yt_offset(json.dumps(offset))
+    parsed = QueueOffset.from_progress(json.dumps(offset))
 
-    assert parsed == parse_yt_offset(offset)
+    assert parsed == QueueOffset.from_progress(offset)
     assert parsed is not None
     assert (parsed.cluster, parsed.path, parsed.consumer_path) == ("local", "//home/q", "//home/c")
     assert dict(parsed.partitions) == {0: 41, 1: -1}

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from opsd.events import QueryIdle, QueryProgressed, QueryStarted, QueryTerminated
-from opsd.metrics import Metrics
-from opsd.progress import BatchProgress, SourceProgress, StateOperator, YtOffset
-from opsd.recorder import Recorder
-from opsd.status import StatusStore
+from opsd.observe.events import QueryIdle, QueryProgressed, QueryStarted, QueryTerminated
+from opsd.observe.progress import BatchProgress, SourceProgress, StateOperator
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.telemetry.metrics import Metrics
+from streaming_core.offsets import QueueOffset
 
 QUERY_ID = "11111111-1111-1111-1111-111111111111"
 
@@ -38,8 +39,8 @@ def recorder(registry: CollectorRegistry, clock: FakeClock) -> Recorder:
 
 
 def batch(batch_id: int = 3, input_rows: int = 30, sink_rows: int | None = 25) -> BatchProgress:
-    def offset(rows: dict[int, int]) -> YtOffset:
-        return YtOffset(path="//home/q", partitions=rows, cluster="local", consumer_path="//home/c")
+    def offset(rows: dict[int, int]) -> QueueOffset:
+        return QueueOffset(cluster="local", path="//home/q", partitions=rows, consumer_path="//home/c")
 
     return BatchProgress(
         query="clicks",

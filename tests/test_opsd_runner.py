@@ -12,11 +12,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from opsd.config import PipelineConfig, RestartPolicy
-from opsd.metrics import Metrics
-from opsd.recorder import Recorder
-from opsd.runner import Backoff, Runner, Supervisor
-from opsd.status import StatusStore
+from opsd.config.models import PipelineConfig, RestartPolicy
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.runtime.runner import Backoff, Runner, Supervisor
+from opsd.telemetry.metrics import Metrics
 from tests.conftest import make_queue
 from tests.helpers_pipelines import Knobs, wait_until
 

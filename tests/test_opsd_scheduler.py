@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from opsd.metrics import Metrics
-from opsd.scheduler import CheckScheduler
+from opsd.checks.scheduler import CheckScheduler
+from opsd.telemetry.metrics import Metrics
 
 
 @pytest.fixture

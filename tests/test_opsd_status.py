@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from opsd.status import ProgressPolicy, QueryStatus, StatusStore, evaluate_readiness
+from opsd.observe.readiness import ProgressPolicy, evaluate_readiness
+from opsd.observe.status import QueryStatus, StatusStore
 
 POLICY = ProgressPolicy(stall_factor=3.0, min_window_seconds=60.0)
 NOW = 10_000.0

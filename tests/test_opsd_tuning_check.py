@@ -2,11 +2,11 @@
 
 from prometheus_client import CollectorRegistry
 
-from opsd.config import OpsdConfig
-from opsd.metrics import Metrics
-from opsd.recorder import Recorder
-from opsd.status import StatusStore
-from opsd.tuning_check import TuningCheck
+from opsd.checks.tuning.check import TuningCheck
+from opsd.config.models import OpsdConfig
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.telemetry.metrics import Metrics
 from streaming_core.tuning import write_tuning
 
 
@@ -45,3 +45,22 @@ def test_the_tuning_document_wins_and_is_re_read_at_every_run(cluster_uri, yt_ro
     assert check.run()["tuned"] == (80, 300)
     gauge = recorder.metrics.registry.get_sample_value("opsd_tuning_max_rows_per_partition", {"query": "tuned"})
     assert gauge == 80
+
+
+def test_dyn_batch_size_is_clamped_to_the_rows_per_transaction_limit_as_the_sink_does(cluster_uri, yt_root, yt):
+    recorder = _recorder()
+    check = TuningCheck(_config(cluster_uri, yt_root), recorder)
+    write_tuning(yt, f"{yt_root}/c_tuning", dyn_batch_size=250_000)
+    assert check.run()["tuned"] == (500, 100_000)
+
+
+def test_a_sink_with_its_own_tuning_path_is_read_from_that_document(cluster_uri, yt_root, yt):
+    config = OpsdConfig.model_validate({
+        "cluster": cluster_uri,
+        "pipelines": [{"name": "split", "source": {"format": "yt", "path": f"{yt_root}/q", "options": {
+            "consumer_path": f"{yt_root}/c"}},
+            "sink": {"format": "yt", "path": f"{yt_root}/out", "options": {"tuning_path": f"{yt_root}/sink_t"}}}],
+    })
+    write_tuning(yt, f"{yt_root}/c_tuning", max_rows_per_partition=70, dyn_batch_size=111)
+    write_tuning(yt, f"{yt_root}/sink_t", dyn_batch_size=222)
+    assert TuningCheck(config, _recorder()).run()["split"] == (70, 222)

@@ -7,10 +7,12 @@ from dataclasses import replace
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from opsd.metrics import Metrics
-from opsd.recorder import Recorder
-from opsd.status import ProgressPolicy, QueryStatus, StatusStore
-from opsd.watchdog import Watchdog, is_stalled
+from opsd.checks.health.check import Watchdog
+from opsd.checks.health.evaluate import is_stalled
+from opsd.observe.readiness import ProgressPolicy
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import QueryStatus, StatusStore
+from opsd.telemetry.metrics import Metrics
 
 POLICY = ProgressPolicy(stall_factor=3.0, min_window_seconds=10.0)
 NOW = 5_000.0

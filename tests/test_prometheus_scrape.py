@@ -14,9 +14,8 @@ import requests
 import yaml
 from prometheus_client import CollectorRegistry
 
-from opsd.http import OpsHttpServer
-from opsd.metrics import Metrics
-from opsd.status import StatusStore
+from opsd.telemetry.http import OpsHttpServer
+from opsd.telemetry.metrics import Metrics
 
 PROMETHEUS = shutil.which("prometheus")
 QUERY_TIMEOUT_SECONDS = 30.0
@@ -34,11 +33,10 @@ def free_port() -> int:
 
 @pytest.fixture
 def opsd_server() -> Iterator[OpsHttpServer]:
-    registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = Metrics(CollectorRegistry())
     metrics.input_rows.labels(query="clicks").inc(1234)
     metrics.source_backlog_rows.labels(query="clicks", queue="//home/q", partition="0").set(56)
-    server = OpsHttpServer(registry, StatusStore(), host="127.0.0.1", port=0)
+    server = OpsHttpServer(metrics.render, host="127.0.0.1", port=0)
     server.start()
     yield server
     server.stop()

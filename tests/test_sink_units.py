@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
+from structlog.testing import capture_logs
 
 from streaming_core.cluster import SchemaError
 from streaming_core.cluster.embedded import EmbeddedCluster
@@ -141,11 +142,11 @@ class TestCheckpointConf:
         assert conf["spark.jars"].split(",") == [str(jars / "common" / "yson.jar"),
                                                  str(jars / "scala-2.13" / "file-system_2.13.jar")]
 
-    def test_without_the_spyt_extra_yt_paths_are_left_unmapped_with_a_warning(self, caplog):
-        with caplog.at_level("WARNING"):
+    def test_without_the_spyt_extra_yt_paths_are_left_unmapped_with_a_warning(self):
+        with capture_logs() as logs:
             conf = checkpoint_conf("yt://hahn.example.net")
         assert conf == {"spark.hadoop.yt.proxy": "hahn.example.net"}
-        assert "yt-streaming-opsd[spyt]" in caplog.text
+        assert [e for e in logs if e["log_level"] == "warning" and "yt-streaming-opsd[spyt]" in e["fix"]]
 
     def test_on_the_embedded_cluster_yt_paths_fall_back_to_the_cluster_root(self, tmp_path):
         conf = checkpoint_conf(f"local://{tmp_path}")

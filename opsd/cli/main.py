@@ -1,0 +1,55 @@
+"""The `opsd` command line: a registry of subcommand modules and the one place errors become exit codes.
+
+Each command-group module in `COMMANDS` exposes `add_parser(subparsers, common)`: it adds its (sub)parsers, passing
+`parents=[common]` so that every command accepts `--cluster URI`, and sets `handler=<function(args) -> int>`
+as a default. Adding a command group is one module plus one entry in `COMMANDS`.
+
+Errors the user can fix — every `ClusterError`, bad input (`CliError`), unreadable files — print
+`opsd: error: <message>` on stderr and exit 1, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from opsd.cli import consumer, demo, queue, run, status
+from opsd.cli.common import CLUSTER_HELP, CliError
+from opsd.version import __version__
+from streaming_core.cluster import ClusterError
+
+#: Subcommand modules, in the order `opsd --help` lists them.
+COMMANDS = (queue, consumer, run, demo, status)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="opsd", description="Operations for Spark streaming over YTsaurus queues.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--cluster", metavar="URI", default=None, help=CLUSTER_HELP)
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: a subcommand's default must not hide `opsd --cluster URI <command>`.
+    common.add_argument("--cluster", metavar="URI", default=argparse.SUPPRESS, help=CLUSTER_HELP)
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        module.add_parser(subparsers, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `opsd` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (ClusterError, CliError) as e:
+        return _fail(str(e))
+    except OSError as e:
+        return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
+    except KeyboardInterrupt:
+        return _fail("interrupted", code=130)
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"opsd: error: {message}", file=sys.stderr)
+    return code
+

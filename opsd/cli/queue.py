@@ -1,0 +1,225 @@
+"""`opsd queue create | produce | inspect | trim`: queues (ordered dynamic tables) from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from opsd.cli.common import CliError, open_cluster
+from opsd.cli.json_lines import json_line_batches
+from opsd.demo.producer import Batch, batch_rows_for, generated_batches, paced
+from streaming_core.cluster import Cluster, NotRegisteredError, SchemaError, TableSchema
+from streaming_core.cluster.base import ORDERED, require_kind
+from streaming_core.offsets import unread_rows
+
+DEFAULT_SCHEMA = "data:string"
+
+
+def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    queue = subparsers.add_parser("queue", help="create, fill, inspect and trim queues")
+    commands = queue.add_subparsers(dest="queue_command", required=True, metavar="COMMAND")
+
+    create = commands.add_parser("create", parents=[common], help="create a queue")
+    create.add_argument("path", help="queue path, e.g. //home/app/queue (parents are created)")
+    create.add_argument("--partitions", type=int, default=1, help="number of tablets (default 1)")
+    create.add_argument("--schema", default=DEFAULT_SCHEMA,
+                        help="JSON list of YT columns, or name:type,name:type (default data:string)")
+    create.set_defaults(handler=create_queue)
+
+    produce = commands.add_parser("produce", parents=[common], help="append rows: JSON lines or generated")
+    produce.add_argument("path")
+    source = produce.add_mutually_exclusive_group()
+    source.add_argument("--file", help="JSON lines to append (default: standard input)")
+    source.add_argument("--count", type=int, help="generate this many rows that fit the schema instead")
+    produce.add_argument("--rate", type=float, default=0, help="rows per second (default 0: as fast as possible)")
+    produce.add_argument("--partition", type=int, help="append to this partition (default: spread evenly)")
+    produce.set_defaults(handler=produce_rows)
+
+    inspect = commands.add_parser("inspect", parents=[common], help="rows, trimmed rows and consumer offsets")
+    inspect.add_argument("path")
+    inspect.add_argument("--json", action="store_true", help="print JSON for scripts")
+    inspect.set_defaults(handler=inspect_queue)
+
+    trim = commands.add_parser("trim", parents=[common], help="drop the head of partitions")
+    trim.add_argument("path")
+    trim.add_argument("--partition", type=int, help="partition to trim (default with --to-consumer: all)")
+    target = trim.add_mutually_exclusive_group(required=True)
+    target.add_argument("--count", type=int, help="drop rows [0, COUNT) of the partition")
+    target.add_argument("--to-consumer", metavar="CONSUMER", help="drop what this consumer has read")
+    trim.set_defaults(handler=trim_queue)
+
+
+# -- create -------------------------------------------------------------------------------------------
+
+
+def create_queue(args: argparse.Namespace) -> int:
+    cluster = open_cluster(args)
+    cluster.create("table", args.path, recursive=True, attributes={
+        "dynamic": True, "schema": parse_schema(args.schema), "tablet_count": args.partitions})
+    print(f"created queue {args.path} with {args.partitions} partition(s)")
+    return 0
+
+
+def parse_schema(text: str) -> list[dict[str, Any]]:
+    """A YT schema from JSON (`[{"name": ..., "type": ...}]`) or the compact `name:type,name:type`."""
+    if text.lstrip().startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CliError(f"--schema: invalid JSON: {e.msg} (column {e.colno})") from None
+    columns = []
+    for item in text.split(","):
+        name, sep, type_name = item.strip().partition(":")
+        if not (sep and name and type_name):
+            raise CliError(f"--schema: {item.strip()!r} is not name:type (e.g. data:string,n:int64)")
+        columns.append({"name": name, "type": type_name})
+    return columns
+
+
+# -- produce ------------------------------------------------------------------------------------------
+
+
+def produce_rows(args: argparse.Namespace) -> int:
+    cluster = open_cluster(args)
+    schema = TableSchema.from_yt(require_kind(cluster, args.path, ORDERED).attributes["schema"])
+    batch_rows = batch_rows_for(args.rate)
+    with _input(args) as (lines, source):
+        batches = (generated_batches(schema, args.count, batch_rows) if args.count is not None
+                   else json_line_batches(lines, source, batch_rows))
+        written = _append(cluster, args.path, paced(batches, args.rate), args.partition, args.count)
+    print(f"appended {written} rows to {args.path}")
+    return 0
+
+
+@contextlib.contextmanager
+def _input(args: argparse.Namespace) -> Iterator[tuple[TextIO, str]]:
+    """The JSON-lines input and its name for messages (unused when generating rows)."""
+    if args.file is None:
+        yield sys.stdin, "<stdin>"
+        return
+    with open(args.file, encoding="utf-8") as f:
+        yield f, args.file
+
+
+def _append(cluster: Cluster, path: str, batches: Iterator[Batch], partition: int | None,
+            total: int | None) -> int:
+    """Insert each batch atomically; a rejected batch is reported with its input lines."""
+    written = 0
+    with _progress(total) as advance:
+        for batch in batches:
+            try:
+                cluster.insert_rows(path, batch.rows, tablet_index=partition)
+            except SchemaError as e:
+                raise SchemaError(f"{e} [input lines {batch.first}-{batch.last} rejected; "
+                                  f"{written} rows appended before them]") from None
+            written += len(batch.rows)
+            advance(len(batch.rows))
+    return written
+
+
+@contextlib.contextmanager
+def _progress(total: int | None) -> Iterator[Any]:
+    """A function to report appended rows: a `rich` progress bar on a terminal, nothing otherwise."""
+    if not sys.stderr.isatty():
+        yield lambda rows: None
+        return
+    with Progress(console=Console(stderr=True)) as progress:
+        task = progress.add_task("appending", total=total)
+        yield lambda rows: progress.advance(task, rows)
+
+
+# -- inspect ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsumerPosition:
+    offset: int
+    unread: int
+
+
+@dataclass(frozen=True)
+class PartitionReport:
+    """One partition of `opsd queue inspect`: live rows and where each registered consumer stands."""
+
+    partition: int
+    total_rows: int
+    trimmed_rows: int
+    rows: int
+    consumers: dict[str, ConsumerPosition] = field(default_factory=dict)
+
+
+def queue_report(cluster: Cluster, path: str) -> list[PartitionReport]:
+    """Per partition: total, trimmed and live rows; each registered consumer's offset and unread rows."""
+    consumers = [r.consumer_path for r in cluster.list_queue_consumer_registrations(queue_path=path)]
+    offsets = {c: cluster.get_consumer_offsets(c, path) for c in consumers}
+    report = []
+    for info in cluster.get_tablet_infos(path):
+        positions = {}
+        for consumer in consumers:
+            offset = offsets[consumer].get(info.tablet_index, 0)
+            positions[consumer] = ConsumerPosition(offset, unread_rows(offset, info.total_row_count,
+                                                                       info.trimmed_row_count))
+        report.append(PartitionReport(info.tablet_index, info.total_row_count, info.trimmed_row_count,
+                                      info.total_row_count - info.trimmed_row_count, positions))
+    return report
+
+
+def inspect_queue(args: argparse.Namespace) -> int:
+    cluster = open_cluster(args)
+    report = queue_report(cluster, args.path)
+    if args.json:
+        print(json.dumps({"cluster": cluster.uri, "queue": args.path,
+                          "partitions": [asdict(p) for p in report]}, indent=2))
+    else:
+        Console().print(_report_table(args.path, report))
+    return 0
+
+
+def _report_table(path: str, report: list[PartitionReport]) -> Table:
+    consumers = list(report[0].consumers) if report else []
+    table = Table(title=f"queue {path}")
+    for header in ("partition", "rows", "trimmed", "total"):
+        table.add_column(header, justify="right")
+    for consumer in consumers:
+        table.add_column(f"{consumer}\noffset", justify="right")
+        table.add_column("unread", justify="right")
+    for p in report:
+        cells = [p.partition, p.rows, p.trimmed_rows, p.total_rows]
+        for consumer in consumers:
+            cells += [p.consumers[consumer].offset, p.consumers[consumer].unread]
+        table.add_row(*(f"{c:,}" for c in cells))
+    return table
+
+
+# -- trim ---------------------------------------------------------------------------------------------
+
+
+def trim_queue(args: argparse.Namespace) -> int:
+    cluster = open_cluster(args)
+    for partition, count in trim_targets(cluster, args).items():
+        cluster.trim_rows(args.path, partition, count)
+        print(f"{args.path} partition {partition}: trimmed to row {count}")
+    return 0
+
+
+def trim_targets(cluster: Cluster, args: argparse.Namespace) -> dict[int, int]:
+    """Partition -> trimmed row count: `--count` for one partition, or a consumer's committed offsets."""
+    if args.count is not None:
+        if args.partition is None:
+            raise CliError("trim --count needs --partition")
+        return {args.partition: args.count}
+    if not cluster.list_queue_consumer_registrations(queue_path=args.path, consumer_path=args.to_consumer):
+        raise NotRegisteredError(f"consumer {args.to_consumer} is not registered for queue {args.path}")
+    offsets = cluster.get_consumer_offsets(args.to_consumer, args.path)
+    partitions = ([args.partition] if args.partition is not None
+                  else [t.tablet_index for t in cluster.get_tablet_infos(args.path)])
+    return {p: offsets.get(p, 0) for p in partitions}

@@ -1,0 +1,25 @@
+"""`opsd run CONFIG.yaml`: run the pipelines of a config file until SIGTERM (see `opsd.runtime.daemon`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from opsd.cli.common import CliError
+from opsd.config.load import ConfigError
+
+
+def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    run = subparsers.add_parser("run", help="run the pipelines of a config file until SIGTERM")
+    run.add_argument("config", help="opsd YAML config (cluster, spark, http, checks, pipelines)")
+    run.set_defaults(handler=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from opsd.runtime.daemon import run
+    from opsd.telemetry.logs import configure_logging
+
+    configure_logging()
+    try:
+        return run(args.config)
+    except ConfigError as e:
+        raise CliError(str(e)) from None

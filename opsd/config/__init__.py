@@ -1,0 +1,1 @@
+"""The `opsd run CONFIG.yaml` configuration: models (every key described), loading, durations, Spark defaults."""

@@ -1,0 +1,76 @@
+"""Loading a config file: YAML in, a validated `OpsdConfig` out, or one error listing every problem at once.
+
+Each problem names the file, the pipeline (by name, else by index) and the field, so a user fixes a config
+in one round.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from opsd.config.models import OpsdConfig, duplicate_names
+
+
+class ConfigError(ValueError):
+    """An invalid config file; ``problems`` holds one line per invalid field."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        noun = "problem" if len(problems) == 1 else "problems"
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid opsd config {path} ({len(problems)} {noun}):\n{lines}")
+
+
+def load_config(path: str | Path) -> OpsdConfig:
+    """Read and validate a YAML config; raises :class:`ConfigError` listing every problem."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ConfigError(path, [f"cannot read: {error.strerror or error}"]) from error
+    except yaml.YAMLError as error:
+        raise ConfigError(path, [f"not valid YAML: {error}"]) from error
+    if not isinstance(data, dict):
+        raise ConfigError(path, ["the top level must be a mapping (cluster, spark, http, checks, pipelines)"])
+    try:
+        return OpsdConfig.model_validate(data)
+    except ValidationError as error:
+        problems = [_describe(e, data) for e in error.errors()]
+        # The model checks unique names only once every pipeline is valid; report them now too.
+        raw = data.get("pipelines")
+        names = [p.get("name") for p in raw if isinstance(p, dict)] if isinstance(raw, list) else []
+        duplicates = duplicate_names(names)
+        if duplicates and not any(duplicates in p for p in problems):
+            problems.append(f"pipelines: {duplicates}")
+        raise ConfigError(path, problems) from error
+
+
+def _describe(error: Any, data: dict[str, Any]) -> str:
+    """``pipeline 'clicks' (pipelines[0]): sink.format: Input should be ...``"""
+    loc = list(error["loc"])
+    where = ""
+    if len(loc) >= 2 and loc[0] == "pipelines" and isinstance(loc[1], int):
+        index = loc[1]
+        where = f"pipeline {_pipeline_name(data, index)}(pipelines[{index}]): "
+        loc = loc[2:]
+    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] not in ("missing", "value_error") and "input" in error:
+        message += f" (got {error['input']!r})"
+    return f"{where}{field or '(top level)'}: {message}"
+
+
+def _pipeline_name(data: dict[str, Any], index: int) -> str:
+    pipelines = data.get("pipelines")
+    if isinstance(pipelines, list) and index < len(pipelines) and isinstance(pipelines[index], dict):
+        name = pipelines[index].get("name")
+        if isinstance(name, str) and name:
+            return f"'{name}' "
+    return ""
+
+

@@ -1,0 +1,244 @@
+"""The config's models: every key of an `opsd run` config file, with its type, default and description.
+
+Unknown keys are errors (a typo must not silently fall back to a default), and a key is accepted only when
+something in opsd reads it. Loading and its error messages: `opsd.config.load`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    StringConstraints,
+    model_validator,
+)
+
+from opsd.config.durations import parse_duration_seconds, spark_interval
+from opsd.observe.readiness import ProgressPolicy
+from streaming_core.options import CONSUMER_PATH, TUNING_PATH
+from streaming_core.tuning import default_tuning_path
+
+
+def _conf_string(value: Any) -> Any:
+    """Spark conf and data source options are strings; YAML gives bools and numbers too."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+ConfString = Annotated[str, BeforeValidator(_conf_string)]
+# Used as the query name, a metric label and a path segment: keep it plain.
+PipelineName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)]
+CallableRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+#: The seeds' key for the graceful-shutdown timeout (milliseconds, or a duration); opsd honours it on SIGTERM.
+GRACEFUL_TIMEOUT_KEY = "spark.streaming.stopGracefullyOnShutdown.timeout"
+DEFAULT_GRACEFUL_TIMEOUT_SECONDS = 30.0
+
+
+class SparkSettings(_Model):
+    """The Spark session opsd creates; `conf` overrides `opsd.config.spark.spark_defaults`."""
+
+    master: str = Field("local[*]", description="Spark master URL (local[N], local-cluster[...], k8s://...)")
+    app_name: str = Field("opsd", description="Spark application name")
+    conf: dict[str, ConfString] = Field(
+        default_factory=dict,
+        description=f"Spark conf, over opsd's defaults; {GRACEFUL_TIMEOUT_KEY} (milliseconds or a duration such "
+                    "as '30s') bounds how long a SIGTERM waits for the running micro-batch")
+
+    @model_validator(mode="after")
+    def _graceful_timeout_is_a_duration(self) -> SparkSettings:
+        self.graceful_timeout_seconds()
+        return self
+
+    def graceful_timeout_seconds(self) -> float:
+        """How long opsd lets the running micro-batch finish on SIGTERM before it stops the query."""
+        value = self.conf.get(GRACEFUL_TIMEOUT_KEY)
+        if value is None:
+            return DEFAULT_GRACEFUL_TIMEOUT_SECONDS
+        try:
+            return parse_duration_seconds(value, bare_unit="ms")
+        except ValueError as e:
+            raise ValueError(f"conf.{GRACEFUL_TIMEOUT_KEY}: {e}") from None
+
+
+class HttpSettings(_Model):
+    """Where `/metrics`, `/healthz`, `/readyz` and `/status` are served."""
+
+    host: str = Field("127.0.0.1", description="address to bind (0.0.0.0 in a container)")
+    port: int = Field(default=9108, ge=0, le=65535, description="port to bind; 0 = any free port")
+
+
+class ChecksSettings(_Model):
+    """Intervals of the periodic checks, and the progress window of the watchdog and `/readyz`."""
+
+    watchdog_seconds: PositiveFloat = Field(10.0, description="how often the stalled-query watchdog runs")
+    tuning_seconds: PositiveFloat = Field(10.0, description="how often the tuning values in force are read")
+    stall_factor: PositiveFloat = Field(
+        3.0, description="a query is silent (watchdog, /readyz) after stall_factor x its trigger interval ...")
+    min_progress_window_seconds: PositiveFloat = Field(
+        60.0, description="... or after this many seconds, whichever is longer")
+
+    def progress_policy(self) -> ProgressPolicy:
+        return ProgressPolicy(stall_factor=self.stall_factor, min_window_seconds=self.min_progress_window_seconds)
+
+
+class SourceConfig(_Model):
+    """Where a pipeline reads: a `yt` queue through its consumer, or any Spark streaming source."""
+
+    format: str = Field("yt", description="Spark source format")
+    path: str | None = Field(None, description="the queue (required for yt), e.g. //home/project/queue")
+    options: dict[str, ConfString] = Field(
+        default_factory=dict, description="source options (yt: consumer_path, max_rows_per_partition, ...)")
+
+    @model_validator(mode="after")
+    def _yt_needs_path(self) -> SourceConfig:
+        if self.format == "yt" and not self.path:
+            raise ValueError("a 'yt' source needs 'path' (the queue, e.g. //home/project/queue)")
+        return self
+
+
+class TransformConfig(_Model):
+    """Either SQL over a temporary view named `source`, or a `module:function(df) -> df`."""
+
+    sql: str | None = Field(None, description="SELECT ... FROM source")
+    callable: CallableRef | None = Field(None, description="package.module:function taking and returning a DataFrame")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TransformConfig:
+        if (self.sql is None) == (self.callable is None):
+            raise ValueError("set exactly one of 'sql' or 'callable'")
+        return self
+
+
+SinkFormat = Literal["yt", "console", "memory", "parquet", "foreachBatch"]
+
+
+class SinkConfig(_Model):
+    """Where a pipeline writes."""
+
+    format: SinkFormat = Field(description="Spark sink format, or foreachBatch with 'callable'")
+    path: str | None = Field(None, description="the target (required for yt and parquet)")
+    options: dict[str, ConfString] = Field(
+        default_factory=dict, description="sink options (yt: dyn_batch_size, transactional, ...)")
+    callable: CallableRef | None = Field(None, description="foreachBatch only: package.module:function(df, batch_id)")
+
+    @model_validator(mode="after")
+    def _required_by_format(self) -> SinkConfig:
+        if self.format in ("yt", "parquet") and not self.path:
+            raise ValueError(f"a '{self.format}' sink needs 'path'")
+        if self.format == "foreachBatch" and not self.callable:
+            raise ValueError("a 'foreachBatch' sink needs 'callable' (module:function(df, batch_id))")
+        if self.format != "foreachBatch" and self.callable:
+            raise ValueError("'callable' applies only to the 'foreachBatch' sink")
+        return self
+
+
+class TriggerConfig(_Model):
+    """At most one of the three; none means Spark's default (next batch as soon as possible)."""
+
+    processing_time: str | None = Field(None, description="a micro-batch every this long, e.g. '10s', '1 minute'")
+    available_now: bool = Field(False, description="read what is there now, in batches, then stop")
+    once: bool = Field(False, description="one batch, then stop")
+
+    @model_validator(mode="after")
+    def _at_most_one(self) -> TriggerConfig:
+        chosen = [self.processing_time is not None, self.available_now, self.once]
+        if sum(chosen) > 1:
+            raise ValueError("set at most one of 'processing_time', 'available_now', 'once'")
+        if self.processing_time is not None:
+            parse_duration_seconds(self.processing_time)
+        return self
+
+    @property
+    def interval_seconds(self) -> float | None:
+        """The processing-time interval, for the watchdog; None for one-shot or default triggers."""
+        return None if self.processing_time is None else parse_duration_seconds(self.processing_time)
+
+    def spark_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `DataStreamWriter.trigger` ({} keeps Spark's default)."""
+        if self.interval_seconds is not None:
+            return {"processingTime": spark_interval(self.interval_seconds)}
+        if self.available_now:
+            return {"availableNow": True}
+        if self.once:
+            return {"once": True}
+        return {}
+
+
+class RestartPolicy(_Model):
+    """Exponential backoff between restarts of a failed query."""
+
+    initial_backoff_seconds: PositiveFloat = Field(1.0, description="delay before the first restart")
+    max_backoff_seconds: PositiveFloat = Field(300.0, description="the delay doubles up to this cap")
+    max_restarts: NonNegativeInt | None = Field(None, description="give up after this many; null = never")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RestartPolicy:
+        if self.initial_backoff_seconds > self.max_backoff_seconds:
+            raise ValueError("initial_backoff_seconds must not exceed max_backoff_seconds")
+        return self
+
+
+class PipelineConfig(_Model):
+    """One streaming query: source -> optional transform -> sink."""
+
+    name: PipelineName = Field(description="query name, metric label and path segment: [A-Za-z0-9_.-]")
+    source: SourceConfig
+    transform: TransformConfig | None = None
+    sink: SinkConfig
+    output_mode: Literal["append", "update", "complete"] = Field("append", description="Spark output mode")
+    trigger: TriggerConfig = Field(default_factory=TriggerConfig)
+    checkpoint_location: str | None = Field(None, description="local path, file:// or yt:///...")
+    stateful: bool = Field(
+        False, description="the query keeps state across batches (opsd then keeps Spark's default batch history)")
+    restart: RestartPolicy = Field(default_factory=RestartPolicy)
+
+    def source_tuning_path(self) -> str | None:
+        """The live tuning document the `yt` source reads (`max_rows_per_partition`)."""
+        if self.source.format != "yt":
+            return None
+        options = self.source.options
+        return options.get(TUNING_PATH) or default_tuning_path(options.get(CONSUMER_PATH))
+
+    def sink_tuning_path(self) -> str | None:
+        """The live tuning document the `yt` sink reads (`dyn_batch_size`): its own, else the source's."""
+        if self.sink.format != "yt":
+            return None
+        return self.sink.options.get(TUNING_PATH) or self.source_tuning_path()
+
+
+class OpsdConfig(_Model):
+    """The whole file."""
+
+    cluster: Annotated[str, StringConstraints(pattern=r"^(local|yt)://")] | None = Field(
+        None, description="local:///root (embedded) or yt://proxy; null = $OPSD_CLUSTER, $YT_PROXY or .opsd/cluster")
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    checks: ChecksSettings = Field(default_factory=ChecksSettings)
+    pipelines: list[PipelineConfig] = Field(min_length=1, description="the queries to run")
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> OpsdConfig:
+        problem = duplicate_names([p.name for p in self.pipelines])
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+def duplicate_names(names: list[Any]) -> str | None:
+    """Pipeline names are query names and metric labels, so they must be unique."""
+    repeated = sorted({str(n) for n in names if n is not None and names.count(n) > 1})
+    return f"pipeline names must be unique; repeated: {', '.join(repeated)}" if repeated else None

@@ -1,0 +1,1 @@
+"""Observing queries: the listener, plain events, batch progress, the recorder, the status store, readiness."""

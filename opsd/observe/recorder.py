@@ -1,0 +1,193 @@
+"""The recorder: applies query events and runner/check observations to the metrics and the status store.
+
+This is the only place that turns observations into metric values and status fields, so the
+listener, the runner (restarts), the watchdog and the tuner all report through one object and the
+two views can never disagree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import singledispatchmethod
+
+import structlog
+
+from opsd.observe.events import QueryEvent, QueryIdle, QueryProgressed, QueryStarted, QueryTerminated
+from opsd.observe.progress import BatchProgress
+from opsd.observe.status import StatusStore
+from opsd.telemetry.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+
+class Recorder:
+    """Records events into :class:`Metrics` and :class:`StatusStore`.
+
+    Notes
+    -----
+    Called from the listener's consumer thread and from scheduler / runner threads; it holds no
+    state of its own (metrics and the store are thread-safe). ``clock`` returns unix seconds and is
+    injectable for tests.
+    """
+
+    def __init__(
+        self, metrics: Metrics, status: StatusStore, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.metrics = metrics
+        self.status = status
+        self.clock = clock
+
+    @singledispatchmethod
+    def record(self, event: QueryEvent) -> None:
+        """Apply one listener event."""
+        raise TypeError(f"not a query event: {type(event).__name__}")
+
+    @record.register
+    def _started(self, event: QueryStarted) -> None:
+        name = event.name or event.id
+        self.status.update(
+            name,
+            id=event.id,
+            run_id=event.run_id,
+            active=True,
+            started_at=self.clock(),
+            terminated_at=None,
+            exception=None,
+            exception_class=None,
+            stalled=False,
+        )
+        self.metrics.query_up.labels(query=name).set(1)
+        log.info("query_started", query=name, query_id=event.id, run_id=event.run_id)
+
+    @record.register
+    def _progressed(self, event: QueryProgressed) -> None:
+        progress = event.progress
+        now = self.clock()
+        self.status.update(
+            progress.query,
+            id=progress.id,
+            run_id=progress.run_id,
+            active=True,
+            last_batch_id=progress.batch_id,
+            last_progress_at=now,
+            last_heartbeat_at=now,
+            last_progress=progress.summary(),
+            backlog_rows=progress.backlog_rows,
+        )
+        self._export_progress(progress)
+        log.debug(
+            "batch_progress",
+            query=progress.query,
+            batch_id=progress.batch_id,
+            input_rows=progress.num_input_rows,
+            duration_seconds=progress.durations_seconds.get("triggerExecution"),
+        )
+
+    @record.register
+    def _idle(self, event: QueryIdle) -> None:
+        if not self.status.knows_id(event.id):
+            # Idle events carry no name: filing one under its id would make a ghost query next to the real one.
+            log.debug("idle_event_of_unknown_query", query_id=event.id)
+            return
+        name = self.status.name_for(event.id)
+        self.status.update(
+            name, id=event.id, run_id=event.run_id, active=True, last_heartbeat_at=self.clock()
+        )
+        self.metrics.query_up.labels(query=name).set(1)
+
+    @record.register
+    def _terminated(self, event: QueryTerminated) -> None:
+        name = self.status.name_for(event.id)
+        exception_class = event.exception_class
+        self.status.update(
+            name,
+            active=False,
+            terminated_at=self.clock(),
+            exception=event.exception,
+            exception_class=exception_class,
+        )
+        self.metrics.query_up.labels(query=name).set(0)
+        self.metrics.query_terminations.labels(query=name).inc()
+        if exception_class is None:
+            log.info("query_terminated", query=name, query_id=event.id)
+            return
+        self.metrics.query_failures.labels(query=name, exception=exception_class).inc()
+        log.warning(
+            "query_failed",
+            query=name,
+            query_id=event.id,
+            exception_class=exception_class,
+            error_class=event.error_class,
+        )
+
+    def _export_progress(self, progress: BatchProgress) -> None:
+        m, query = self.metrics, progress.query
+        m.query_up.labels(query=query).set(1)
+        m.input_rows.labels(query=query).inc(progress.num_input_rows)
+        if progress.sink_output_rows is not None:
+            m.output_rows.labels(query=query).inc(progress.sink_output_rows)
+        if progress.input_rows_per_second is not None:
+            m.input_rows_per_second.labels(query=query).set(progress.input_rows_per_second)
+        if progress.processed_rows_per_second is not None:
+            m.processed_rows_per_second.labels(query=query).set(progress.processed_rows_per_second)
+        m.last_batch_id.labels(query=query).set(progress.batch_id)
+        m.last_progress_timestamp_seconds.labels(query=query).set(progress.timestamp)
+        for phase, seconds in progress.durations_seconds.items():
+            m.batch_duration_seconds.labels(query=query, phase=phase).observe(seconds)
+        for op in progress.state_operators:
+            m.state_rows.labels(query=query, operator=op.name).set(op.num_rows_total)
+            m.state_memory_bytes.labels(query=query, operator=op.name).set(op.memory_used_bytes)
+        if progress.watermark_delay_seconds is not None:
+            m.watermark_delay_seconds.labels(query=query).set(progress.watermark_delay_seconds)
+        for part in progress.partitions:
+            labels = {"query": query, "queue": part.queue, "partition": str(part.partition)}
+            if part.latest is not None:
+                m.source_latest_offset.labels(**labels).set(part.latest)
+            if part.end is not None:
+                m.source_end_offset.labels(**labels).set(part.end)
+            if part.backlog_rows is not None:
+                m.source_backlog_rows.labels(**labels).set(part.backlog_rows)
+
+    def record_running(self, name: str | None, query_id: str, run_id: str) -> None:
+        """A query that was already running when opsd attached (it saw no start event for it)."""
+        self.status.update(name or query_id, id=query_id, run_id=run_id, active=True, started_at=self.clock())
+        self.metrics.query_up.labels(query=name or query_id).set(1)
+
+    def register(self, query: str, trigger_interval_seconds: float | None = None) -> None:
+        """Make a pipeline known before it starts, so readiness waits for it."""
+        self.status.update(query, trigger_interval_seconds=trigger_interval_seconds)
+        self.metrics.query_up.labels(query=query).set(0)
+
+    def record_restart(self, query: str, *, crash_loop: bool) -> None:
+        """The runner restarted a failed query; ``crash_loop`` when its backoff is at the cap."""
+        current = self.status.get(query)
+        restarts = (current.restarts if current else 0) + 1
+        self.status.update(query, restarts=restarts)
+        self.metrics.query_restarts.labels(query=query).inc()
+        self.record_crash_loop(query, crash_loop)
+        log.warning("query_restarted", query=query, restarts=restarts, crash_loop=crash_loop)
+
+    def record_crash_loop(self, query: str, crash_loop: bool) -> None:
+        """Set or clear the crash-loop flag (the runner clears it once the backoff resets)."""
+        self.status.update(query, crash_loop=crash_loop)
+        self.metrics.query_crash_loop.labels(query=query).set(int(crash_loop))
+
+    def record_stalled(self, query: str, stalled: bool) -> None:
+        """The watchdog's verdict for one query."""
+        previous = self.status.get(query)
+        self.status.update(query, stalled=stalled)
+        self.metrics.query_stalled.labels(query=query).set(int(stalled))
+        if stalled and not (previous and previous.stalled):
+            log.warning("query_stalled", query=query)
+
+    def record_tuning(
+        self, query: str, *, max_rows_per_partition: int | None = None, dyn_batch_size: int | None = None
+    ) -> None:
+        """Current live-tuning values of a query (None leaves a value unchanged)."""
+        if max_rows_per_partition is not None:
+            self.status.update(query, max_rows_per_partition=max_rows_per_partition)
+            self.metrics.tuning_max_rows_per_partition.labels(query=query).set(max_rows_per_partition)
+        if dyn_batch_size is not None:
+            self.status.update(query, dyn_batch_size=dyn_batch_size)
+            self.metrics.tuning_dyn_batch_size.labels(query=query).set(dyn_batch_size)

@@ -1,0 +1,112 @@
+"""The status store: in-memory status of every known query, what `/status` shows and `/readyz` judges.
+
+The recorder (listener thread), the runner (restarts), the scheduler (watchdog, tuning) and the HTTP
+threads all touch it, so the store hands out immutable :class:`QueryStatus` snapshots and applies
+changes under one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class QueryStatus:
+    """One query as opsd sees it. Times are unix seconds from opsd's clock."""
+
+    name: str
+    id: str | None = None
+    run_id: str | None = None
+    active: bool = False
+    started_at: float | None = None
+    terminated_at: float | None = None
+    last_batch_id: int | None = None
+    # Last micro-batch progress; last_heartbeat_at also moves on idle events (alive, no data).
+    last_progress_at: float | None = None
+    last_heartbeat_at: float | None = None
+    last_progress: Mapping[str, Any] | None = None
+    backlog_rows: int | None = None
+    exception: str | None = None
+    exception_class: str | None = None
+    restarts: int = 0
+    crash_loop: bool = False
+    stalled: bool = False
+    trigger_interval_seconds: float | None = None
+    max_rows_per_partition: int | None = None
+    dyn_batch_size: int | None = None
+
+    @property
+    def progress_since(self) -> float | None:
+        """This run's last batch progress, or its start when that is later: a restarted query is judged from its
+        new start, not by the previous run's last batch."""
+        return _latest(self.last_progress_at, self.started_at)
+
+    @property
+    def heard_since(self) -> float | None:
+        """This run's last progress or idle event, or its start when that is later."""
+        return _latest(self.last_heartbeat_at, self.started_at)
+
+    @property
+    def failed(self) -> bool:
+        """Terminated with an exception (and not restarted since)."""
+        return not self.active and self.exception is not None
+
+
+def _latest(*times: float | None) -> float | None:
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+class StatusStore:
+    """Thread-safe map of query name to :class:`QueryStatus`, plus the id-to-name index.
+
+    Terminated events carry only the query id, so the store remembers which name each id had.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queries: dict[str, QueryStatus] = {}
+        self._names_by_id: dict[str, str] = {}
+
+    def update(self, name: str, **changes: Any) -> QueryStatus:
+        """Apply field changes to a query's status (creating it) and return the new snapshot."""
+        with self._lock:
+            current = self._queries.get(name) or QueryStatus(name=name)
+            updated = replace(current, **changes)
+            self._queries[name] = updated
+            if updated.id is not None:
+                self._names_by_id[updated.id] = name
+            return updated
+
+    def name_for(self, query_id: str) -> str:
+        """The name a query id was last seen with; the id itself for queries never seen started."""
+        with self._lock:
+            return self._names_by_id.get(query_id, query_id)
+
+    def knows_id(self, query_id: str) -> bool:
+        """Whether a query with this id was seen started (or running at attach)."""
+        with self._lock:
+            return query_id in self._names_by_id
+
+    def get(self, name: str) -> QueryStatus | None:
+        with self._lock:
+            return self._queries.get(name)
+
+    def snapshot(self) -> dict[str, QueryStatus]:
+        """A consistent copy of all statuses (the values are immutable)."""
+        with self._lock:
+            return dict(self._queries)
+
+    def forget(self, name: str) -> None:
+        """Drop a query, e.g. one a user's script stopped for good, so it no longer affects readiness."""
+        with self._lock:
+            status = self._queries.pop(name, None)
+            if status is not None and status.id is not None:
+                self._names_by_id.pop(status.id, None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``/status`` document."""
+        return {"queries": {name: asdict(status) for name, status in sorted(self.snapshot().items())}}

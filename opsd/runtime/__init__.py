@@ -1,0 +1,1 @@
+"""Running pipelines: the pipeline builder, the supervisor, the daemon, `attach` (monitor) and their lifecycle."""

@@ -1,0 +1,48 @@
+"""The daemon, `opsd run CONFIG.yaml`: the config's pipelines until SIGTERM, then a graceful stop."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import structlog
+
+from opsd.config.load import load_config
+from opsd.runtime.lifecycle import running
+
+log = structlog.get_logger(__name__)
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` instead of killing the process (main thread only)."""
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in handled}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
+    """Run every pipeline of the config until SIGTERM/SIGINT (or `stop`), or until all have finished.
+
+    The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too.
+    On the way out the running micro-batches finish (see `opsd.runtime.lifecycle`).
+    """
+    config = load_config(config_path)
+    stop = stop or threading.Event()
+    in_main = threading.current_thread() is threading.main_thread()
+    with stop_on_signals(stop) if in_main else contextlib.nullcontext(), running(config) as app:
+        log.info("opsd_started", pipelines=[p.name for p in config.pipelines], url=app.monitor.url)
+        if not stop.is_set():
+            app.runner.start()
+            app.runner.wait(stop)
+    gave_up = [s.name for s in app.runner.supervisors if s.gave_up]
+    log.info("opsd_stopped", gave_up=gave_up)
+    return 1 if gave_up else 0

@@ -1,0 +1,98 @@
+"""`opsd.attach(spark)`: opsd's monitoring for any Spark session with one call, and `detach()` to undo it.
+
+Wires the pieces together: metrics (one registry), the status store, the recorder, the listener that
+never blocks Spark, the HTTP endpoint and the scheduled checks (the stalled-query watchdog; later checks
+plug in with `Monitor.scheduler.add_check`). `opsd run` and `opsd demo` use the same object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+from prometheus_client import CollectorRegistry
+from pyspark.sql import SparkSession
+
+from opsd.checks.health.check import Watchdog
+from opsd.checks.scheduler import CheckScheduler
+from opsd.observe.listener import OpsdListener
+from opsd.observe.readiness import ProgressPolicy, readiness_probe
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.telemetry.http import OpsHttpServer
+from opsd.telemetry.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class Monitor:
+    """Everything `attach` started; `detach()` stops it and removes the listener from Spark."""
+
+    spark: SparkSession
+    metrics: Metrics
+    recorder: Recorder
+    listener: OpsdListener
+    scheduler: CheckScheduler
+    http: OpsHttpServer | None
+
+    @property
+    def url(self) -> str | None:
+        return self.http.url if self.http else None
+
+    def detach(self) -> None:
+        """Undo `attach`: Spark no longer calls opsd; the endpoint and the checks stop. Each step runs even
+        when an earlier one fails (the failure is logged)."""
+        for step in (lambda: self.spark.streams.removeListener(self.listener),
+                     lambda: self.scheduler.shutdown(wait=False), self.listener.stop,
+                     self.http.stop if self.http else (lambda: None)):
+            try:
+                step()
+            except Exception:
+                log.exception("opsd_detach_step_failed")
+        log.info("opsd_detached")
+
+
+def attach(
+    spark: SparkSession,
+    *,
+    registry: CollectorRegistry | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = 0,
+    policy: ProgressPolicy | None = None,
+    watchdog_seconds: float = 10.0,
+    clock: Callable[[], float] = time.time,
+) -> Monitor:
+    """Monitor every streaming query of `spark`. `port=None` serves no HTTP (metrics stay in `registry`).
+
+    Queries already running are known from the start, under their names. When a step fails (the HTTP port is
+    taken, say), whatever was started is stopped again and the error raised: a failed attach leaves nothing.
+    """
+    metrics = Metrics(registry or CollectorRegistry())
+    recorder = Recorder(metrics, StatusStore(), clock=clock)
+    policy = policy or ProgressPolicy()
+    listener = OpsdListener(recorder, metrics)
+    scheduler = CheckScheduler(metrics)
+    with contextlib.ExitStack() as undo:
+        http = None
+        if port is not None:
+            http = OpsHttpServer(metrics.render, status=recorder.status.to_json,
+                                 readiness=readiness_probe(recorder.status, policy, clock), host=host, port=port)
+            undo.callback(http.stop)
+        listener.start()
+        undo.callback(listener.stop)
+        for query in spark.streams.active:
+            recorder.record_running(query.name, query.id, query.runId)
+        spark.streams.addListener(listener)
+        undo.callback(spark.streams.removeListener, listener)
+        scheduler.add_check("watchdog", Watchdog(recorder, policy, clock=clock).run, watchdog_seconds)
+        scheduler.start()
+        undo.callback(scheduler.shutdown, wait=False)
+        if http:
+            http.start()
+        undo.pop_all()
+    log.info("opsd_attached", url=http.url if http else None)
+    return Monitor(spark, metrics, recorder, listener, scheduler, http)

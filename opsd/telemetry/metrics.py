@@ -1,0 +1,216 @@
+"""The single definition of every Prometheus metric that opsd exports.
+
+Dashboards, alert rules and tests read :data:`METRIC_DEFINITIONS`; code records values through
+:class:`Metrics`. Keeping both in one module is what lets a test prove that dashboards and alerts only
+use metrics that exist (architecture: "Metrics").
+
+Conventions: prefix ``opsd_``, base units (seconds, bytes), counters end in ``_total``, labels carry
+the query name and queue / partition — never an application id inside a name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry
+
+from opsd.telemetry.families import Family
+from opsd.version import __version__, distribution_version
+
+
+class MetricType(StrEnum):
+    """Prometheus metric types used by opsd."""
+
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+@dataclass(frozen=True)
+class MetricDefinition:
+    """One exported metric: the full exposition name (counters include ``_total``)."""
+
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...] = ()
+    unit: str = ""
+    buckets: tuple[float, ...] = ()
+
+
+# Micro-batch phases range from milliseconds (walCommit) to many minutes (a large addBatch).
+BATCH_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# Periodic checks are expected to be fast; the long buckets exist to show a slow cluster.
+CHECK_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+_Q = ("query",)
+_QP = ("query", "queue", "partition")
+_C, _G, _H = MetricType.COUNTER, MetricType.GAUGE, MetricType.HISTOGRAM
+
+METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
+    MetricDefinition(
+        "opsd_build_info", _G,
+        "opsd build information; always 1.",
+        ("version", "pyspark_version"),
+    ),
+    # Micro-batch progress.
+    MetricDefinition(
+        "opsd_batch_duration_seconds", _H,
+        "Duration of each micro-batch phase (a key of the progress durationMs).",
+        ("query", "phase"), "seconds", BATCH_DURATION_BUCKETS,
+    ),
+    MetricDefinition("opsd_input_rows_total", _C, "Rows read by the query's sources.", _Q, "rows"),
+    MetricDefinition(
+        "opsd_output_rows_total", _C,
+        "Rows written by the query's sink (when the sink reports them).",
+        _Q, "rows",
+    ),
+    MetricDefinition(
+        "opsd_input_rows_per_second", _G,
+        "Rate at which rows arrived during the last micro-batch.",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_processed_rows_per_second", _G,
+        "Rate at which the last micro-batch processed rows.",
+        _Q,
+    ),
+    MetricDefinition("opsd_last_batch_id", _G, "Id of the last micro-batch that reported progress.", _Q),
+    MetricDefinition(
+        "opsd_last_progress_timestamp_seconds", _G,
+        "Unix time of the last progress event.",
+        _Q, "seconds",
+    ),
+    # Query lifecycle.
+    MetricDefinition("opsd_query_up", _G, "1 while the query is active, 0 once stopped or failed.", _Q),
+    MetricDefinition(
+        "opsd_query_terminations_total", _C,
+        "Times the query terminated (stopped or failed).",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_query_failures_total", _C,
+        "Times the query failed, by exception class.",
+        ("query", "exception"),
+    ),
+    MetricDefinition("opsd_query_restarts_total", _C, "Times opsd restarted the query after a failure.", _Q),
+    MetricDefinition(
+        "opsd_query_crash_loop", _G,
+        "1 while the query's restart backoff is at its cap (a crash loop).",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_query_stalled", _G,
+        "1 when the watchdog sees no progress while the sources have backlog.",
+        _Q,
+    ),
+    # Stateful operators and event time.
+    MetricDefinition(
+        "opsd_state_rows", _G,
+        "Rows held by a stateful operator (numRowsTotal).",
+        ("query", "operator"), "rows",
+    ),
+    MetricDefinition(
+        "opsd_state_memory_bytes", _G,
+        "Memory used by a stateful operator's state store.",
+        ("query", "operator"), "bytes",
+    ),
+    MetricDefinition(
+        "opsd_watermark_delay_seconds", _G,
+        "Progress time minus the event-time watermark.",
+        _Q, "seconds",
+    ),
+    # Sources (yt queues): offsets are the last row index already read, -1 when nothing was read.
+    MetricDefinition(
+        "opsd_source_latest_offset", _G,
+        "Latest available row index of a queue partition seen by the source.",
+        _QP,
+    ),
+    MetricDefinition(
+        "opsd_source_end_offset", _G,
+        "Row index up to which the last micro-batch read a queue partition.",
+        _QP,
+    ),
+    MetricDefinition(
+        "opsd_source_backlog_rows", _G,
+        "Rows waiting in a queue partition (latest minus end offset).",
+        _QP, "rows",
+    ),
+    # Live tuning.
+    MetricDefinition(
+        "opsd_tuning_max_rows_per_partition", _G,
+        "Current max_rows_per_partition read limit of the query.",
+        _Q,
+    ),
+    MetricDefinition("opsd_tuning_dyn_batch_size", _G, "Current dynBatchSize of the query's yt sink.", _Q),
+    # The exporter's own health.
+    MetricDefinition(
+        "opsd_listener_events_total", _C,
+        "Streaming listener events received, by kind.",
+        ("event",),
+    ),
+    MetricDefinition(
+        "opsd_listener_dropped_events_total", _C,
+        "Listener events lost: queue full, or the event could not be read or recorded.",
+    ),
+    MetricDefinition("opsd_check_runs_total", _C, "Runs of a periodic check.", ("check",)),
+    MetricDefinition("opsd_check_errors_total", _C, "Runs of a periodic check that raised.", ("check",)),
+    MetricDefinition(
+        "opsd_check_duration_seconds", _H,
+        "Duration of a periodic check run.",
+        ("check",), "seconds", CHECK_DURATION_BUCKETS,
+    ),
+)
+
+
+def _create(definition: MetricDefinition, registry: CollectorRegistry) -> Family:
+    """Register one metric as a text-cached family (see `opsd.telemetry.families` for why not prometheus_client's)."""
+    return Family(definition.name, definition.type.value, definition.help, definition.labels, definition.buckets,
+                  registry=registry, unit=definition.unit)
+
+
+class Metrics:
+    """All opsd metrics registered in one registry.
+
+    Attribute names are the metric names without ``opsd_`` (and without ``_total`` for counters).
+    Tests pass a fresh ``CollectorRegistry()``; the daemon passes the default registry or its own.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        made = {d.name: _create(d, registry) for d in METRIC_DEFINITIONS}
+        self.families: tuple[Family, ...] = tuple(made.values())
+        self.build_info: Family = made["opsd_build_info"]
+        self.batch_duration_seconds: Family = made["opsd_batch_duration_seconds"]
+        self.input_rows: Family = made["opsd_input_rows_total"]
+        self.output_rows: Family = made["opsd_output_rows_total"]
+        self.input_rows_per_second: Family = made["opsd_input_rows_per_second"]
+        self.processed_rows_per_second: Family = made["opsd_processed_rows_per_second"]
+        self.last_batch_id: Family = made["opsd_last_batch_id"]
+        self.last_progress_timestamp_seconds: Family = made["opsd_last_progress_timestamp_seconds"]
+        self.query_up: Family = made["opsd_query_up"]
+        self.query_terminations: Family = made["opsd_query_terminations_total"]
+        self.query_failures: Family = made["opsd_query_failures_total"]
+        self.query_restarts: Family = made["opsd_query_restarts_total"]
+        self.query_crash_loop: Family = made["opsd_query_crash_loop"]
+        self.query_stalled: Family = made["opsd_query_stalled"]
+        self.state_rows: Family = made["opsd_state_rows"]
+        self.state_memory_bytes: Family = made["opsd_state_memory_bytes"]
+        self.watermark_delay_seconds: Family = made["opsd_watermark_delay_seconds"]
+        self.source_latest_offset: Family = made["opsd_source_latest_offset"]
+        self.source_end_offset: Family = made["opsd_source_end_offset"]
+        self.source_backlog_rows: Family = made["opsd_source_backlog_rows"]
+        self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
+        self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]
+        self.listener_events: Family = made["opsd_listener_events_total"]
+        self.listener_dropped_events: Family = made["opsd_listener_dropped_events_total"]
+        self.check_runs: Family = made["opsd_check_runs_total"]
+        self.check_errors: Family = made["opsd_check_errors_total"]
+        self.check_duration_seconds: Family = made["opsd_check_duration_seconds"]
+        self.build_info.labels(version=__version__, pyspark_version=distribution_version("pyspark")).set(1)
+
+    def render(self) -> bytes:
+        """All metrics in the Prometheus text format: what `/metrics` serves."""
+        return "".join(f.text() for f in self.families).encode()
+

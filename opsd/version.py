@@ -1,0 +1,14 @@
+"""The version of the installed distribution, read from its metadata (pyproject.toml is the one source)."""
+
+from importlib import metadata
+
+
+def distribution_version(name: str) -> str:
+    """The installed version of distribution `name`, without importing it; "unknown" when not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+__version__ = distribution_version("yt-streaming-opsd")

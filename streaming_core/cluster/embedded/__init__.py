@@ -16,8 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
-from .base import (
+from ..base import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_CHUNK_ROWS,
     DOCUMENT,
@@ -33,7 +32,7 @@ from .base import (
     Transaction,
     table_kind,
 )
-from .errors import (
+from ..errors import (
     AlreadyExistsError,
     ClusterError,
     ConflictError,
@@ -42,7 +41,8 @@ from .errors import (
     SchemaError,
     TrimmedRowsError,
 )
-from .schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
+from ..schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
+from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
 from .sqlite_store import Store, WriteTxn, decode_batch, encode_batch
 
 #: Rows per stored Arrow chunk of a queue: bounds what one range read must decode beyond its range.

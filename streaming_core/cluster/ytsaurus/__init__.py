@@ -6,8 +6,8 @@ interface promises on top of YTsaurus: rows validated against the table schema b
 tablet transaction whose lookups see its own writes (YTsaurus lookups read a snapshot, not the
 transaction's writes).
 
-Rows cross as YSON in one explicit format, `ytsaurus_rows.WIRE_FORMAT`, passed to every call that carries
-rows; `ytsaurus_rows` converts values between Arrow and that format, type by type.
+Rows cross as YSON in one explicit format, `rows.WIRE_FORMAT`, passed to every call that carries
+rows; `rows` converts values between Arrow and that format, type by type.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pyarrow as pa
 import yt.wrapper as yt
 from yt.common import YtError
 
-from .base import (
+from ..base import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_CHUNK_ROWS,
     ORDERED,
@@ -35,7 +35,7 @@ from .base import (
     Transaction,
     require_kind,
 )
-from .errors import (
+from ..errors import (
     AlreadyExistsError,
     ClusterError,
     ConflictError,
@@ -43,8 +43,8 @@ from .errors import (
     NotRegisteredError,
     TrimmedRowsError,
 )
-from .schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
-from .ytsaurus_rows import (
+from ..schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
+from .rows import (
     WIRE_FORMAT,
     PreparedRows,
     as_list_or_table,

@@ -12,7 +12,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streaming_core.cluster.base import Cluster
-from streaming_core.cluster.sqlite_store import DB_FILE
+from streaming_core.cluster.embedded.sqlite_store import DB_FILE
 from streaming_core.datasource import register
 
 #: Output schema of a queue -> sink copy of `conftest.QUEUE_SCHEMA` rows.

@@ -35,7 +35,7 @@ from streaming_core.cluster import (
     TrimmedRowsError,
 )
 from streaming_core.cluster.ytsaurus import CONSUMER_SCHEMA, YtsaurusCluster
-from streaming_core.cluster.ytsaurus_rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
+from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
 
 QUEUE = "//tmp/q"
 CONSUMER = "//tmp/c"

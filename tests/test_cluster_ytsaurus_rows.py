@@ -1,4 +1,4 @@
-"""`ytsaurus_rows`: values between Arrow and YTsaurus' YSON rows, type by type.
+"""`ytsaurus.rows`: values between Arrow and YTsaurus' YSON rows, type by type.
 
 Round trips go through real YSON bytes: rows are dumped and parsed with the adapter's own `WIRE_FORMAT`
 (pure-Python `yt.yson`, as installed), so the converters meet what the parser really returns
@@ -20,7 +20,7 @@ import yt.yson as yson
 
 from streaming_core.cluster import SchemaError, TableSchema
 from streaming_core.cluster.schema import to_arrow_table
-from streaming_core.cluster.ytsaurus_rows import (
+from streaming_core.cluster.ytsaurus.rows import (
     WIRE_FORMAT,
     decode_decimal,
     encode_decimal,

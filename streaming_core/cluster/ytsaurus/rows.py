@@ -33,9 +33,9 @@ import pyarrow as pa
 import yt.wrapper as yt
 import yt.yson as yson
 
-from .base import ORDERED, NodeInfo, Registration
-from .errors import SchemaError
-from .schema import ROW_INDEX, TABLET_INDEX, TableSchema, is_optional, to_arrow_table
+from ..base import ORDERED, NodeInfo, Registration
+from ..errors import SchemaError
+from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema, is_optional, to_arrow_table
 
 #: The YSON format attributes of every row-carrying call; each is the server's default but one
 #: (`uuid_mode`), set anyway so that a changed default cannot change the wire representation.

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from .base import ROWS
-from .errors import ClusterError
-from .schema import TABLET_INDEX
+from ..base import ROWS
+from ..errors import ClusterError
+from ..schema import TABLET_INDEX
 
 
 def rebatch(pieces: Iterable[pa.RecordBatch], max_rows: int, max_bytes: int) -> Iterator[pa.RecordBatch]:

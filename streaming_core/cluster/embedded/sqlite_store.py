@@ -23,6 +23,8 @@ import pyarrow as pa
 DB_FILE = "cluster.db"
 BUSY_TIMEOUT_MS = 60_000
 
+#: Each SQL table below belongs to one role of this package, whose module alone writes it (the package
+#: docstring names them): a new storage layout for one role changes that module and its tables here.
 _DDL = """
 CREATE TABLE IF NOT EXISTS nodes (
     path TEXT PRIMARY KEY, type TEXT NOT NULL, attrs TEXT NOT NULL, value TEXT

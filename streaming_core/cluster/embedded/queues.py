@@ -1,0 +1,144 @@
+"""Ordered dynamic tables (queues) of the embedded cluster: tablets, appends, range reads and trimming.
+
+Each tablet's counters are a row of the `tablets` SQL table (`total`: the next row index, `trimmed`:
+rows below it are gone); its rows are Arrow IPC chunks in `chunks`, keyed by their first row index.
+This module is the only one that touches those two SQL tables.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, TabletInfo
+from ..errors import ClusterError, SchemaError, TrimmedRowsError
+from ..schema import ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
+from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
+from .nodes import normalize_path, table
+from .sqlite_store import Store, WriteTxn, decode_batch, encode_batch
+
+#: Rows per stored Arrow chunk of a queue: bounds what one range read must decode beyond its range.
+STORED_CHUNK_ROWS = 16_384
+STORED_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+class QueueMixin:
+    """`get_tablet_infos`, `read_tablet` and `trim_rows` of `EmbeddedCluster` (appends: `tables.insert`)."""
+
+    _store: Store
+    _conn: sqlite3.Connection
+
+    def get_tablet_infos(self, path: str) -> list[TabletInfo]:
+        conn = self._conn
+        table(conn, path, ORDERED)
+        return [TabletInfo(t, total, trimmed) for t, total, trimmed in conn.execute(
+            "SELECT tablet, total, trimmed FROM tablets WHERE path=? ORDER BY tablet", (normalize_path(path),))]
+
+    def read_tablet(self, path, tablet_index, lower, upper, *, columns=None, max_rows=DEFAULT_CHUNK_ROWS,
+                    max_bytes=DEFAULT_CHUNK_BYTES, service_columns=False) -> Iterator[pa.RecordBatch]:
+        path = normalize_path(path)
+        conn = self._store.open()  # own connection: a generator may outlive this thread's other work
+        try:
+            conn.execute("BEGIN")  # one snapshot for the whole range
+            _, schema, attrs = table(conn, path, ORDERED)
+            _check_range(conn, path, tablet_index, lower, upper, attrs["tablet_count"])
+            wanted = list(columns) if columns is not None else schema.names
+            missing = sorted(set(wanted) - set(schema.names))
+            if missing:
+                raise SchemaError(f"{path}: no columns {missing} in schema {schema.names}")
+            pieces = _range_pieces(conn, path, tablet_index, lower, upper, wanted, service_columns)
+            yield from rebatch(pieces, max_rows, max_bytes)
+        finally:
+            conn.close()
+
+    def trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
+        path = normalize_path(path)
+        with WriteTxn(self._conn) as conn:
+            _, _, attrs = table(conn, path, ORDERED)
+            total, trimmed = tablet_counters(conn, path, tablet_index, attrs["tablet_count"])
+            if trimmed_row_count > total:
+                raise ClusterError(f"{path}: cannot trim tablet {tablet_index} to {trimmed_row_count}: "
+                                   f"it has only {total} rows")
+            new = max(trimmed, trimmed_row_count)
+            conn.execute("UPDATE tablets SET trimmed=? WHERE path=? AND tablet=?", (new, path, tablet_index))
+            conn.execute("DELETE FROM chunks WHERE path=? AND tablet=? AND first_row + row_count <= ?",
+                         (path, tablet_index, new))
+
+
+# -- storage of a queue's tablets, for the other roles (each takes the connection to run on) -------------
+
+
+def create_tablets(conn: sqlite3.Connection, path: str, tablet_count: int) -> None:
+    """Empty tablets for a new ordered table."""
+    for tablet in range(tablet_count):
+        conn.execute("INSERT INTO tablets VALUES (?, ?, 0, 0)", (path, tablet))
+
+
+def drop(conn: sqlite3.Connection, path: str) -> None:
+    """Forget a table's tablets and rows (the node itself is removed by `tree`)."""
+    for sql_table in ("tablets", "chunks"):
+        conn.execute(f"DELETE FROM {sql_table} WHERE path=?", (path,))
+
+
+def row_count(conn: sqlite3.Connection, path: str) -> int:
+    """Rows not yet trimmed, over all tablets (`@row_count`)."""
+    (rows,) = conn.execute("SELECT coalesce(sum(total - trimmed), 0) FROM tablets WHERE path=?",
+                           (path,)).fetchone()
+    return rows
+
+
+def append(conn: sqlite3.Connection, path: str, schema: TableSchema, attrs: dict, rows: ROWS,
+           tablet_index: int | None) -> None:
+    """Append rows to their tablets (see `Cluster.insert_rows`), stamping `$timestamp` if the schema has it."""
+    tablets = tablet_targets(rows, path, attrs["tablet_count"], tablet_index)
+    data = to_arrow_table(schema, rows, path)
+    if TIMESTAMP in schema.names:
+        idx = schema.names.index(TIMESTAMP)
+        data = data.set_column(idx, TIMESTAMP, pa.array([time.time_ns() // 1000] * data.num_rows,
+                                                        data.schema.field(idx).type))
+    for tablet, part in split_by_tablet(data, tablets, attrs["tablet_count"]):
+        (total,) = conn.execute("SELECT total FROM tablets WHERE path=? AND tablet=?",
+                                (path, tablet)).fetchone()
+        for piece in slices(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES):
+            conn.execute("INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
+                         (path, tablet, total, piece.num_rows, encode_batch(piece)))
+            total += piece.num_rows
+        conn.execute("UPDATE tablets SET total=? WHERE path=? AND tablet=?", (total, path, tablet))
+
+
+def tablet_counters(conn: sqlite3.Connection, path: str, tablet: int, tablet_count: int) -> tuple[int, int]:
+    """(total, trimmed) of one tablet; `ClusterError` for a tablet the table does not have."""
+    if not isinstance(tablet, int) or not 0 <= tablet < tablet_count:
+        raise ClusterError(f"{path}: no tablet {tablet!r} (the table has {tablet_count} tablets)")
+    return conn.execute("SELECT total, trimmed FROM tablets WHERE path=? AND tablet=?", (path, tablet)).fetchone()
+
+
+def _check_range(conn: sqlite3.Connection, path: str, tablet: int, lower: int, upper: int, count: int) -> None:
+    total, trimmed = tablet_counters(conn, path, tablet, count)
+    if lower > upper or upper > total:
+        raise ClusterError(f"{path}: tablet {tablet} has rows [{trimmed}, {total}); cannot read [{lower}, {upper})")
+    if lower < trimmed and lower < upper:
+        raise TrimmedRowsError(f"{path}: partition {tablet}, rows [{lower}, {min(trimmed, upper)}) of the requested "
+                               f"range [{lower}, {upper}) were trimmed before they were read")
+
+
+def _range_pieces(conn: sqlite3.Connection, path: str, tablet: int, lower: int, upper: int,
+                  columns: list[str], service_columns: bool) -> Iterator[pa.RecordBatch]:
+    if lower >= upper:
+        return
+    (start,) = conn.execute("SELECT coalesce(max(first_row), 0) FROM chunks WHERE path=? AND tablet=? "
+                            "AND first_row <= ?", (path, tablet, lower)).fetchone()
+    cursor = conn.execute("SELECT first_row, row_count, data FROM chunks WHERE path=? AND tablet=? "
+                          "AND first_row >= ? AND first_row < ? ORDER BY first_row", (path, tablet, start, upper))
+    for first, count, data in cursor:
+        lo, hi = max(lower, first), min(upper, first + count)
+        if lo >= hi:
+            continue
+        piece = decode_batch(data).select(columns).slice(lo - first, hi - lo)
+        if service_columns:
+            piece = piece.add_column(0, ROW_INDEX, pa.array(range(lo, hi), pa.int64()))
+            piece = piece.add_column(0, TABLET_INDEX, pa.array([tablet] * (hi - lo), pa.int64()))
+        yield from piece.to_batches()

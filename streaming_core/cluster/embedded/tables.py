@@ -1,0 +1,103 @@
+"""Row calls on sorted dynamic and static tables of the embedded cluster: upsert, delete, lookup, select,
+and static tables written and read whole. `insert_rows` also appends to queues (through `queues.append`).
+
+Sorted rows are stored by `sorted_store`; static tables are Arrow IPC chunks in the `static_chunks` SQL
+table, which only this module touches.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, SORTED, STATIC
+from ..schema import to_arrow_table
+from . import queues, sorted_store
+from .arrow_chunks import rebatch, slices
+from .nodes import normalize_path, table
+from .sqlite_store import WriteTxn, decode_batch, encode_batch
+
+
+class TableMixin:
+    """`insert_rows`, `delete_rows`, `lookup_rows`, `select_rows`, `write_table`, `read_table` of
+    `EmbeddedCluster`."""
+
+    _conn: sqlite3.Connection
+
+    def insert_rows(self, path: str, rows: ROWS, *, tablet_index: int | None = None) -> None:
+        with WriteTxn(self._conn) as conn:
+            insert(conn, normalize_path(path), rows, tablet_index)
+
+    def delete_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> None:
+        with WriteTxn(self._conn) as conn:
+            delete(conn, normalize_path(path), keys)
+
+    def lookup_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return lookup(self._conn, normalize_path(path), keys)
+
+    def select_rows(self, path: str) -> list[dict[str, Any]]:
+        path = normalize_path(path)
+        conn = self._conn
+        _, schema, _ = table(conn, path, SORTED)
+        return sorted_store.select(conn, path, schema.key_columns)
+
+    def write_table(self, path: str, rows: ROWS, *, append: bool = False) -> None:
+        path = normalize_path(path)
+        with WriteTxn(self._conn) as conn:
+            _, schema, _ = table(conn, path, STATIC)
+            data = to_arrow_table(schema, rows, path)
+            if not append:
+                conn.execute("DELETE FROM static_chunks WHERE path=?", (path,))
+            (seq,) = conn.execute("SELECT coalesce(max(seq), -1) + 1 FROM static_chunks WHERE path=?",
+                                  (path,)).fetchone()
+            for i, piece in enumerate(slices(data, queues.STORED_CHUNK_ROWS, queues.STORED_CHUNK_BYTES)):
+                conn.execute("INSERT INTO static_chunks VALUES (?, ?, ?)", (path, seq + i, encode_batch(piece)))
+
+    def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+        path = normalize_path(path)
+        conn = self._conn
+        kind, schema, _ = table(conn, path, STATIC, SORTED)
+        if kind == SORTED:
+            data = pa.Table.from_pylist(self.select_rows(path), schema=schema.arrow_schema())
+            yield from data.to_batches(max_chunksize=max_rows)
+            return
+        blobs = [d for (d,) in conn.execute("SELECT data FROM static_chunks WHERE path=? ORDER BY seq", (path,))]
+        pieces = (b for d in blobs for b in decode_batch(d).to_batches())
+        yield from rebatch(pieces, max_rows, DEFAULT_CHUNK_BYTES)
+
+
+# -- shared with transactions and the tree (each takes the connection to run on and a normalized path) -----
+
+
+def insert(conn: sqlite3.Connection, path: str, rows: ROWS, tablet_index: int | None) -> None:
+    """Append to an ordered table or upsert into a sorted one (see `Cluster.insert_rows`)."""
+    kind, schema, attrs = table(conn, path, ORDERED, SORTED)
+    if not isinstance(rows, pa.Table | pa.RecordBatch | list):
+        rows = list(rows)
+    if kind == ORDERED:
+        queues.append(conn, path, schema, attrs, rows, tablet_index)
+        return
+    sorted_store.upsert(conn, path, schema.key_columns, to_arrow_table(schema, rows, path).to_pylist())
+
+
+def delete(conn: sqlite3.Connection, path: str, keys: Iterable[Mapping]) -> None:
+    _, schema, _ = table(conn, path, SORTED)
+    sorted_store.delete(conn, path, schema.key_columns, keys)
+
+
+def lookup(conn: sqlite3.Connection, path: str, keys: Iterable[Mapping]) -> list:
+    _, schema, _ = table(conn, path, SORTED)
+    return sorted_store.lookup(conn, path, schema.key_columns, keys)
+
+
+def static_row_count(conn: sqlite3.Connection, path: str) -> int:
+    return sum(decode_batch(d).num_rows for (d,) in conn.execute(
+        "SELECT data FROM static_chunks WHERE path=?", (path,)))
+
+
+def drop_static(conn: sqlite3.Connection, path: str) -> None:
+    """Forget a static table's rows (the node itself is removed by `tree`)."""
+    conn.execute("DELETE FROM static_chunks WHERE path=?", (path,))

@@ -1,0 +1,44 @@
+"""YTsaurus errors as the cluster interface's own: the class chosen by YT error code, the token scrubbed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yt.wrapper as yt
+from yt.common import YtError
+
+from ..errors import AlreadyExistsError, ClusterError, ConflictError, NoSuchPathError, NotRegisteredError
+
+_CODE_CONSUMER_OFFSET_CONFLICT = 3100
+_CODE_AUTHORIZATION_ERROR = 901
+
+
+def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
+    """Our error for a `yt.wrapper` error: the class by YT error code, the message naming `what`."""
+    message = f"{what}: {_messages(err)}"
+    if token:
+        message = message.replace(token, "***")
+    if err.is_resolve_error():
+        return NoSuchPathError(message)
+    if err.is_already_exists():
+        return AlreadyExistsError(message)
+    if err.contains_code(_CODE_CONSUMER_OFFSET_CONFLICT):
+        return ConflictError(message)
+    if err.find_matching_error(predicate=_is_not_registered):
+        return NotRegisteredError(message)
+    return ClusterError(message)
+
+
+def _is_not_registered(err: YtError) -> bool:
+    return int(err.code) == _CODE_AUTHORIZATION_ERROR and "not registered" in err.message
+
+
+def _messages(err: YtError | Mapping[str, Any]) -> str:
+    """The chain of error messages and codes, without the request details (headers, params)."""
+    if isinstance(err, Mapping):
+        err = YtError(message=err.get("message", ""), code=err.get("code", 1),
+                      inner_errors=err.get("inner_errors"))
+    own = "" if isinstance(err, yt.YtResponseError) else f"{err.message} (code {err.code})"
+    inner = "; ".join(_messages(e) for e in err.inner_errors)
+    return ": ".join(part for part in (own, inner) if part)

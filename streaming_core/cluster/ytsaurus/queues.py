@@ -1,0 +1,79 @@
+"""Ordered dynamic tables (queues) over YTsaurus: tablet counters, bounded range reads and trimming."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pyarrow as pa
+
+from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, TabletInfo
+from ..errors import TrimmedRowsError
+from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema
+from .client import WIRE
+from .rows import from_yt_rows, split_batches
+
+
+class QueueMixin:
+    """`get_tablet_infos`, `read_tablet` and `trim_rows` of `YtsaurusCluster` (appends: `insert_rows`)."""
+
+    _client: Any
+    _errors: Callable[[str], AbstractContextManager[None]]
+
+    def get_tablet_infos(self, path: str) -> list[TabletInfo]:
+        count = int(self.get(path + "/@tablet_count"))
+        with self._errors(path):
+            infos = self._client.get_tablet_infos(path, list(range(count)))["tablets"]
+        return [
+            TabletInfo(tablet_index=i, total_row_count=int(info["total_row_count"]),
+                       trimmed_row_count=int(info["trimmed_row_count"]))
+            for i, info in enumerate(infos)
+        ]
+
+    def read_tablet(
+        self, path: str, tablet_index: int, lower: int, upper: int, *,
+        columns: Sequence[str] | None = None, max_rows: int = DEFAULT_CHUNK_ROWS,
+        max_bytes: int = DEFAULT_CHUNK_BYTES, service_columns: bool = False,
+    ) -> Iterator[pa.RecordBatch]:
+        """Read with `select_rows` over row-index ranges of `max_rows`, so no response is unbounded."""
+        schema = self.get_schema(path)
+        if columns is not None:
+            schema = TableSchema(tuple(schema.column(c) for c in columns))
+        self._check_not_trimmed(path, tablet_index, lower, upper)
+        for start in range(lower, upper, max_rows):
+            stop = min(start + max_rows, upper)
+            rows = self._select_range(path, schema, tablet_index, start, stop)
+            if rows and int(rows[0][ROW_INDEX]) != start:
+                raise _trimmed(path, tablet_index, lower, upper, int(rows[0][ROW_INDEX]))
+            table = from_yt_rows(schema, rows, service_columns=service_columns)
+            yield from split_batches(table, max_bytes)
+            if len(rows) < stop - start:
+                return
+
+    def _check_not_trimmed(self, path: str, tablet_index: int, lower: int, upper: int) -> None:
+        trimmed = self.get_tablet_infos(path)[tablet_index].trimmed_row_count
+        if lower < trimmed and lower < upper:
+            raise _trimmed(path, tablet_index, lower, upper, trimmed)
+
+    def _select_range(
+        self, path: str, schema: TableSchema, tablet_index: int, start: int, stop: int,
+    ) -> list[dict[str, Any]]:
+        names = ", ".join(f"[{n}]" for n in [TABLET_INDEX, ROW_INDEX, *schema.names])
+        query = (f"{names} FROM [{path}] WHERE [{TABLET_INDEX}] = {int(tablet_index)}"
+                 f" AND [{ROW_INDEX}] BETWEEN {int(start)} AND {int(stop) - 1}")
+        with self._errors(path):
+            rows = list(self._client.select_rows(query, **WIRE))
+        return sorted(rows, key=lambda r: int(r[ROW_INDEX]))
+
+    def trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
+        """Trim, skipping the call when the tablet is already trimmed that far (never backwards)."""
+        if self.get_tablet_infos(path)[tablet_index].trimmed_row_count >= trimmed_row_count:
+            return
+        with self._errors(path):
+            self._client.trim_rows(path, tablet_index, trimmed_row_count)
+
+
+def _trimmed(path: str, tablet_index: int, lower: int, upper: int, trimmed: int) -> TrimmedRowsError:
+    return TrimmedRowsError(f"{path}: partition {tablet_index}: rows [{lower}, {upper}) requested,"
+                            f" rows below {trimmed} are trimmed")

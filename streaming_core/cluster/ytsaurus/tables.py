@@ -1,0 +1,84 @@
+"""Row calls over YTsaurus: `insert_rows` (queue append or sorted upsert), delete, lookup, select, and static
+tables written and read whole; rows are checked against the schema before anything is sent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pyarrow as pa
+import yt.wrapper as yt
+
+from ..base import DEFAULT_CHUNK_ROWS, ORDERED, ROWS, SORTED, STATIC, require_kind
+from ..schema import TableSchema, to_arrow_table
+from .client import WIRE
+from .rows import PreparedRows, as_list_or_table, from_yt_rows, key_schema, prepare_insert, sort_key, to_yt_rows
+
+
+class TableMixin:
+    """`insert_rows`, `delete_rows`, `lookup_rows`, `select_rows`, `write_table`, `read_table` of
+    `YtsaurusCluster`, and the row preparation its transactions share."""
+
+    _client: Any
+    _errors: Callable[[str], AbstractContextManager[None]]
+
+    def insert_rows(self, path: str, rows: ROWS, *, tablet_index: int | None = None) -> None:
+        prepared = self._prepare_insert(path, rows, tablet_index)
+        with self._errors(path):
+            self._client.insert_rows(path, prepared.yt_rows, **WIRE)
+
+    def _prepare_insert(self, path: str, rows: ROWS, tablet_index: int | None) -> PreparedRows:
+        """Validate and convert rows for `insert_rows`, before any write: bad rows raise here."""
+        return prepare_insert(path, require_kind(self, path, ORDERED, SORTED), rows, tablet_index)
+
+    def delete_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> None:
+        yt_keys = self._yt_keys(path, keys)
+        with self._errors(path):
+            self._client.delete_rows(path, yt_keys, **WIRE)
+
+    def _yt_keys(self, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        keys_only = key_schema(self.get_schema(path), path)
+        return to_yt_rows(keys_only, to_arrow_table(keys_only, list(keys), path))
+
+    def lookup_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return self._lookup(self._client, path, keys)
+
+    def _lookup(self, client: Any, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """`lookup_rows` through `client`: this cluster's, or a transaction's."""
+        schema = self.get_schema(path)
+        yt_keys = self._yt_keys(path, keys)
+        with self._errors(path):
+            rows = list(client.lookup_rows(path, yt_keys, **WIRE))
+        return from_yt_rows(schema, rows).to_pylist()
+
+    def select_rows(self, path: str) -> list[dict[str, Any]]:
+        schema = self.get_schema(path)
+        with self._errors(path):
+            rows = list(self._client.select_rows(f"* FROM [{path}]", **WIRE))
+        return sorted(from_yt_rows(schema, rows).to_pylist(), key=sort_key(schema.key_columns))
+
+    def write_table(self, path: str, rows: ROWS, *, append: bool = False) -> None:
+        """Write rows checked against the existing table's schema (create the table first)."""
+        schema = self.get_schema(path)
+        yt_rows = to_yt_rows(schema, to_arrow_table(schema, as_list_or_table(rows), path))
+        with self._errors(path):
+            self._client.write_table(yt.TablePath(path, append=append), yt_rows, **WIRE)
+
+    def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+        """Stream a static table with `read_table`; a sorted dynamic table with one `select_rows`."""
+        info = require_kind(self, path, STATIC, SORTED)
+        schema = TableSchema.from_yt(info.attributes["schema"])
+        if info.kind == SORTED:
+            yield from pa.Table.from_pylist(self.select_rows(path), schema=schema.arrow_schema()).to_batches(
+                max_chunksize=max_rows)
+            return
+        chunk: list[dict[str, Any]] = []
+        with self._errors(path):
+            for row in self._client.read_table(path, **WIRE):
+                chunk.append(row)
+                if len(chunk) == max_rows:
+                    yield from from_yt_rows(schema, chunk).to_batches()
+                    chunk = []
+        if chunk:
+            yield from from_yt_rows(schema, chunk).to_batches()

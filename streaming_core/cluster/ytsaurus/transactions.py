@@ -1,0 +1,78 @@
+"""Tablet transactions over YTsaurus: a `yt.wrapper` tablet transaction whose lookups see its own writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ..base import ROWS, Transaction
+from .client import WIRE
+
+if TYPE_CHECKING:
+    from . import YtsaurusCluster
+
+
+class YtTransaction(Transaction):
+    """A `yt.wrapper` tablet transaction; each call attaches to it by id on the transaction's client.
+
+    YTsaurus lookups inside a tablet transaction do not see its uncommitted writes, so the rows written
+    and deleted here are kept per key and laid over lookup results.
+    """
+
+    def __init__(self, cluster: YtsaurusCluster, client: Any, tx: Any) -> None:
+        self._cluster = cluster
+        self._client = client
+        self._tx = tx
+        self._overlay: dict[str, dict[tuple[Any, ...], dict[str, Any] | None]] = {}
+
+    @contextmanager
+    def _attached(self, what: str) -> Iterator[None]:
+        with self._cluster._errors(what), self._client.Transaction(transaction_id=self._tx.transaction_id):
+            yield
+
+    def insert_rows(self, path: str, rows: ROWS, *, tablet_index: int | None = None) -> None:
+        prepared = self._cluster._prepare_insert(path, rows, tablet_index)
+        with self._attached(path):
+            self._client.insert_rows(path, prepared.yt_rows, **WIRE)
+        keys = prepared.schema.key_columns
+        if keys:
+            overlay = self._overlay.setdefault(path, {})
+            for row in prepared.table.to_pylist():
+                overlay[tuple(row[k] for k in keys)] = row
+
+    def delete_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> None:
+        keys = list(keys)
+        yt_keys = self._cluster._yt_keys(path, keys)
+        with self._attached(path):
+            self._client.delete_rows(path, yt_keys, **WIRE)
+        key_columns = self._cluster.get_schema(path).key_columns
+        overlay = self._overlay.setdefault(path, {})
+        for key in keys:
+            overlay[tuple(key[k] for k in key_columns)] = None
+
+    def lookup_rows(self, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        keys = list(keys)
+        with self._attached(path):
+            found = self._cluster._lookup(self._client, path, keys)
+        key_columns = self._cluster.get_schema(path).key_columns
+        merged = {tuple(r[k] for k in key_columns): r for r in found}
+        merged.update(self._overlay.get(path, {}))
+        wanted = (merged.get(tuple(key[k] for k in key_columns)) for key in keys)
+        return [row for row in wanted if row is not None]
+
+    def advance_consumer(
+        self, consumer_path: str, queue_path: str, partition_index: int, old_offset: int | None,
+        new_offset: int,
+    ) -> None:
+        with self._attached(f"{consumer_path} for {queue_path}, partition {partition_index}"):
+            self._client.advance_consumer(consumer_path, queue_path, partition_index, old_offset, new_offset,
+                                          client_side=True)
+
+    def commit(self) -> None:
+        with self._cluster._errors("tablet transaction commit"):
+            self._tx.commit()
+
+    def abort(self) -> None:
+        with self._cluster._errors("tablet transaction abort"):
+            self._tx.abort()

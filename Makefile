@@ -14,10 +14,12 @@ demo: setup
 
 test: setup system-packages
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 bench: setup
 	for b in cluster source sink opsd_overhead; do \

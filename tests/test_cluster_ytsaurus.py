@@ -388,13 +388,16 @@ class TestConsumers:
         with pytest.raises(ConflictError, match="expected offset 5, found offset 7"):
             cluster.advance_consumer(CONSUMER, QUEUE, 1, 5, 9)
 
-    def test_offsets_are_selected_by_queue_path(self, cluster, client):
+    def test_offsets_are_selected_by_queue_cluster_and_path(self, cluster, client, nodes):
+        """A consumer may read queues of several clusters: the same path on another cluster is another queue."""
+        nodes["//sys/@cluster_name"] = "hahn-main"
         client.answers["select_rows"] = [
             {"partition_index": yson.YsonUint64(1), "offset": yson.YsonUint64(9)}]
 
         assert cluster.get_consumer_offsets(CONSUMER, QUEUE) == {1: 9}
         assert client.calls_named("select_rows") == [
-            (('[partition_index], [offset] FROM [//tmp/c] WHERE [queue_path] = "//tmp/q"',), WIRE)]
+            (('[partition_index], [offset] FROM [//tmp/c] WHERE [queue_cluster] = "hahn-main" '
+              'AND [queue_path] = "//tmp/q"',), WIRE)]
 
 
 class TestTransaction:

@@ -211,3 +211,33 @@ def test_registered_pipeline_is_known_but_down(recorder: Recorder, registry) -> 
 def test_anything_but_a_query_event_is_rejected(recorder: Recorder) -> None:
     with pytest.raises(TypeError, match="not a query event"):
         recorder.record("progress")  # type: ignore[arg-type]
+
+
+def test_an_idle_event_of_a_query_never_seen_started_makes_no_ghost(recorder: Recorder, registry) -> None:
+    """Idle events carry only an id: filing one under it would keep /readyz false and query_up{query=<uuid>} at 1."""
+    recorder.record(QueryIdle(id=QUERY_ID, run_id="run-1", timestamp=1_099.0))
+
+    assert recorder.status.snapshot() == {}
+    assert value(registry, "opsd_query_up", query=QUERY_ID) is None
+
+
+def test_a_query_running_before_attach_is_known_by_name_and_its_idle_events_count(
+        recorder: Recorder, registry, clock: FakeClock) -> None:
+    recorder.record_running("clicks", QUERY_ID, "run-1")
+    clock.now = 1_050.0
+    recorder.record(QueryIdle(id=QUERY_ID, run_id="run-1", timestamp=1_049.0))
+
+    assert list(recorder.status.snapshot()) == ["clicks"]
+    assert recorder.status.get("clicks").last_heartbeat_at == 1_050.0
+    assert value(registry, "opsd_query_up", query="clicks") == 1
+
+
+@pytest.mark.parametrize("counter", ["opsd_query_restarts_total", "opsd_query_terminations_total"])
+def test_lifecycle_counters_exist_at_zero_from_a_querys_registration_and_start(
+        recorder: Recorder, registry, counter: str) -> None:
+    """increase() over a counter whose first sample is 1 is 0: alerts would miss the first restart."""
+    recorder.register("planned")
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
+
+    assert value(registry, counter, query="planned") == 0
+    assert value(registry, counter, query="clicks") == 0

@@ -58,6 +58,7 @@ class Recorder:
             stalled=False,
         )
         self.metrics.query_up.labels(query=name).set(1)
+        self._counters_from_zero(name)
         log.info("query_started", query=name, query_id=event.id, run_id=event.run_id)
 
     @record.register
@@ -153,11 +154,20 @@ class Recorder:
         """A query that was already running when opsd attached (it saw no start event for it)."""
         self.status.update(name or query_id, id=query_id, run_id=run_id, active=True, started_at=self.clock())
         self.metrics.query_up.labels(query=name or query_id).set(1)
+        self._counters_from_zero(name or query_id)
 
     def register(self, query: str, trigger_interval_seconds: float | None = None) -> None:
         """Make a pipeline known before it starts, so readiness waits for it."""
         self.status.update(query, trigger_interval_seconds=trigger_interval_seconds)
         self.metrics.query_up.labels(query=query).set(0)
+        self._counters_from_zero(query)
+
+    def _counters_from_zero(self, query: str) -> None:
+        """Make the query's lifecycle counters exist at 0 from its start: Prometheus' increase() over a counter
+        whose first sample is already 1 is 0, so an alert on the first restart or termination would never fire.
+        (Failures are labelled by an exception class not known in advance; their alert handles new series.)"""
+        for counter in (self.metrics.query_restarts, self.metrics.query_terminations):
+            counter.labels(query=query)
 
     def record_restart(self, query: str, *, crash_loop: bool) -> None:
         """The runner restarted a failed query; ``crash_loop`` when its backoff is at the cap."""

@@ -30,8 +30,8 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
     root = Path(settings.root).resolve()
     cluster = prepare_cluster(root, settings.partitions)
     producer = Producer(cluster, QUEUE, TableSchema.from_yt(QUEUE_SCHEMA), settings.rate)
-    started = time.monotonic()
     with running(demo_config(settings, root)) as app:
+        started = time.monotonic()  # the producing phase lasts `duration` once Spark is up
         app.runner.start()
         producer.start()
         try:

@@ -141,7 +141,7 @@ def _to_target(plan: SinkPlan, table: pa.Table) -> pa.Table:
         column = table.column(name)
         if pa.types.is_binary(column.type):  # YSON from the DataFrame; typed values are cast below
             target = plan.schema.column(name).arrow_field().type
-            values = pa.array(from_yson(column.to_pylist()), target)
+            values = from_yson(column.to_pylist(), target)
             table = table.set_column(table.column_names.index(name), name, values)
     return to_arrow_table(plan.schema, table, plan.options.path)
 

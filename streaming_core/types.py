@@ -146,8 +146,23 @@ def to_yson(values: list[Any]) -> pa.Array:
                     pa.binary())
 
 
-def from_yson(values: list[bytes | None]) -> list[Any]:
-    return [None if v is None else _plain(yson.loads(v)) for v in values]
+def from_yson(values: list[bytes | None], target: pa.DataType) -> pa.Array:
+    """YSON binary values as an Arrow array of `target`; dicts may come as YT's `[key, value]` pairs."""
+    return pa.array([None if v is None else _as_arrow_value(_plain(yson.loads(v)), target) for v in values], target)
+
+
+def _as_arrow_value(value: Any, target: pa.DataType) -> Any:
+    """A plain YSON value in the form `pa.array` takes for `target`: map entries as (key, value) tuples."""
+    if value is None:
+        return None
+    if pa.types.is_map(target):
+        pairs = value.items() if isinstance(value, dict) else value
+        return [(_as_arrow_value(k, target.key_type), _as_arrow_value(v, target.item_type)) for k, v in pairs]
+    if (pa.types.is_list(target) or pa.types.is_large_list(target)) and isinstance(value, list):
+        return [_as_arrow_value(v, target.value_type) for v in value]
+    if pa.types.is_struct(target) and isinstance(value, dict):
+        return {f.name: _as_arrow_value(value.get(f.name), f.type) for f in target}
+    return value
 
 
 def _yson_safe(value: Any) -> Any:

@@ -52,11 +52,13 @@ def spark_schema(arrow: pa.Schema) -> T.StructType:
     return T.StructType([T.StructField(f.name, spark_type(f.type), f.nullable) for f in arrow])
 
 
-#: The YT type of each Spark scalar type, as SPYT maps them (strings and binaries are both YT `string`).
+#: The YT type of each Spark scalar type. Binary columns become `yson`: they are what YSON and composite
+#: columns read as without type_v3, so such a DataFrame written to a new table round-trips (the embedded
+#: cluster's `string` holds text only).
 _SPARK_TO_YT: list[tuple[type[T.DataType], str]] = [
     (T.ByteType, "int8"), (T.ShortType, "int16"), (T.IntegerType, "int32"), (T.LongType, "int64"),
     (T.FloatType, "float"), (T.DoubleType, "double"), (T.BooleanType, "bool"), (T.StringType, "string"),
-    (T.BinaryType, "string"), (T.DateType, "date"), (T.TimestampType, "timestamp"),
+    (T.BinaryType, "yson"), (T.DateType, "date"), (T.TimestampType, "timestamp"),
     (T.TimestampNTZType, "timestamp"), (T.NullType, "null"),
 ]
 
@@ -89,7 +91,7 @@ def yt_type(spark: T.DataType, nullable: bool, *, type_v3: bool) -> Any:
     if isinstance(spark, T.ArrayType | T.MapType | T.StructType) and not type_v3:
         return "yson"
     base = _yt_base_type(spark)
-    return {"type_name": "optional", "item": base} if nullable and base != "null" else base
+    return {"type_name": "optional", "item": base} if nullable and base not in ("null", "yson") else base
 
 
 def _yt_base_type(spark: T.DataType) -> Any:
@@ -179,7 +181,9 @@ def _yson_safe(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """YSON objects (YsonMap, YsonString, ...) as plain Python values."""
+    """YSON objects (YsonMap, YsonString, YsonEntity, ...) as plain Python values."""
+    if isinstance(value, yson.YsonEntity):
+        return None
     if isinstance(value, dict):
         return {_plain(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list):

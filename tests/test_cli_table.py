@@ -121,3 +121,10 @@ def test_read_a_queue_reads_every_tablet_from_its_trimmed_head(opsd: Run, cluste
 def test_read_names_what_is_wrong(opsd: Run, args: tuple[str, ...], fragments: list[str]) -> None:
     opsd("table", "create", TABLE, "--schema", "k:int64")
     assert_fails(opsd("table", "read", *args), *fragments)
+
+
+def test_generated_rows_fit_every_type(opsd: Run, cluster: Cluster) -> None:
+    schema = json.dumps([{"name": t.column, "type_v3": t.type_v3} for t in TYPES])
+    assert opsd("queue", "create", TABLE, "--schema", schema)[0] == 0
+    assert opsd("queue", "produce", TABLE, "--count", "5")[0] == 0
+    assert len(rows_of(opsd("table", "read", TABLE, "--json")[1])) == 5

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from yt import yson
+from yt.yson.convert import yson_to_json
 
 from streaming_core.cluster import TableSchema
 from streaming_core.cluster.schema import VARIANT_PREFIX, variant_alternatives
@@ -57,7 +58,7 @@ def row_decoder(schema: TableSchema) -> Callable[[Mapping[str, Any]], dict[str, 
 def row_encoder(schema: TableSchema) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """A function turning one row as Arrow gives it (`to_pylist()`) into JSON values (see the module doc)."""
     encoders = {c.name: encoder(c.type_v3) for c in schema.columns}
-    return lambda row: {k: None if v is None else encoders.get(k, _plain)(v) for k, v in row.items()}
+    return lambda row: {k: None if v is None else encoders.get(k, _same)(v) for k, v in row.items()}
 
 
 def _type_text(schema: TableSchema, name: str) -> str:
@@ -197,7 +198,7 @@ def encoder(type_v3: Any) -> Convert:
     if name in ("optional", "tagged"):
         return _nullable(encoder(type_v3["item"]))
     if name in _YSON:
-        return lambda v: _plain(yson.loads(v))
+        return lambda v: yson_to_json(yson.loads(v))
     if name in (*_DATES, *_DATETIMES, *_TIMESTAMPS):
         return lambda v: v.isoformat()
     if name == "decimal":
@@ -216,7 +217,11 @@ def encoder(type_v3: Any) -> Convert:
         return lambda v: [[_maybe(key, k), _maybe(value, x)] for k, x in v]
     if name == "variant":
         return _variant_encoder(type_v3)
-    return _plain
+    return _same
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _variant_encoder(type_v3: Mapping[str, Any]) -> Convert:
@@ -231,18 +236,3 @@ def _variant_encoder(type_v3: Mapping[str, Any]) -> Convert:
         return [encoders[0][1], None] if encoders else None
     return encode
 
-
-def _plain(value: Any) -> Any:
-    """YSON and Python values as JSON ones (bytes as text)."""
-    if isinstance(value, Mapping):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, yson.YsonEntity):
-        return None
-    for base in (bool, int, float, str):
-        if isinstance(value, base):
-            return base(value)
-    return value

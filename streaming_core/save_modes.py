@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 
 from .cluster import AlreadyExistsError, Cluster, SchemaError, connect
 from .cluster.base import ORDERED, SORTED, STATIC, TABLE, NodeInfo
-from .options import OPTIMIZE_FOR, SAVE_MODE, UNIQUE_KEYS, SinkOptions
+from .options import OPTIMIZE_FOR, UNIQUE_KEYS, SinkOptions
 from .sink import WrittenPart, YtBatchWriter, plan_sink
 from .types import yt_schema
 
@@ -108,7 +108,7 @@ def batch_writer(options: SinkOptions, df_schema: StructType, *, overwrite: bool
     with connect(options.cluster) as cluster:
         decision = decide_save(options.path, mode, collect_node(cluster, options.path))
         if decision.action == SKIP:
-            log.info("batch_write_skipped", path=options.path, mode=mode, option=SAVE_MODE)
+            log.info("batch_write_skipped", path=options.path, mode=mode, reason="table_exists")
             return SkippedWrite()
         attributes = new_table_attributes(options, df_schema) if decision.action in (CREATE, REPLACE) else {}
         apply_save(cluster, decision, attributes)

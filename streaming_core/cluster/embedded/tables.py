@@ -109,6 +109,11 @@ def static_row_count(conn: sqlite3.Connection, path: str) -> int:
         "SELECT data FROM static_chunks WHERE path=?", (path,)))
 
 
+def move_static(conn: sqlite3.Connection, source: str, destination: str) -> None:
+    """Give a static table's rows to its new path (the node itself is moved by `tree`)."""
+    conn.execute("UPDATE static_chunks SET path=? WHERE path=?", (destination, source))
+
+
 def drop_static(conn: sqlite3.Connection, path: str) -> None:
     """Forget a static table's rows (the node itself is removed by `tree`)."""
     conn.execute("DELETE FROM static_chunks WHERE path=?", (path,))

@@ -8,19 +8,23 @@
 | `ignore` | create a static table | write nothing | write nothing |
 
 A new table takes its schema from the DataFrame (`types.yt_schema`), its keys from `sort_columns` and its
-`optimize_for` from the options. Everything is checked before anything is created, replaced or written.
+`optimize_for` from the options. Everything is checked before anything is created, replaced or written, and
+a new or replacing table is published whole at the commit (`NewTableWriter`): a failed write leaves the path
+as it was.
 
 Spark hands a Python data source only `overwrite` (True for mode "overwrite") and refuses the modes
 "errorifexists" and "ignore" itself (`UNSUPPORTED_DATA_SOURCE_SAVE_MODE`, PySpark 4.2) before the source
 sees the write. `df.write.yt(path)` (`streaming_core.shorthands`) therefore passes the writer's mode as
 the option `save_mode` and asks Spark for "append"; `df.write.format("yt")` takes the option as well.
 
-Steps: collect (the node at the path) -> decide (`SaveDecision`, pure) -> apply (create or replace the
-table), run by `batch_writer` in the driver's write planner process when the write starts.
+Steps: collect (the node at the path) -> decide (`SaveDecision`, pure) -> apply (create the table to fill),
+run by `batch_writer` in the driver's write planner process when the write starts; the commit publishes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,10 +34,10 @@ import structlog
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceWriter
 from pyspark.sql.types import StructType
 
-from .cluster import AlreadyExistsError, Cluster, SchemaError, connect
+from .cluster import AlreadyExistsError, Cluster, ClusterError, SchemaError, connect
 from .cluster.base import ORDERED, SORTED, STATIC, TABLE, NodeInfo
 from .options import OPTIMIZE_FOR, UNIQUE_KEYS, SinkOptions
-from .sink import WrittenPart, YtBatchWriter, plan_sink
+from .sink import SinkPlan, WrittenPart, YtBatchWriter, plan_sink
 from .types import yt_schema
 
 log = structlog.get_logger(__name__)
@@ -90,13 +94,19 @@ def collect_node(cluster: Cluster, path: str) -> NodeInfo | None:
     return cluster.node_info(path) if cluster.exists(path) else None
 
 
-def apply_save(cluster: Cluster, decision: SaveDecision, attributes: dict[str, Any]) -> None:
-    """Create (or replace) the static table; writes and skips need nothing before the tasks run."""
-    if decision.action == REPLACE:
-        cluster.remove(decision.path)
-    if decision.action in (CREATE, REPLACE):
-        cluster.create(TABLE, decision.path, recursive=True, attributes=attributes)
-        log.info("static_table_created", path=decision.path, mode=decision.mode, replaced=decision.action == REPLACE)
+def new_table_path(path: str) -> str:
+    """Where a new (or replacing) table is written before the commit moves it to `path`."""
+    return f"{path}.writing-{uuid.uuid4().hex[:12]}"
+
+
+def apply_save(cluster: Cluster, decision: SaveDecision, attributes: dict[str, Any]) -> str | None:
+    """Create the table the tasks fill when the save makes one, beside `path`; returns its path (None when
+    the tasks write to the existing table)."""
+    if decision.action not in (CREATE, REPLACE):
+        return None
+    path = new_table_path(decision.path)
+    cluster.create(TABLE, path, recursive=True, attributes=attributes)
+    return path
 
 
 def batch_writer(options: SinkOptions, df_schema: StructType, *, overwrite: bool) -> DataSourceWriter:
@@ -111,8 +121,41 @@ def batch_writer(options: SinkOptions, df_schema: StructType, *, overwrite: bool
             log.info("batch_write_skipped", path=options.path, mode=mode, reason="table_exists")
             return SkippedWrite()
         attributes = new_table_attributes(options, df_schema) if decision.action in (CREATE, REPLACE) else {}
-        apply_save(cluster, decision, attributes)
-    return YtBatchWriter(plan_sink(options, df_schema, overwrite=False, kinds=(ORDERED, SORTED, STATIC)))
+        new_path = apply_save(cluster, decision, attributes)
+    if new_path is None:
+        return YtBatchWriter(plan_sink(options, df_schema, overwrite=False, kinds=(ORDERED, SORTED, STATIC)))
+    plan = plan_sink(dataclasses.replace(options, path=new_path), df_schema, overwrite=False, kinds=(STATIC,))
+    return NewTableWriter(plan, decision)
+
+
+class NewTableWriter(YtBatchWriter):
+    """A new or replacing static table, published whole: the tasks fill a fresh table beside the path, the
+    commit moves it onto the path in one step (replacing the old table in `overwrite`), an abort drops it.
+    A failed write leaves the path as it was.
+
+    Notes
+    -----
+    `commit` / `abort` run in a driver-side Python process on an unpickled copy.
+    """
+
+    def __init__(self, plan: SinkPlan, decision: SaveDecision) -> None:
+        super().__init__(plan)
+        self.decision = decision
+
+    def commit(self, messages: list[WrittenPart | None]) -> None:
+        written = self.plan.options.path
+        with connect(self.plan.options.cluster) as cluster:
+            try:
+                cluster.move(written, self.decision.path, force=self.decision.action == REPLACE)
+            except ClusterError:
+                cluster.remove(written, force=True)
+                raise
+        log.info("static_table_published", path=self.decision.path, mode=self.decision.mode,
+                 replaced=self.decision.action == REPLACE, rows=sum(m.rows for m in messages if m))
+
+    def abort(self, messages: list[WrittenPart | None]) -> None:
+        with connect(self.plan.options.cluster) as cluster:
+            cluster.remove(self.plan.options.path, force=True)
 
 
 class SkippedWrite(DataSourceArrowWriter):

@@ -11,7 +11,7 @@ import re
 
 import pytest
 from pyspark.errors import AnalysisException
-from pyspark.sql.functions import col, floor, rand, window
+from pyspark.sql.functions import col, floor, rand, udf, window
 
 from streaming_core.cluster import Cluster
 from streaming_core.cluster.base import ORDERED, STATIC
@@ -68,6 +68,21 @@ class TestSaveModes:
         for mode in ("errorifexists", "ignore"):
             with pytest.raises(AnalysisException, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
                 df.write.format("yt").mode(mode).save(f"{yt_root}/out")
+
+    def test_a_failed_overwrite_leaves_the_table_as_it_was(self, df, yt, yt_root):
+        path = f"{yt_root}/out"
+        df.write.yt(path)
+
+        @udf("long")
+        def fail_on_three(i):
+            if i == 3:
+                raise ValueError("row three is bad")
+            return i
+
+        with pytest.raises(Exception, match="row three is bad"):
+            df.select(fail_on_three("id").alias("id"), "s").write.mode("overwrite").yt(path)
+        assert static_rows(yt, path) == as_dicts(ROWS)
+        assert yt.list(yt_root) == ["out"]  # the table being filled is dropped
 
     def test_ignore_writes_nothing_to_an_existing_table(self, spark, df, yt, yt_root):
         path = f"{yt_root}/out"

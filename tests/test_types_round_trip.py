@@ -7,6 +7,7 @@ import pytest
 from yt_types import TYPES
 
 from opsd.cli.json_values import row_decoder
+from opsd.cli.table import table_batches
 from streaming_core.cluster import Cluster, TableSchema
 
 pytestmark = pytest.mark.spark
@@ -16,23 +17,29 @@ SCHEMA = [{"name": "i", "type": "int64", "required": True}] + [
 ROW_COUNT = max(len(t.values) for t in TYPES)
 
 
-def all_types_table(yt: Cluster, path: str) -> list[dict]:
-    """A static table holding every type's values (cycled over `ROW_COUNT` rows); returns what it stores."""
-    yt.create("table", path, recursive=True, attributes={"schema": SCHEMA})
+def all_types_table(yt: Cluster, path: str, *, queue: bool = False) -> list[dict]:
+    """A static table (or a queue) holding every type's values (cycled over `ROW_COUNT` rows); returns what
+    it stores."""
+    yt.create("table", path, recursive=True, attributes={"schema": SCHEMA, "dynamic": queue})
     decode = row_decoder(TableSchema.from_yt(SCHEMA))
     rows = [decode({"i": i, **{t.column: t.values[i % len(t.values)][0] for t in TYPES}}) for i in range(ROW_COUNT)]
-    yt.write_table(path, rows)
+    if queue:
+        yt.insert_rows(path, rows)
+    else:
+        yt.write_table(path, rows)
     return stored(yt, path)
 
 
 def stored(yt: Cluster, path: str) -> list[dict]:
-    return sorted((r for b in yt.read_table(path) for r in b.to_pylist()), key=lambda r: r["i"])
+    rows = (r for b in table_batches(yt, path, yt.node_info(path).kind, None) for r in b.to_pylist())
+    return sorted(rows, key=lambda r: r["i"])
 
 
 @pytest.mark.parametrize("type_v3", [True, False], ids=["type_v3", "yson"])
 def test_every_type_is_read_and_written_back_unchanged(spark, yt, yt_root, type_v3):
-    """Typed composites (`parsing_type_v3` / `write_type_v3`) or YSON ones (both off, SPYT's default)."""
-    original = all_types_table(yt, f"{yt_root}/in")
+    """Typed composites (`parsing_type_v3` / `write_type_v3`) from a static table, or YSON ones (both off,
+    SPYT's default) from a queue."""
+    original = all_types_table(yt, f"{yt_root}/in", queue=not type_v3)
     yt.create("table", f"{yt_root}/out", attributes={"schema": SCHEMA})
     flag = str(type_v3).lower()
     df = spark.read.option("parsing_type_v3", flag).yt(f"{yt_root}/in")

@@ -83,6 +83,10 @@ def yt_schema(schema: T.StructType, *, type_v3: bool, sort_columns: tuple[str, .
         columns.append({**column, "sort_order": "ascending"} if f.name in sort_columns else column)
     if problems:
         raise SchemaError(f"columns with no YT type: {', '.join(problems)}")
+    unsortable = [c["name"] for c in columns if c.get("sort_order") and (c["type_v3"] == "yson"
+                                                                          or is_composite(c["type_v3"]))]
+    if unsortable:
+        raise SchemaError(f"sort columns {unsortable} are composite or YSON; key columns must be scalars")
     return columns
 
 

@@ -81,6 +81,12 @@ class TestYtSchema:
         with pytest.raises(SchemaError, match=r"columns with no YT type: took \(.*\), months \("):
             yt_schema(schema, type_v3=True)
 
+    @pytest.mark.parametrize("type_v3", [True, False])
+    def test_a_composite_sort_column_is_named(self, type_v3):
+        schema = T.StructType().add("a", T.ArrayType(T.LongType())).add("b", "long")
+        with pytest.raises(SchemaError, match=r"sort columns \['a'\] are composite or YSON"):
+            yt_schema(schema, type_v3=type_v3, sort_columns=("a", "b"))
+
     def test_an_unknown_sort_column_is_named(self):
         with pytest.raises(SchemaError, match=r"sort columns \['nope'\] are not columns of the DataFrame \['a'\]"):
             yt_schema(T.StructType().add("a", "long"), type_v3=False, sort_columns=("nope",))

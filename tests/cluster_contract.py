@@ -418,6 +418,25 @@ class ClusterContract:
         batches = list(cluster.read_table(path, max_rows=100))
         assert [b.num_rows for b in batches] == [100, 100, 50]
 
+    def test_a_sorted_static_table_reads_in_key_order_whatever_the_write_order(self, cluster: Cluster,
+                                                                              root: str) -> None:
+        schema = [{**NUMBERED_SCHEMA[0], "sort_order": "ascending"}, *NUMBERED_SCHEMA[1:]]
+        path = self.make_table(cluster, f"{root}/static", schema, dynamic=False)
+        cluster.write_table(path, [{"n": n, "data": "x"} for n in (5, 7)], append=True)
+        cluster.write_table(path, [{"n": n, "data": "x"} for n in (1, 6)], append=True)
+        assert [r["n"] for b in cluster.read_table(path) for r in b.to_pylist()] == [1, 5, 6, 7]
+
+    def test_move_replaces_a_static_table_in_one_step_only_when_forced(self, cluster: Cluster, root: str) -> None:
+        old = self.make_table(cluster, f"{root}/old", NUMBERED_SCHEMA, dynamic=False)
+        new = self.make_table(cluster, f"{root}/new", NUMBERED_SCHEMA, dynamic=False)
+        cluster.write_table(old, data_rows(3))
+        cluster.write_table(new, data_rows(1, 7))
+        with pytest.raises(AlreadyExistsError, match=old):
+            cluster.move(new, old)
+        cluster.move(new, old, force=True)
+        assert not cluster.exists(new)
+        assert [r["n"] for b in cluster.read_table(old) for r in b.to_pylist()] == [7]
+
     # -- documents ----------------------------------------------------------------------------------
 
     def test_document_holds_a_json_value(self, cluster: Cluster, root: str) -> None:

@@ -3,52 +3,22 @@ end to end through the installed console script."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_support import Run, assert_fails
 from cluster_contract import COMPOSITE_SCHEMA
 
 from opsd.cli import main
 from opsd.demo.producer import Batch, paced
-from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster import Cluster
 
 QUEUE = "//home/app/queue"
 CONSUMER = "//home/app/consumer"
 OPSD = Path(sys.executable).with_name("opsd")
-#: `opsd(*args, stdin=None) -> (exit code, stdout, stderr)`, run in-process.
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def uri(tmp_path: Path) -> str:
-    return f"local://{tmp_path / 'cluster'}"
-
-
-@pytest.fixture
-def cluster(uri: str) -> Cluster:
-    return connect(uri)
-
-
-@pytest.fixture
-def opsd(uri: str, capsys: pytest.CaptureFixture[str]) -> Run:
-    """Run `opsd ARGS --cluster URI` in-process; returns (exit code, stdout, stderr)."""
-    def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
-        if stdin is not None:
-            sys.stdin = io.StringIO(stdin)
-        try:
-            code = main([*args, "--cluster", uri])
-        finally:
-            sys.stdin = sys.__stdin__
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
-
-
 @pytest.fixture
 def queue(opsd: Run) -> str:
     assert opsd("queue", "create", QUEUE, "--partitions", "2", "--schema", "n:int64,data:string")[0] == 0
@@ -145,14 +115,6 @@ def test_top_level_cluster_option_works_too(uri: str, queue: str, capsys: pytest
 
 
 # -- bad input ----------------------------------------------------------------------------------------
-
-
-def assert_fails(result: tuple[int, str, str], *fragments: str) -> None:
-    code, _, err = result
-    assert code != 0
-    assert err.startswith("opsd: error: ") and "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in err
 
 
 def test_bad_json_line_is_named_and_nothing_written(opsd: Run, queue: str) -> None:

@@ -215,6 +215,11 @@ class TestPathTree:
         assert cluster.list("//tmp") == ["a", "b"]
         assert client.calls_named("list") == [(("//tmp",), {})]
 
+    def test_move_is_one_yt_move(self, client, cluster):
+        cluster.move("//tmp/a", "//tmp/b", force=True)
+
+        assert client.calls_named("move") == [(("//tmp/a", "//tmp/b"), {"force": True})]
+
     def test_unknown_yt_error_becomes_cluster_error_with_its_message(self, client, cluster):
         client.errors["remove"] = yt_error(1, "Something broke")
 

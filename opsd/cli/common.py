@@ -1,8 +1,11 @@
-"""What every `opsd` subcommand module shares: the input error type and how `--cluster` is opened."""
+"""What every `opsd` subcommand module shares: the input error type, how `--cluster` is opened and how a
+`--schema` is read."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
 from streaming_core.cluster import Cluster, connect, default_uri
 
@@ -16,3 +19,19 @@ class CliError(Exception):
 def open_cluster(args: argparse.Namespace) -> Cluster:
     """The cluster named by `--cluster`, or the default one (see `streaming_core.cluster.default_uri`)."""
     return connect(args.cluster or default_uri())
+
+
+def parse_schema(text: str) -> list[dict[str, Any]]:
+    """A YT schema from JSON (`[{"name": ..., "type": ...}]`) or the compact `name:type,name:type`."""
+    if text.lstrip().startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CliError(f"--schema: invalid JSON: {e.msg} (column {e.colno})") from None
+    columns = []
+    for item in text.split(","):
+        name, sep, type_name = item.strip().partition(":")
+        if not (sep and name and type_name):
+            raise CliError(f"--schema: {item.strip()!r} is not name:type (e.g. data:string,n:int64)")
+        columns.append({"name": name, "type": type_name})
+    return columns

@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from opsd.cli.common import CliError, open_cluster
+from opsd.cli.common import CliError, open_cluster, parse_schema
 from opsd.cli.json_lines import json_line_batches
+from opsd.cli.json_values import row_decoder
 from opsd.demo.producer import Batch, batch_rows_for, generated_batches, paced
 from streaming_core.cluster import Cluster, NotRegisteredError, SchemaError, TableSchema
 from streaming_core.cluster.base import ORDERED, require_kind
@@ -69,22 +70,6 @@ def create_queue(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_schema(text: str) -> list[dict[str, Any]]:
-    """A YT schema from JSON (`[{"name": ..., "type": ...}]`) or the compact `name:type,name:type`."""
-    if text.lstrip().startswith("["):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as e:
-            raise CliError(f"--schema: invalid JSON: {e.msg} (column {e.colno})") from None
-    columns = []
-    for item in text.split(","):
-        name, sep, type_name = item.strip().partition(":")
-        if not (sep and name and type_name):
-            raise CliError(f"--schema: {item.strip()!r} is not name:type (e.g. data:string,n:int64)")
-        columns.append({"name": name, "type": type_name})
-    return columns
-
-
 # -- produce ------------------------------------------------------------------------------------------
 
 
@@ -94,7 +79,7 @@ def produce_rows(args: argparse.Namespace) -> int:
     batch_rows = batch_rows_for(args.rate)
     with _input(args) as (lines, source):
         batches = (generated_batches(schema, args.count, batch_rows) if args.count is not None
-                   else json_line_batches(lines, source, batch_rows))
+                   else json_line_batches(lines, source, batch_rows, row_decoder(schema)))
         written = _append(cluster, args.path, paced(batches, args.rate), args.partition, args.count)
     print(f"appended {written} rows to {args.path}")
     return 0

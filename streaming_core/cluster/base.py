@@ -151,6 +151,13 @@ class Cluster(abc.ABC):
     def remove(self, path: str, *, recursive: bool = False, force: bool = False) -> None: ...
 
     @abc.abstractmethod
+    def move(self, source: str, destination: str, *, force: bool = False) -> None:
+        """Move a node in one step; `force` replaces a node at `destination` (else `AlreadyExistsError`).
+
+        The embedded cluster moves static tables only.
+        """
+
+    @abc.abstractmethod
     def list(self, path: str) -> list[str]:
         """Names of a map node's children, sorted."""
 

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ..base import DOCUMENT, MAP_NODE, ORDERED, SORTED, TABLE, table_kind
+from ..base import DOCUMENT, MAP_NODE, ORDERED, SORTED, STATIC, TABLE, table_kind
 from ..errors import AlreadyExistsError, ClusterError, NoSuchPathError, SchemaError
 from ..schema import TableSchema
 from . import consumers, queues, sorted_store, tables
@@ -19,7 +19,7 @@ from .sqlite_store import WriteTxn
 
 
 class TreeMixin:
-    """`exists`, `create`, `remove`, `list`, `get` and `set` of `EmbeddedCluster`."""
+    """`exists`, `create`, `remove`, `move`, `list`, `get` and `set` of `EmbeddedCluster`."""
 
     _conn: sqlite3.Connection
 
@@ -66,6 +66,21 @@ class TreeMixin:
                 conn.execute("DELETE FROM nodes WHERE path=?", (p,))
                 for drop in (queues.drop, sorted_store.drop, tables.drop_static, consumers.drop_registrations):
                     drop(conn, p)
+
+    def move(self, source: str, destination: str, *, force: bool = False) -> None:
+        source, destination = normalize_path(source), normalize_path(destination)
+        with WriteTxn(self._conn) as conn:
+            node_type, attrs, _ = node(conn, source)
+            if table_kind(attrs) != STATIC:
+                raise ClusterError(f"{source}: the embedded cluster moves static tables only, found "
+                                   f"{table_kind(attrs) or node_type}")
+            if conn.execute("SELECT 1 FROM nodes WHERE path=?", (destination,)).fetchone():
+                if not force:
+                    raise AlreadyExistsError(f"{destination}: node already exists (move with force=True to replace it)")
+                self.remove(destination, recursive=True)
+            _ensure_parent(conn, destination, recursive=False)
+            conn.execute("UPDATE nodes SET path=? WHERE path=?", (destination, source))
+            tables.move_static(conn, source, destination)
 
     def list(self, path: str) -> list[str]:
         path = normalize_path(path)

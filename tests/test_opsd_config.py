@@ -248,3 +248,11 @@ def test_every_config_key_has_a_description() -> None:
                 assert field.description, f"{model.__name__}.{name} has no description"
 
     walk(OpsdConfig)
+
+
+def test_a_config_that_is_not_utf8_is_a_config_error_naming_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "opsd.yaml"
+    path.write_bytes("pipelines: []  # caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(path) in str(caught.value) and "not UTF-8" in str(caught.value) and "0xe9" in str(caught.value)

@@ -70,7 +70,8 @@ def test_valid_config_loads_with_typed_values(tmp_path: Path) -> None:
 
 def test_minimal_config_gets_defaults() -> None:
     config = OpsdConfig.model_validate(
-        {"pipelines": [{"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}}, "sink": {"format": "console"}}]}
+        {"pipelines": [{"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}},
+                        "sink": {"format": "console"}}]}
     )
 
     assert config.cluster is None
@@ -196,7 +197,8 @@ def test_processing_time_durations_are_parsed(text: str, seconds: float) -> None
 
 def test_seed_best_practices_for_stateless_pipelines(tmp_path: Path) -> None:
     config = OpsdConfig.model_validate(
-        {"pipelines": [{"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}}, "sink": {"format": "console"}}]}
+        {"pipelines": [{"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}},
+                        "sink": {"format": "console"}}]}
     )
 
     assert spark_defaults(config) == {

@@ -135,14 +135,16 @@ def _check_unknown(options: Mapping[str, str], known: set[str], what: str) -> No
 
 def configured_dyn_batch_size(options: Mapping[str, Any], session: Mapping[str, Any]) -> int:
     """The sink's rows per insert as configured: option `dyn_batch_size`, else the session conf, else 50000."""
-    batch = options.get(DYN_BATCH_SIZE) or session.get(CONF_DYN_BATCH_SIZE) or DEFAULT_DYN_BATCH_SIZE
-    return parse_positive_int(DYN_BATCH_SIZE if options.get(DYN_BATCH_SIZE) else CONF_DYN_BATCH_SIZE, batch)
+    for name, given in ((DYN_BATCH_SIZE, options), (CONF_DYN_BATCH_SIZE, session)):
+        if given.get(name) is not None:
+            return parse_positive_int(name, given[name])
+    return DEFAULT_DYN_BATCH_SIZE
 
 
 def configured_max_rows_per_partition(options: Mapping[str, Any]) -> int | None:
     """The source's configured per-partition cap (option `max_rows_per_partition`); None = no cap."""
     value = options.get(MAX_ROWS_PER_PARTITION)
-    return parse_positive_int(MAX_ROWS_PER_PARTITION, value) if value else None
+    return None if value is None else parse_positive_int(MAX_ROWS_PER_PARTITION, value)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from streaming_core.cluster import (
     SchemaError,
     TabletInfo,
     TrimmedRowsError,
+    VitalConsumerError,
     connect,
 )
 from streaming_core.cluster.base import ORDERED, SORTED, STATIC
@@ -270,6 +271,28 @@ class ClusterContract:
         cluster.trim_rows(queue, 0, 6)
         cluster.trim_rows(queue, 0, 2)
         assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 6
+
+    def test_trim_past_a_vital_consumer_is_refused_and_trims_nothing(self, cluster: Cluster, queue: str,
+                                                                      root: str) -> None:
+        vital = f"{root}/vital"
+        cluster.create_consumer(vital, recursive=True)
+        cluster.register_queue_consumer(queue, vital, vital=True)
+        cluster.insert_rows(queue, data_rows(10), tablet_index=0)
+        cluster.advance_consumer(vital, queue, 0, None, 3)
+
+        with pytest.raises(VitalConsumerError) as err:
+            cluster.trim_rows(queue, 0, 5)
+        assert vital in str(err.value) and "[3, 5)" in str(err.value) and "--past-vital-consumers" in str(err.value)
+        assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 0
+        cluster.trim_rows(queue, 0, 3)
+        cluster.trim_rows(queue, 0, 5, past_vital_consumers=True)
+        assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 5
+
+    def test_a_consumer_that_is_not_vital_does_not_hold_the_trim(self, cluster: Cluster, queue: str,
+                                                                  consumer: str) -> None:
+        cluster.insert_rows(queue, data_rows(10), tablet_index=0)
+        cluster.trim_rows(queue, 0, 8)
+        assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 8
 
     def test_reading_trimmed_rows_names_queue_partition_and_range(self, cluster: Cluster, queue: str) -> None:
         cluster.insert_rows(queue, data_rows(10), tablet_index=1)

@@ -18,7 +18,7 @@ from rich.table import Table
 from opsd.cli.common import CliError, open_cluster, parse_schema
 from opsd.cli.json_values import row_encoder
 from streaming_core.cluster import Cluster, TableSchema
-from streaming_core.cluster.base import ORDERED, SORTED, STATIC, TABLE, require_kind
+from streaming_core.cluster.base import MAX_TABLET_COUNT, ORDERED, SORTED, STATIC, TABLE, require_kind
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 def create_table(args: argparse.Namespace) -> int:
     attributes = table_attributes(parse_schema(args.schema), _key_list(args.sorted_by), static=args.static,
                                   tablets=args.tablets)
-    cluster = open_cluster(args)
+    cluster = open_cluster(args, create=True)
     cluster.create(TABLE, args.path, recursive=True, attributes=attributes)
     kind = require_kind(cluster, args.path, ORDERED, SORTED, STATIC).kind
     keys = TableSchema.from_yt(attributes["schema"]).key_columns
@@ -71,8 +71,8 @@ def table_attributes(schema: list[dict[str, Any]], keys: list[str], *, static: b
         raise CliError(f"--sorted-by: {unknown} are not columns of --schema {names}")
     if static and tablets is not None:
         raise CliError("--tablets: static tables have no tablets (drop --static for a dynamic table)")
-    if tablets is not None and tablets < 1:
-        raise CliError(f"--tablets must be a positive integer, got {tablets}")
+    if tablets is not None and not 1 <= tablets <= MAX_TABLET_COUNT:
+        raise CliError(f"--tablets must be from 1 to {MAX_TABLET_COUNT} (YTsaurus' tablet limit), got {tablets}")
     keyed = [{**next(c for c in schema if c.get("name") == k), "sort_order": "ascending"} for k in keys]
     attributes: dict[str, Any] = {"schema": keyed + [c for c in schema if c.get("name") not in keys],
                                   "dynamic": not static}

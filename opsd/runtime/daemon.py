@@ -12,7 +12,9 @@ from pathlib import Path
 import structlog
 
 from opsd.config.load import load_config
-from opsd.runtime.lifecycle import running
+from opsd.runtime.failures import Failure
+from opsd.runtime.lifecycle import running, session_for
+from opsd.runtime.preflight import preflight
 
 log = structlog.get_logger(__name__)
 
@@ -39,10 +41,29 @@ def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
     stop = stop or threading.Event()
     in_main = threading.current_thread() is threading.main_thread()
     with stop_on_signals(stop) if in_main else contextlib.nullcontext(), running(config) as app:
+        for name, problems in preflight(config, app.spark).items():
+            if problems:
+                log.error("pipeline_preflight_failed", query=name, problems=[str(p) for p in problems])
+                app.runner.refuse(name, Failure("PreflightError", "; ".join(map(str, problems)), permanent=True))
         log.info("opsd_started", pipelines=[p.name for p in config.pipelines], url=app.monitor.url)
         if not stop.is_set():
             app.runner.start()
             app.runner.wait(stop)
     gave_up = [s.name for s in app.runner.supervisors if s.gave_up]
-    log.info("opsd_stopped", gave_up=gave_up)
-    return 1 if gave_up else 0
+    failed = [s.name for s in app.runner.supervisors if s.permanent_failure]
+    log.info("opsd_stopped", gave_up=gave_up, failed_permanently=failed)
+    return 1 if gave_up or failed else 0
+
+
+def check(config_path: str | Path) -> int:
+    """`opsd run --check`: validate the config and pre-flight every pipeline, start no query; 1 on any problem."""
+    config = load_config(config_path)
+    spark = session_for(config)
+    try:
+        found = [problem for problems in preflight(config, spark).values() for problem in problems]
+    finally:
+        spark.stop()
+    for problem in found:
+        print(f"problem: {problem}")
+    print(f"{len(config.pipelines)} pipeline(s) checked: " + (f"{len(found)} problem(s)" if found else "ready to run"))
+    return 1 if found else 0

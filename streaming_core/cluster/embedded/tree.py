@@ -10,7 +10,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ..base import DOCUMENT, MAP_NODE, ORDERED, SORTED, STATIC, TABLE, table_kind
+from ..base import DOCUMENT, MAP_NODE, MAX_TABLET_COUNT, ORDERED, SORTED, STATIC, TABLE, table_kind
 from ..errors import AlreadyExistsError, ClusterError, NoSuchPathError, SchemaError
 from ..schema import TableSchema
 from . import consumers, queues, sorted_store, tables
@@ -33,6 +33,8 @@ class TreeMixin:
 
     def create(self, node_type, path, *, recursive=False, ignore_existing=False, attributes=None) -> None:
         path = normalize_path(path)
+        if path == "//":
+            raise ClusterError("//: the root exists already; name a node below it, e.g. //home/app/queue")
         attrs = dict(attributes or {})
         value = attrs.pop("value", None)
         if node_type not in (MAP_NODE, TABLE, DOCUMENT):
@@ -137,8 +139,9 @@ def _table_attrs(path: str, attrs: dict[str, Any]) -> dict[str, Any]:
     attrs["dynamic"] = bool(attrs.get("dynamic", False))
     if table_kind({**attrs, "type": TABLE}) == ORDERED:
         count = attrs.setdefault("tablet_count", 1)
-        if not isinstance(count, int) or count < 1:
-            raise SchemaError(f"{path}: tablet_count must be a positive integer, got {count!r}")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_TABLET_COUNT:
+            raise SchemaError(f"{path}: tablet_count must be an integer from 1 to {MAX_TABLET_COUNT} (YTsaurus' "
+                              f"limit), got {count!r}")
     return attrs
 
 

@@ -8,8 +8,9 @@ two views can never disagree.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import singledispatchmethod
+from typing import Any
 
 import structlog
 
@@ -191,3 +192,31 @@ class Recorder:
         if dyn_batch_size is not None:
             self.status.update(query, dyn_batch_size=dyn_batch_size)
             self.metrics.tuning_dyn_batch_size.labels(query=query).set(dyn_batch_size)
+
+    def record_desync(self, query: str, queue: str, view: Mapping[str, Any]) -> None:
+        """One queue's desync, as the desync check's JSON-ready `view` (`state`, `partitions: {p: {state,
+        difference_rows, ...}}`); logs `desync_state_changed` for every partition whose state changed."""
+        current = self.status.get(query)
+        before = dict((current.desync or {}) if current else {})
+        old = (before.get(queue) or {}).get("partitions", {})
+        for partition, now in view.get("partitions", {}).items():
+            labels = {"query": query, "queue": queue, "partition": partition}
+            self.metrics.desync_rows.labels(**labels).set(now["difference_rows"])
+            previous = (old.get(partition) or {}).get("state")
+            if previous and previous != now["state"]:
+                self.metrics.desync_state.labels(**labels, state=previous).set(0)
+            self.metrics.desync_state.labels(**labels, state=now["state"]).set(1)
+            if previous != now["state"]:
+                log.info("desync_state_changed", query=query, queue=queue, partition=int(partition),
+                         state=now["state"], previous=previous, difference_rows=now["difference_rows"])
+        last_heal = (before.get(queue) or {}).get("last_heal")
+        before[queue] = {**view, "last_heal": last_heal}
+        self.status.update(query, desync=before)
+
+    def record_heal(self, query: str, queue: str, outcome: str, moves: Mapping[str, Any]) -> None:
+        """A heal of a queue's consumer and its outcome (`moves`: `{partition: [old, new]}`)."""
+        self.metrics.desync_heals.labels(query=query, queue=queue, outcome=outcome).inc()
+        current = self.status.get(query)
+        desync = dict((current.desync or {}) if current else {})
+        desync[queue] = {**desync.get(queue, {}), "last_heal": {"outcome": outcome, "at": self.clock(), "moves": moves}}
+        self.status.update(query, desync=desync)

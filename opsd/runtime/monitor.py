@@ -1,21 +1,25 @@
 """`opsd.attach(spark)`: opsd's monitoring for any Spark session with one call, and `detach()` to undo it.
 
 Wires the pieces together: metrics (one registry), the status store, the recorder, the listener that
-never blocks Spark, the HTTP endpoint and the scheduled checks (the stalled-query watchdog; later checks
-plug in with `Monitor.scheduler.add_check`). `opsd run` and `opsd demo` use the same object.
+never blocks Spark, the HTTP endpoint and the scheduled checks (the stalled-query watchdog, the offset desync of
+the running queries found from their progress; later checks plug in with `Monitor.scheduler.add_check`).
+`opsd run` and `opsd demo` use the same object.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
 from pyspark.sql import SparkSession
 
+from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
 from opsd.checks.scheduler import CheckScheduler
 from opsd.observe.listener import OpsdListener
@@ -24,6 +28,7 @@ from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
+from streaming_core.options import CONF_CLUSTER
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +69,7 @@ def attach(
     port: int | None = 0,
     policy: ProgressPolicy | None = None,
     watchdog_seconds: float = 10.0,
+    desync_seconds: float = 15.0,
     clock: Callable[[], float] = time.time,
 ) -> Monitor:
     """Monitor every streaming query of `spark`. `port=None` serves no HTTP (metrics stay in `registry`).
@@ -89,6 +95,8 @@ def attach(
         spark.streams.addListener(listener)
         undo.callback(spark.streams.removeListener, listener)
         scheduler.add_check("watchdog", Watchdog(recorder, policy, clock=clock).run, watchdog_seconds)
+        desync = DesyncCheck(spark.conf.get(CONF_CLUSTER, None), recorder, progress=recent_progress(spark))
+        scheduler.add_check("desync", desync.run, desync_seconds)
         scheduler.start()
         undo.callback(scheduler.shutdown, wait=False)
         if http:
@@ -96,3 +104,12 @@ def attach(
         undo.pop_all()
     log.info("opsd_attached", url=http.url if http else None)
     return Monitor(spark, metrics, recorder, listener, scheduler, http)
+
+
+def recent_progress(spark: SparkSession) -> Callable[[], Mapping[str, list[dict[str, Any]]]]:
+    """The recent progress events of the session's running queries, by name (what the desync check reads for
+    queries whose checkpoint location opsd does not know)."""
+    def read() -> Mapping[str, list[dict[str, Any]]]:
+        return {q.name or q.id: [json.loads(p.json) for p in q.recentProgress] for q in spark.streams.active}
+
+    return read

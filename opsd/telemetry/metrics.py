@@ -137,6 +137,24 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "Rows waiting in a queue partition (latest minus end offset).",
         _QP, "rows",
     ),
+    # Offset desync: the checkpoint's newest committed batch against the consumer (opsd.checks.desync).
+    MetricDefinition(
+        "opsd_desync_rows", _G,
+        "The checkpoint's next row minus the consumer's offset: rows the consumer lags the committed batch "
+        "(negative when the consumer is ahead of the checkpoint).",
+        _QP, "rows",
+    ),
+    MetricDefinition(
+        "opsd_desync_state", _G,
+        "1 for the partition's desync state (in_sync, lagging_one_batch, stuck, consumer_ahead, behind_trim), "
+        "0 for the state it left.",
+        (*_QP, "state"),
+    ),
+    MetricDefinition(
+        "opsd_desync_heals_total", _C,
+        "Heals of a lagging consumer, by outcome (healed, nothing_to_heal, conflict, refused_*).",
+        ("query", "queue", "outcome"),
+    ),
     # Live tuning.
     MetricDefinition(
         "opsd_tuning_max_rows_per_partition", _G,
@@ -201,6 +219,9 @@ class Metrics:
         self.source_latest_offset: Family = made["opsd_source_latest_offset"]
         self.source_end_offset: Family = made["opsd_source_end_offset"]
         self.source_backlog_rows: Family = made["opsd_source_backlog_rows"]
+        self.desync_rows: Family = made["opsd_desync_rows"]
+        self.desync_state: Family = made["opsd_desync_state"]
+        self.desync_heals: Family = made["opsd_desync_heals_total"]
         self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
         self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]
         self.listener_events: Family = made["opsd_listener_events_total"]

@@ -134,6 +134,20 @@ def overview_rows() -> tuple[Row, ...]:
                 Target(f"opsd_source_end_offset{{{Q}}}", "{{query}} {{queue}}/{{partition}} end"),
             )),
         )),
+        Row("Offset desync", (
+            Panel("Desync state per partition",
+                  "1 for the state of each queue partition: the checkpoint's committed batch against the consumer "
+                  "(lagging_one_batch is the documented late acknowledgement of an idle query).", (
+                      Target(f"opsd_desync_state{{{Q}}} == 1", "{{query}} {{queue}}/{{partition}} {{state}}"),
+                  ), width=8),
+            Panel("Desync rows", "Checkpoint's next row minus the consumer's offset; negative: consumer ahead.", (
+                Target(f"opsd_desync_rows{{{Q}}}", "{{query}} {{queue}}/{{partition}}"),
+            ), unit="suffix:rows", width=8),
+            Panel("Heals", "Heals of lagging consumers per interval, by outcome.", (
+                Target(f"sum by (query, outcome) (increase(opsd_desync_heals_total{{{Q}}}[$__rate_interval]))",
+                       "{{query}} {{outcome}}"),
+            ), width=8),
+        )),
         Row("State and event time", (
             Panel("Watermark delay", "Progress time minus the event-time watermark.", (
                 Target(f"opsd_watermark_delay_seconds{{{Q}}}", "{{query}}"),

@@ -220,3 +220,21 @@ class Recorder:
         desync = dict((current.desync or {}) if current else {})
         desync[queue] = {**desync.get(queue, {}), "last_heal": {"outcome": outcome, "at": self.clock(), "moves": moves}}
         self.status.update(query, desync=desync)
+
+    def record_lag(self, query: str, view: Mapping[str, Any]) -> None:
+        """A query's backlog, lag and time to drain, as the lag check's JSON-ready `view` (`queues: {queue:
+        {partition: {unread_rows, lag_seconds}}}`, the rates and `time_to_drain_seconds`, `"+Inf"` when not
+        draining; None where unknown)."""
+        m = self.metrics
+        for queue, partitions in view.get("queues", {}).items():
+            for partition, lag in partitions.items():
+                labels = {"query": query, "queue": queue, "partition": partition}
+                m.queue_unread_rows.labels(**labels).set(lag["unread_rows"])
+                if lag["lag_seconds"] is not None:
+                    m.queue_lag_seconds.labels(**labels).set(lag["lag_seconds"])
+        for family, key in ((m.queue_input_rows_per_second, "input_rows_per_second"),
+                            (m.queue_read_rows_per_second, "processed_rows_per_second"),
+                            (m.time_to_drain_seconds, "time_to_drain_seconds")):
+            if view.get(key) is not None:
+                family.labels(query=query).set(float(view[key]))
+        self.status.update(query, lag=dict(view))

@@ -1,8 +1,8 @@
 """`opsd.attach(spark)`: opsd's monitoring for any Spark session with one call, and `detach()` to undo it.
 
 Wires the pieces together: metrics (one registry), the status store, the recorder, the listener that
-never blocks Spark, the HTTP endpoint and the scheduled checks (the stalled-query watchdog, the offset desync of
-the running queries found from their progress; later checks plug in with `Monitor.scheduler.add_check`).
+never blocks Spark, the HTTP endpoint and the scheduled checks (the stalled-query watchdog, the offset desync and lag
+of the running queries found from their progress; later checks plug in with `Monitor.scheduler.add_check`).
 `opsd run` and `opsd demo` use the same object.
 """
 
@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
+from opsd.checks.lag.check import LagCheck
 from opsd.checks.scheduler import CheckScheduler
 from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy, readiness_probe
@@ -70,6 +71,7 @@ def attach(
     policy: ProgressPolicy | None = None,
     watchdog_seconds: float = 10.0,
     desync_seconds: float = 15.0,
+    lag_seconds: float = 15.0,
     clock: Callable[[], float] = time.time,
 ) -> Monitor:
     """Monitor every streaming query of `spark`. `port=None` serves no HTTP (metrics stay in `registry`).
@@ -95,8 +97,9 @@ def attach(
         spark.streams.addListener(listener)
         undo.callback(spark.streams.removeListener, listener)
         scheduler.add_check("watchdog", Watchdog(recorder, policy, clock=clock).run, watchdog_seconds)
-        desync = DesyncCheck(spark.conf.get(CONF_CLUSTER, None), recorder, progress=recent_progress(spark))
-        scheduler.add_check("desync", desync.run, desync_seconds)
+        cluster, progress = spark.conf.get(CONF_CLUSTER, None), recent_progress(spark)
+        scheduler.add_check("desync", DesyncCheck(cluster, recorder, progress=progress).run, desync_seconds)
+        scheduler.add_check("lag", LagCheck(cluster, recorder, progress=progress, clock=clock).run, lag_seconds)
         scheduler.start()
         undo.callback(scheduler.shutdown, wait=False)
         if http:

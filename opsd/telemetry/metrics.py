@@ -155,6 +155,34 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "Heals of a lagging consumer, by outcome (healed, nothing_to_heal, conflict, refused_*).",
         ("query", "queue", "outcome"),
     ),
+    # Backlog and lag read from the cluster (opsd.checks.lag), beside the progress-reported backlog above.
+    MetricDefinition(
+        "opsd_queue_unread_rows", _G,
+        "Rows of a queue partition the query has not read: the queue's end minus the next row to read.",
+        _QP, "rows",
+    ),
+    MetricDefinition(
+        "opsd_queue_lag_seconds", _G,
+        "Age of the next row to read ($timestamp, else the sampled offset-to-time history); 0 when nothing is "
+        "unread.",
+        _QP, "seconds",
+    ),
+    MetricDefinition(
+        "opsd_queue_input_rows_per_second", _G,
+        "Rows written to the query's queues per second, averaged over the lag window.",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_queue_read_rows_per_second", _G,
+        "Rows the query moved past per second (next row to read), averaged over the lag window.",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_time_to_drain_seconds", _G,
+        "Backlog / (read rate - input rate): when the backlog is gone at the current rates; +Inf when it is not "
+        "draining.",
+        _Q, "seconds",
+    ),
     # Live tuning.
     MetricDefinition(
         "opsd_tuning_max_rows_per_partition", _G,
@@ -222,6 +250,11 @@ class Metrics:
         self.desync_rows: Family = made["opsd_desync_rows"]
         self.desync_state: Family = made["opsd_desync_state"]
         self.desync_heals: Family = made["opsd_desync_heals_total"]
+        self.queue_unread_rows: Family = made["opsd_queue_unread_rows"]
+        self.queue_lag_seconds: Family = made["opsd_queue_lag_seconds"]
+        self.queue_input_rows_per_second: Family = made["opsd_queue_input_rows_per_second"]
+        self.queue_read_rows_per_second: Family = made["opsd_queue_read_rows_per_second"]
+        self.time_to_drain_seconds: Family = made["opsd_time_to_drain_seconds"]
         self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
         self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]
         self.listener_events: Family = made["opsd_listener_events_total"]

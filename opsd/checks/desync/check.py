@@ -55,6 +55,18 @@ def collect_target(cluster: Cluster, target: DesyncTarget, *, stopped: bool = Fa
 WAITS = (HealOutcome.BATCH_RUNNING, HealOutcome.QUERY_BUSY)
 
 
+def collect_queries(cluster: Cluster, targets: Sequence[DesyncTarget], progress: ProgressSource | None,
+                    stopped: Callable[[str], bool] = lambda query: False,
+                    ) -> list[tuple[QueueFacts, DesyncTarget | None]]:
+    """Facts of every target, then of every query in `progress` that no target names (target None)."""
+    found = [(f, t) for t in targets for f in collect_target(cluster, t, stopped=stopped(t.query))]
+    known = {t.query for t in targets}
+    for query, events in (progress() if progress else {}).items():
+        if query not in known:
+            found += [(f, None) for f in collect_progress(cluster, query, events)]
+    return found
+
+
 class DesyncCheck:
     """`scheduler.add_check("desync", DesyncCheck(...).run, interval)`."""
 
@@ -65,14 +77,6 @@ class DesyncCheck:
         self.targets = list(targets)
         self.progress = progress
 
-    def collect(self, cluster: Cluster) -> list[tuple[QueueFacts, DesyncTarget | None]]:
-        found = [(f, t) for t in self.targets for f in collect_target(cluster, t, stopped=self._stopped(t.query))]
-        known = {t.query for t in self.targets}
-        for query, events in (self.progress() if self.progress else {}).items():
-            if query not in known:
-                found += [(f, None) for f in collect_progress(cluster, query, events)]
-        return found
-
     def _stopped(self, query: str) -> bool:
         status = self.recorder.status.get(query)
         return status is not None and status.started_at is not None and not status.active
@@ -81,7 +85,7 @@ class DesyncCheck:
         """Record every query's desync and heal where enabled; returns the desyncs and heal results."""
         done: list[QueueDesync | HealResult] = []
         with connect(self.cluster_uri) as cluster:
-            for facts, target in self.collect(cluster):
+            for facts, target in collect_queries(cluster, self.targets, self.progress, self._stopped):
                 desync = evaluate(facts)
                 self.recorder.record_desync(facts.query, facts.queue, view(desync))
                 done.append(desync)

@@ -22,7 +22,7 @@ from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.desync.decide import HealDecision, HealOutcome, decide
 from opsd.checks.desync.evaluate import QueueDesync, evaluate
 from opsd.cli.common import CliError
-from opsd.config.load import load_config
+from opsd.config.load import ConfigError, load_config
 from streaming_core.checkpoint import newest_batch
 from streaming_core.cluster import connect, default_uri
 
@@ -60,7 +60,10 @@ def resolve_target(args: argparse.Namespace) -> tuple[str | None, DesyncTarget]:
         return args.cluster, DesyncTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
     if not args.config:
         raise CliError(f"query {args.query!r}: give the config file that names it (--config FILE)")
-    config = load_config(args.config)
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        raise CliError(str(e)) from None
     found = [t for t in targets_for(config) if t.query == args.query]
     if not found:
         raise CliError(f"{args.config}: no pipeline with a checkpoint_location nor watch entry named {args.query!r}")

@@ -13,7 +13,7 @@ from typing import Any
 
 from opsd.checks.desync.check import ProgressSource, collect_queries
 from opsd.checks.desync.collect import DesyncTarget
-from opsd.checks.lag.collect import collect
+from opsd.checks.lag.collect import Timestamps, collect
 from opsd.checks.lag.evaluate import QueryLag, evaluate
 from opsd.checks.lag.facts import Point
 from opsd.checks.lag.history import History
@@ -35,13 +35,14 @@ class LagCheck:
         self.progress = progress
         self.window_seconds = settings.lag_window_seconds
         self.history = History(settings.lag_history_seconds, settings.lag_window_seconds)
+        self.timestamps = Timestamps()
         self.clock = clock
 
     def run(self) -> list[QueryLag]:
         """Record every query's lag; returns them."""
         with connect(self.cluster_uri) as cluster:
             facts = [f for f, _ in collect_queries(cluster, self.targets, self.progress)]
-            samples = collect(cluster, facts, self.clock())
+            samples = collect(cluster, facts, self.clock(), self.timestamps)
         found = []
         for sample in samples:
             lag = evaluate(sample, self.history.points(sample.query), self.window_seconds)

@@ -2,6 +2,10 @@
 consumer's offset when that is further (the source's own rule) — from the desync check's facts, and the
 `$timestamp` of that row where the queue has the column.
 
+A row's `$timestamp` costs one read, so `Timestamps` remembers it while the row stays a partition's next one and
+reads at most a budget of new ones per run; the partitions past the budget get their lag from the sampled history
+(`opsd.checks.lag.evaluate`) until a later run reads them.
+
 `$timestamp` is read as YTsaurus writes it (a hybrid timestamp, unix seconds in the bits above 30) and as the
 embedded cluster writes it (microseconds since the epoch); the two are told apart by magnitude.
 """
@@ -35,8 +39,37 @@ def written_at(cluster: Cluster, queue: str, partition: int, row: int) -> float 
     return None
 
 
-def collect(cluster: Cluster, facts: Iterable[QueueFacts], at: float) -> list[QuerySample]:
+class Timestamps:
+    """The `$timestamp` of each partition's next row to read, kept while that row stays the next one."""
+
+    #: New rows' timestamps read per run at most.
+    BUDGET = 256
+
+    def __init__(self, budget: int = BUDGET) -> None:
+        self.budget = budget
+        self._known: dict[tuple[str, int], tuple[int, float | None]] = {}
+        self._left = budget
+
+    def start_run(self) -> None:
+        self._left = self.budget
+
+    def of(self, cluster: Cluster, queue: str, partition: int, row: int) -> float | None:
+        known = self._known.get((queue, partition))
+        if known is not None and known[0] == row:
+            return known[1]
+        if self._left <= 0:
+            return None
+        self._left -= 1
+        stamp = written_at(cluster, queue, partition, row)
+        self._known[(queue, partition)] = (row, stamp)
+        return stamp
+
+
+def collect(cluster: Cluster, facts: Iterable[QueueFacts], at: float,
+            timestamps: Timestamps | None = None) -> list[QuerySample]:
     """One sample per query at time `at`, over all its queues."""
+    timestamps = timestamps or Timestamps()
+    timestamps.start_run()
     by_query: dict[str, list[PartitionSample]] = {}
     stamped: dict[str, bool] = {}
     for f in facts:
@@ -46,7 +79,7 @@ def collect(cluster: Cluster, facts: Iterable[QueueFacts], at: float) -> list[Qu
         for p in f.partitions:
             next_row = max(p.checkpoint_next, p.consumer_offset)
             first_unread = max(next_row, p.trimmed_row_count)
-            stamp = written_at(cluster, f.queue, p.partition, first_unread) \
+            stamp = timestamps.of(cluster, f.queue, p.partition, first_unread) \
                 if first_unread < p.row_count and stamped[f.queue] else None
             parts.append(PartitionSample(f.queue, p.partition, next_row, p.row_count, p.trimmed_row_count, stamp))
     return [QuerySample(query, at, tuple(parts)) for query, parts in by_query.items()]

@@ -56,8 +56,8 @@ def row_written_at(row: int, key: tuple[str, int], points: Sequence[Point]) -> f
     if not points:
         return None
     i = bisect.bisect_right(points, row, key=lambda point: point.row_counts.get(key, 0))
-    if i == 0:
-        return points[0].at  # older than the history: at least this old
+    if i == 0:  # older than the history: at least as old as it (unknown while the history is only this sample)
+        return points[0].at if len(points) > 1 else None
     if i == len(points):
         return None
     before, after = points[i - 1], points[i]

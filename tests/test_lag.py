@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.lag.check import LagCheck, view
-from opsd.checks.lag.collect import timestamp_seconds
+from opsd.checks.lag.collect import Timestamps, timestamp_seconds
 from opsd.checks.lag.evaluate import evaluate, row_written_at
 from opsd.checks.lag.facts import PartitionSample, Point, QuerySample
 from opsd.checks.lag.history import History
@@ -100,3 +100,22 @@ def test_the_check_reads_timestamps_of_unread_rows_and_records_lag(yt, yt_root: 
     assert registry.get_sample_value("opsd_queue_unread_rows", labels) == 20
     assert registry.get_sample_value("opsd_queue_lag_seconds", {**labels, "partition": "0"}) == 0
     assert recorder.status.get("job").lag["backlog_rows"] == 20
+
+
+def test_a_partition_behind_on_the_first_sample_has_unknown_lag_not_zero() -> None:
+    assert evaluate(sample(100.0, 10, 50), [], 300).partitions[0].lag_seconds is None
+
+
+def test_timestamps_are_read_within_a_budget_per_run_and_remembered(yt, yt_root: str) -> None:
+    q = f"{yt_root}/queue"
+    make_queue(yt, q, schema=[{"name": "$timestamp", "type": "uint64"}, {"name": "data", "type": "string"}])
+    yt.insert_rows(q, [{"data": "x"}] * 4)
+    stamps = Timestamps(budget=1)
+
+    stamps.start_run()
+    first = [stamps.of(yt, q, p, 0) for p in (0, 1)]
+    stamps.start_run()
+    second = [stamps.of(yt, q, p, 0) for p in (0, 1)]
+
+    assert first[0] is not None and first[1] is None
+    assert second == [first[0], pytest.approx(time.time(), abs=60)]

@@ -10,6 +10,9 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from streaming_core.cluster import Cluster
+from tests.conftest import make_queue
+
 METADATA = {"batchWatermarkMs": 0, "batchTimestampMs": 1_795_389_897_044,
             "conf": {"spark.sql.shuffle.partitions": "4"}}
 
@@ -34,3 +37,17 @@ def write_checkpoint(location: Path, queue: str, batches: Mapping[int, Mapping[i
         if committed is not None and batch_id <= committed:
             (location / "commits" / str(batch_id)).write_text('v1\n{"nextBatchWatermarkMs":0}')
     return location
+
+
+def job_with_checkpoint(cluster: Cluster, yt_root: str, location: Path, batches: Mapping[int, Mapping[int, int]], *,
+                        committed: int, rows: int = 40, consumer_at: int | None = None) -> tuple[str, str, str]:
+    """A 2-partition queue of `rows` rows, its registered consumer (at `consumer_at` on both partitions, if given)
+    and a checkpoint of `batches` in this connector's layout: `(queue, consumer, location)`."""
+    queue, consumer = f"{yt_root}/queue", f"{yt_root}/consumer"
+    make_queue(cluster, queue, consumer=consumer)
+    cluster.insert_rows(queue, [{"data": "x", "n": i} for i in range(rows)])
+    write_checkpoint(location, queue, batches, committed, consumer=consumer)
+    if consumer_at is not None:
+        for p in (0, 1):
+            cluster.advance_consumer(consumer, queue, p, None, consumer_at)
+    return queue, consumer, str(location)

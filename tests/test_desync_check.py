@@ -15,8 +15,7 @@ from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
-from tests.checkpoint_support import offset_line, write_checkpoint
-from tests.conftest import make_queue
+from tests.checkpoint_support import job_with_checkpoint, offset_line
 
 
 @pytest.fixture
@@ -32,13 +31,8 @@ def recorder(registry: CollectorRegistry) -> Recorder:
 @pytest.fixture
 def lagging(yt, yt_root: str, tmp_path: Path) -> tuple[str, str, str]:
     """An idle query's checkpoint (batches 0, 1 committed) with its consumer at the end of batch 0."""
-    q, c = f"{yt_root}/queue", f"{yt_root}/consumer"
-    make_queue(yt, q, consumer=c)
-    yt.insert_rows(q, [{"data": "x", "n": i} for i in range(40)])
-    location = write_checkpoint(tmp_path / "cp", q, {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1, consumer=c)
-    for p in (0, 1):
-        yt.advance_consumer(c, q, p, None, 10)
-    return q, c, str(location)
+    return job_with_checkpoint(yt, yt_root, tmp_path / "cp", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1,
+                               consumer_at=10)
 
 
 def state(registry: CollectorRegistry, q: str, partition: str, name: str) -> float | None:

@@ -14,19 +14,14 @@ from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
-from tests.checkpoint_support import write_checkpoint
-from tests.conftest import make_queue
+from tests.checkpoint_support import job_with_checkpoint
 from tests.test_prometheus_scrape import free_port
 
 
 @pytest.fixture
 def job(yt, yt_root: str, tmp_path: Path) -> tuple[str, str, str]:
     """A queue of 2 x 20 rows, its consumer, and a checkpoint whose committed batch 1 read everything."""
-    q, c = f"{yt_root}/queue", f"{yt_root}/consumer"
-    make_queue(yt, q, consumer=c)
-    yt.insert_rows(q, [{"data": "x", "n": i} for i in range(40)])
-    location = write_checkpoint(tmp_path / "cp", q, {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1, consumer=c)
-    return q, c, str(location)
+    return job_with_checkpoint(yt, yt_root, tmp_path / "cp", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1)
 
 
 def doctor(capsys, *args: str) -> tuple[int, dict | str]:

@@ -15,8 +15,7 @@ from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
-from tests.checkpoint_support import write_checkpoint
-from tests.conftest import make_queue
+from tests.checkpoint_support import job_with_checkpoint
 from tests.test_prometheus_scrape import PROMETHEUS, prometheus, query_until_present  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="the `prometheus` binary is not installed")
@@ -25,16 +24,12 @@ pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="the `prometheus` bin
 @pytest.fixture
 def opsd_server(yt, yt_root: str, cluster_uri: str, tmp_path: Path) -> Iterator[OpsHttpServer]:
     """opsd's endpoint after one desync run (healing a lagging consumer) and two lag runs 10 s apart."""
-    q, c = f"{yt_root}/queue", f"{yt_root}/consumer"
-    make_queue(yt, q, consumer=c)
-    yt.insert_rows(q, [{"data": "x", "n": i} for i in range(40)])
-    location = write_checkpoint(tmp_path / "cp", q, {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1, consumer=c)
-    for p in (0, 1):
-        yt.advance_consumer(c, q, p, None, 10)
+    q, _, location = job_with_checkpoint(yt, yt_root, tmp_path / "cp", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}},
+                                         committed=1, consumer_at=10)
     metrics = Metrics(CollectorRegistry())
     recorder = Recorder(metrics, StatusStore())
     now = [1000.0]
-    targets = [DesyncTarget("job", str(location), heal=True)]
+    targets = [DesyncTarget("job", location, heal=True)]
     lag = LagCheck(cluster_uri, recorder, targets, clock=lambda: now[0])
     lag.run()
     DesyncCheck(cluster_uri, recorder, targets).run()

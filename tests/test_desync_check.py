@@ -107,3 +107,15 @@ def test_attached_queries_are_judged_from_their_last_batch_with_data(yt, cluster
 
     view = recorder.status.get("attached").desync[q]
     assert (view["state"], view["source"], view["committed_batch"]) == ("lagging_one_batch", "progress", 1)
+
+
+def test_an_attached_query_that_cannot_be_read_is_its_own_problem_only(yt, cluster_uri, lagging, recorder) -> None:
+    q, c, _ = lagging
+    end = {"startOffset": offset_line(q, {0: 9, 1: 9}, c), "endOffset": offset_line(q, {0: 19, 1: 19}, c)}
+    gone = {"startOffset": None, "endOffset": offset_line("//no/such/queue", {0: 4}, c)}
+    progress = {"gone": [{"batchId": 0, "sources": [gone]}], "fine": [{"batchId": 1, "sources": [end]}]}
+
+    DesyncCheck(cluster_uri, recorder, progress=lambda: progress).run()
+
+    assert "//no/such/queue" in recorder.status.get("gone").desync[""]["problem"]
+    assert recorder.status.get("fine").desync[q]["state"] == "lagging_one_batch"

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from opsd.checks.desync.apply import HealResult, apply
-from opsd.checks.desync.collect import DesyncTarget, collect_checkpoint, collect_progress
+from opsd.checks.desync.collect import FROM_PROGRESS, DesyncTarget, collect_checkpoint, collect_progress
 from opsd.checks.desync.decide import HealOutcome, decide
 from opsd.checks.desync.evaluate import QueueDesync, evaluate
 from opsd.checks.desync.facts import QueueFacts
@@ -45,10 +45,22 @@ def collect_target(cluster: Cluster, target: DesyncTarget, *, stopped: bool = Fa
     try:
         facts = collect_checkpoint(cluster, target, read_checkpoint(target.checkpoint, cluster.uri))
     except (OSError, ValueError, ClusterError) as e:
-        log.warning("desync_collect_failed", query=target.query, checkpoint=target.checkpoint, error=str(e))
-        return [QueueFacts(target.query, target.queue or "", target.consumer or "", target.checkpoint or "",
-                           None, None, problem=f"{type(e).__name__}: {e}")]
+        return [_failed(target.query, target.queue, target.consumer, target.checkpoint or "", e)]
     return [replace(f, query_stopped=stopped) for f in facts]
+
+
+def _attached(cluster: Cluster, query: str, events: Sequence[Mapping[str, Any]]) -> list[QueueFacts]:
+    """An attached query's facts from its progress; a failure becomes its problem (never raised)."""
+    try:
+        return collect_progress(cluster, query, events)
+    except (ValueError, KeyError, ClusterError) as e:
+        return [_failed(query, None, None, FROM_PROGRESS, e)]
+
+
+def _failed(query: str, queue: str | None, consumer: str | None, source: str, error: Exception) -> QueueFacts:
+    log.warning("desync_collect_failed", query=query, source=source, error=str(error))
+    problem = f"{type(error).__name__}: {error}"
+    return QueueFacts(query, queue or "", consumer or "", source, None, None, problem=problem)
 
 
 #: Outcomes that only mean "not now": a batch runs, or the running query will acknowledge the batch by itself.
@@ -63,7 +75,7 @@ def collect_queries(cluster: Cluster, targets: Sequence[DesyncTarget], progress:
     known = {t.query for t in targets}
     for query, events in (progress() if progress else {}).items():
         if query not in known:
-            found += [(f, None) for f in collect_progress(cluster, query, events)]
+            found += [(f, None) for f in _attached(cluster, query, events)]
     return found
 
 

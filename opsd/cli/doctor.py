@@ -68,7 +68,8 @@ def examine(args: argparse.Namespace) -> Report:
         target = DesyncTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
         with connect(args.cluster) as cluster:
             queries = from_targets(cluster, [target], time.time())
-        flags = "".join(f" --{k} {v}" for k, v in (("queue", args.queue), ("consumer", args.consumer)) if v)
+        flags = "".join(f" --{k} {v}" for k, v in (("queue", args.queue), ("consumer", args.consumer),
+                                                    ("cluster", args.cluster)) if v)
         return diagnose(args.checkpoint, queries, lambda q: f"opsd desync heal --checkpoint {q}{flags}")
     url = (args.url or DEFAULT_URL).rstrip("/")
     try:

@@ -171,3 +171,13 @@ def test_a_heal_never_moves_a_consumer_backwards(yt, setup) -> None:
     result = apply(yt, decision, lambda: newest_batch(location))
 
     assert result.outcome == HealOutcome.NOTHING_TO_HEAL and yt.get_consumer_offsets(c, q) == {0: 30, 1: 30}
+
+
+def test_a_checkpoint_that_does_not_read_the_named_queue_is_a_problem(yt, setup) -> None:
+    q, c, checkpoint = setup
+    location = checkpoint({0: {0: 9, 1: 9}}, committed=0)
+
+    [facts] = collect_checkpoint(yt, DesyncTarget("q", location, queue="//other", consumer=c),
+                                 read_checkpoint(location))
+
+    assert facts.problem == f"{location}: batch 0 has no offsets for //other (it reads {q})"

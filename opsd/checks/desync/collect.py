@@ -61,7 +61,12 @@ def collect_checkpoint(cluster: Cluster, target: DesyncTarget, checkpoint: Check
             committed_batch=checkpoint.committed_batch,
             planned_batch=planned.batch_id if planned else None,
         )
-        found.append(queue_facts(cluster, target.query, queue, target.consumer, checkpoint.location, ends))
+        facts = queue_facts(cluster, target.query, queue, target.consumer, checkpoint.location, ends)
+        if checkpoint.committed is not None and ends.committed is None:
+            read = ", ".join(q.path for q in checkpoint.committed.sources if q is not None) or "no yt queue"
+            facts = _problem(facts, f"{checkpoint.location}: batch {checkpoint.committed_batch} has no offsets for "
+                                    f"{queue} (it reads {read})")
+        found.append(facts)
     return found
 
 

@@ -6,11 +6,16 @@ import json
 import threading
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from opsd.checks.desync.check import collect_target
+from opsd.checks.desync.check import DesyncCheck, collect_target
 from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.desync.evaluate import DesyncState, evaluate
 from opsd.cli.main import main
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.runtime.monitor import recent_progress
+from opsd.telemetry.metrics import Metrics
 from tests.conftest import make_queue
 from tests.source_support import checkpoint_of, numbered, read_queue, run_to_end
 
@@ -67,6 +72,7 @@ def test_while_a_batch_runs_a_heal_is_refused_and_a_stuck_consumer_is_healed_aft
     target = DesyncTarget("q", checkpoint)
     query = (read_queue(spark, queue, consumer, max_rows_per_partition=10).writeStream.foreachBatch(batch)
              .option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").start())
+    recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     try:
         assert inside.wait(120), "batch 1 never started"
         [facts] = collect_target(yt, target)
@@ -74,9 +80,11 @@ def test_while_a_batch_runs_a_heal_is_refused_and_a_stuck_consumer_is_healed_aft
         for p in (0, 1):  # someone moves the consumer back while batch 1 runs
             yt.advance_consumer(consumer, queue, p, None, 0)
         seen["heal"] = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint)
-    finally:
         release.set()
         query.processAllAvailable()
+        DesyncCheck(cluster_uri, recorder, progress=recent_progress(spark)).run()  # as attached: from its progress
+    finally:
+        release.set()
         query.stop()
 
     assert seen["planned"] == (0, 1, DesyncState.IN_SYNC)  # batch 0 acknowledged when batch 1 was planned
@@ -84,6 +92,7 @@ def test_while_a_batch_runs_a_heal_is_refused_and_a_stuck_consumer_is_healed_aft
     assert code == 1 and "refused_batch_running" in out and yt.get_consumer_offsets(consumer, queue) == {0: 0, 1: 0}
     [facts] = collect_target(yt, target)
     assert evaluate(facts).state == DesyncState.STUCK and (facts.committed_batch, facts.planned_batch) == (1, None)
+    assert recorder.status.get(str(query.id)).desync[queue]["state"] == "stuck"
 
     code, out = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint)
     assert (code, yt.get_consumer_offsets(consumer, queue)) == (0, {0: 20, 1: 20})

@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
@@ -110,9 +111,16 @@ def attach(
 
 
 def recent_progress(spark: SparkSession) -> Callable[[], Mapping[str, list[dict[str, Any]]]]:
-    """The recent progress events of the session's running queries, by name (what the desync check reads for
-    queries whose checkpoint location opsd does not know)."""
+    """The progress events the desync and lag checks read for queries whose checkpoint location opsd does not know,
+    by query name: the last one when it read rows (the common case, one event to fetch), else the recent ones (an
+    idle query's last batch with data lies further back)."""
+    def events(query: StreamingQuery) -> list[dict[str, Any]]:
+        last = query.lastProgress
+        if last is not None and last["numInputRows"] > 0:
+            return [json.loads(last.json)]
+        return [json.loads(p.json) for p in query.recentProgress]
+
     def read() -> Mapping[str, list[dict[str, Any]]]:
-        return {q.name or q.id: [json.loads(p.json) for p in q.recentProgress] for q in spark.streams.active}
+        return {q.name or q.id: events(q) for q in spark.streams.active}
 
     return read

@@ -220,14 +220,14 @@ def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_
 def test_keys_that_nothing_reads_yet_are_refused(tmp_path: Path) -> None:
     """Intervals of checks that do not exist and autotuner bounds would do nothing: a user must not rely on them."""
     problems = problems_of(tmp_path, """
-checks: {desync_seconds: 30, oom_risk_seconds: 30, autotune_seconds: 30}
+checks: {oom_risk_seconds: 30, autotune_seconds: 30}
 pipelines:
   - name: p
     source: {path: //q, options: {consumer_path: //c}}
     sink: {format: console}
     tuning: {max_rows_per_partition: {min: 1, max: 10}, dyn_batch_size: {min: 1, max: 10}}
 """)
-    for key in ("checks.desync_seconds", "checks.oom_risk_seconds", "checks.autotune_seconds",
+    for key in ("checks.oom_risk_seconds", "checks.autotune_seconds",
                 "pipeline 'p' (pipelines[0]): tuning"):
         assert any(p.startswith(f"{key}: Extra inputs are not permitted") for p in problems), (key, problems)
 

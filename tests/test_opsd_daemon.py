@@ -89,6 +89,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         "spark": {"master": "local[2]", "app_name": "opsd-e2e",
                   "conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.showConsoleProgress": False}},
         "http": {"host": "127.0.0.1", "port": port},
+        "checks": {"desync_seconds": 1, "lag_seconds": 1},
         "pipelines": [{
             "name": PIPELINE,
             "source": {"format": "yt", "path": QUEUE, "options": {"consumer_path": CONSUMER,
@@ -120,6 +121,26 @@ def test_ready_daemon_delivers_the_queued_rows(daemon: Daemon) -> None:
     wait_until(lambda: len(daemon.result_rows()) >= 200, WAIT_SECONDS, "200 rows in the result table")
 
     assert sorted(r["n"] for r in daemon.result_rows()) == list(range(200))
+
+
+def status_of(daemon: Daemon) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{daemon.url}/status", timeout=5) as response:
+        return json.load(response)["queries"][PIPELINE]
+
+
+def test_the_idle_pipelines_lagging_consumer_is_healed_and_the_doctor_finds_it_healthy(daemon: Daemon) -> None:
+    def healed() -> bool:
+        with connect(daemon.cluster_uri) as cluster:
+            return sum(cluster.get_consumer_offsets(CONSUMER, QUEUE).values()) == 200
+
+    wait_until(healed, WAIT_SECONDS, "the consumer of the idle pipeline healed to the end of its last batch")
+    wait_until(lambda: (status_of(daemon).get("desync") or {}).get(QUEUE, {}).get("state") == "in_sync",
+               WAIT_SECONDS, "/status to show the queue in sync")
+
+    desync, lag = status_of(daemon)["desync"][QUEUE], status_of(daemon)["lag"]
+    assert desync["last_heal"]["outcome"] == "healed" and lag["backlog_rows"] == 0
+    doctor = opsd("doctor", "--url", daemon.url)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
 
 
 def test_status_prints_the_pipelines_as_a_table(daemon: Daemon) -> None:

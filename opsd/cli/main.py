@@ -14,13 +14,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from opsd.cli import consumer, demo, queue, run, status, table
+from opsd.cli import consumer, demo, desync, doctor, queue, run, status, table
 from opsd.cli.common import CLUSTER_HELP, CliError
 from opsd.version import __version__
 from streaming_core.cluster import ClusterError
 
 #: Subcommand modules, in the order `opsd --help` lists them.
-COMMANDS = (queue, consumer, table, run, demo, status)
+COMMANDS = (queue, consumer, table, run, demo, status, desync, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:

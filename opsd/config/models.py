@@ -90,6 +90,18 @@ class ChecksSettings(_Model):
         3.0, description="a query is silent (watchdog, /readyz) after stall_factor x its trigger interval ...")
     min_progress_window_seconds: PositiveFloat = Field(
         60.0, description="... or after this many seconds, whichever is longer")
+    desync_seconds: PositiveFloat = Field(
+        15.0, description="how often checkpoints, consumers and queues are compared (offset desync)")
+    lag_seconds: PositiveFloat = Field(
+        15.0, description="how often backlog, lag in seconds and time to drain are measured")
+    lag_window_seconds: PositiveFloat = Field(
+        300.0, description="rates behind time to drain are averaged over this window")
+    lag_history_seconds: PositiveFloat = Field(
+        3600.0, description="how far back the sampled offset-to-time history reaches (lag of queues without "
+                            "$timestamp); older unread rows show at least this lag")
+    heal: bool = Field(
+        True, description="heal the offset desync of the pipelines opsd runs (advance the consumer to the "
+                          "committed batch's end while the query is idle or stopped)")
 
     def progress_policy(self) -> ProgressPolicy:
         return ProgressPolicy(stall_factor=self.stall_factor, min_window_seconds=self.min_progress_window_seconds)
@@ -223,6 +235,18 @@ class PipelineConfig(_Model):
         return self.sink.options.get(TUNING_PATH) or self.source_tuning_path()
 
 
+class WatchConfig(_Model):
+    """A query opsd does not run (a job run elsewhere, SPYT's JVM connector too) whose desync and lag it watches."""
+
+    name: PipelineName = Field(description="the query's name in metrics, /status and `opsd desync heal NAME`")
+    checkpoint_location: str = Field(description="its checkpointLocation: local path, file:// or yt:///...")
+    queue: str | None = Field(None, description="the queue it reads; null = every yt source of the checkpoint")
+    consumer: str | None = Field(
+        None, description="its consumer; null = the consumer_path in the checkpoint's offsets (SPYT's have none)")
+    heal: bool = Field(False, description="heal its offset desync automatically (off: opsd does not know when "
+                                          "the job runs; `opsd desync heal` heals on demand)")
+
+
 class OpsdConfig(_Model):
     """The whole file."""
 
@@ -232,10 +256,12 @@ class OpsdConfig(_Model):
     http: HttpSettings = Field(default_factory=HttpSettings)
     checks: ChecksSettings = Field(default_factory=ChecksSettings)
     pipelines: list[PipelineConfig] = Field(min_length=1, description="the queries to run")
+    watch: list[WatchConfig] = Field(
+        default_factory=list, description="queries run elsewhere whose checkpoints opsd watches (desync, lag)")
 
     @model_validator(mode="after")
     def _unique_names(self) -> OpsdConfig:
-        problem = duplicate_names([p.name for p in self.pipelines])
+        problem = duplicate_names([p.name for p in self.pipelines] + [w.name for w in self.watch])
         if problem:
             raise ValueError(problem)
         return self

@@ -8,8 +8,9 @@ two views can never disagree.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import singledispatchmethod
+from typing import Any
 
 import structlog
 
@@ -218,3 +219,49 @@ class Recorder:
         if dyn_batch_size is not None:
             self.status.update(query, dyn_batch_size=dyn_batch_size)
             self.metrics.tuning_dyn_batch_size.labels(query=query).set(dyn_batch_size)
+
+    def record_desync(self, query: str, queue: str, view: Mapping[str, Any]) -> None:
+        """One queue's desync, as the desync check's JSON-ready `view` (`state`, `partitions: {p: {state,
+        difference_rows, ...}}`); logs `desync_state_changed` for every partition whose state changed."""
+        current = self.status.get(query)
+        before = dict((current.desync or {}) if current else {})
+        old = (before.get(queue) or {}).get("partitions", {})
+        for partition, now in view.get("partitions", {}).items():
+            labels = {"query": query, "queue": queue, "partition": partition}
+            self.metrics.desync_rows.labels(**labels).set(now["difference_rows"])
+            previous = (old.get(partition) or {}).get("state")
+            if previous and previous != now["state"]:
+                self.metrics.desync_state.labels(**labels, state=previous).set(0)
+            self.metrics.desync_state.labels(**labels, state=now["state"]).set(1)
+            if previous != now["state"]:
+                log.info("desync_state_changed", query=query, queue=queue, partition=int(partition),
+                         state=now["state"], previous=previous, difference_rows=now["difference_rows"])
+        last_heal = (before.get(queue) or {}).get("last_heal")
+        before[queue] = {**view, "last_heal": last_heal}
+        self.status.update(query, desync=before)
+
+    def record_heal(self, query: str, queue: str, outcome: str, moves: Mapping[str, Any]) -> None:
+        """A heal of a queue's consumer and its outcome (`moves`: `{partition: [old, new]}`)."""
+        self.metrics.desync_heals.labels(query=query, queue=queue, outcome=outcome).inc()
+        current = self.status.get(query)
+        desync = dict((current.desync or {}) if current else {})
+        desync[queue] = {**desync.get(queue, {}), "last_heal": {"outcome": outcome, "at": self.clock(), "moves": moves}}
+        self.status.update(query, desync=desync)
+
+    def record_lag(self, query: str, view: Mapping[str, Any]) -> None:
+        """A query's backlog, lag and time to drain, as the lag check's JSON-ready `view` (`queues: {queue:
+        {partition: {unread_rows, lag_seconds}}}`, the rates and `time_to_drain_seconds`, `"+Inf"` when not
+        draining; None where unknown)."""
+        m = self.metrics
+        for queue, partitions in view.get("queues", {}).items():
+            for partition, lag in partitions.items():
+                labels = {"query": query, "queue": queue, "partition": partition}
+                m.queue_unread_rows.labels(**labels).set(lag["unread_rows"])
+                if lag["lag_seconds"] is not None:
+                    m.queue_lag_seconds.labels(**labels).set(lag["lag_seconds"])
+        for family, key in ((m.queue_input_rows_per_second, "input_rows_per_second"),
+                            (m.queue_read_rows_per_second, "processed_rows_per_second"),
+                            (m.time_to_drain_seconds, "time_to_drain_seconds")):
+            if view.get(key) is not None:
+                family.labels(query=query).set(float(view[key]))
+        self.status.update(query, lag=dict(view))

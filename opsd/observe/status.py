@@ -41,6 +41,9 @@ class QueryStatus:
     trigger_interval_seconds: float | None = None
     max_rows_per_partition: int | None = None
     dyn_batch_size: int | None = None
+    # Per queue: the desync check's view (state, partitions, last heal) and the lag check's (backlog, lag, drain).
+    desync: Mapping[str, Any] | None = None
+    lag: Mapping[str, Any] | None = None
 
     @property
     def progress_since(self) -> float | None:

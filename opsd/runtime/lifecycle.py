@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 import structlog
 from pyspark.sql import SparkSession
 
+from opsd.checks.desync.check import DesyncCheck, targets_for
+from opsd.checks.lag.check import LagCheck
 from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
 from opsd.config.spark import spark_defaults
-from opsd.runtime.monitor import Monitor, attach
+from opsd.runtime.monitor import Monitor, attach, recent_progress
 from opsd.runtime.runner import Runner
 from streaming_core import build_session
 
@@ -35,12 +37,20 @@ def session_for(config: OpsdConfig) -> SparkSession:
 
 
 def monitor_for(spark: SparkSession, config: OpsdConfig) -> Monitor:
-    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines."""
-    monitor = attach(spark, host=config.http.host, port=config.http.port, policy=config.checks.progress_policy(),
-                     watchdog_seconds=config.checks.watchdog_seconds)
+    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines and the
+    offset desync and lag of its pipelines and watched queries (desync healed where the config enables it)."""
+    checks = config.checks
+    monitor = attach(spark, host=config.http.host, port=config.http.port, policy=checks.progress_policy(),
+                     watchdog_seconds=checks.watchdog_seconds, desync_seconds=checks.desync_seconds,
+                     lag_seconds=checks.lag_seconds)
     check = TuningCheck(config, monitor.recorder)
     monitor.scheduler.run_check("tuning", check.run)  # values known from the start, not after one interval
-    monitor.scheduler.add_check("tuning", check.run, config.checks.tuning_seconds)
+    monitor.scheduler.add_check("tuning", check.run, checks.tuning_seconds)
+    targets, progress = targets_for(config), recent_progress(spark)
+    desync = DesyncCheck(config.cluster, monitor.recorder, targets, progress)
+    monitor.scheduler.add_check("desync", desync.run, checks.desync_seconds)
+    lag = LagCheck(config.cluster, monitor.recorder, targets, progress, checks)
+    monitor.scheduler.add_check("lag", lag.run, checks.lag_seconds)
     return monitor
 
 

@@ -77,12 +77,13 @@ class Recorder:
             backlog_rows=progress.backlog_rows,
         )
         self._export_progress(progress)
-        log.debug(
-            "batch_progress",
+        log.info(
+            "batch_completed",
             query=progress.query,
             batch_id=progress.batch_id,
-            input_rows=progress.num_input_rows,
+            rows=progress.num_input_rows,
             duration_seconds=progress.durations_seconds.get("triggerExecution"),
+            backlog_rows=progress.backlog_rows,
         )
 
     @record.register

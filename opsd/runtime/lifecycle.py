@@ -1,6 +1,7 @@
 """The lifecycle of a running config: session -> monitor -> runner, torn down in reverse whatever happens.
 
-`opsd run` and `opsd demo` both run inside `running(config)`. On the way out — a clean exit, an exception,
+`opsd run` and `opsd demo` both run inside `running(config)`. A taken HTTP port fails it before Spark starts
+(`opsd.telemetry.http.PortInUseError`). On the way out — a clean exit, an exception,
 Ctrl-C — the pipelines stop gracefully (the running micro-batch finishes, for at most the config's graceful
 timeout), queued listener events are recorded, the monitor detaches and the session stops; each step runs even
 when an earlier one failed.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import structlog
 from pyspark.sql import SparkSession
@@ -20,6 +22,8 @@ from opsd.config.models import OpsdConfig
 from opsd.config.spark import spark_defaults
 from opsd.runtime.monitor import Monitor, attach
 from opsd.runtime.runner import Runner
+from opsd.telemetry.http import check_port_free
+from opsd.telemetry.logs import children_write_to
 from streaming_core import build_session
 
 log = structlog.get_logger(__name__)
@@ -66,10 +70,16 @@ class Running:
 
 
 @contextlib.contextmanager
-def running(config: OpsdConfig) -> Iterator[Running]:
-    """Build the session, attach the monitor and make the runner; tear all of it down on exit (module docstring)."""
+def running(config: OpsdConfig, spark_output: Path | None = None) -> Iterator[Running]:
+    """Build the session, attach the monitor and make the runner; tear all of it down on exit (module docstring).
+
+    With `spark_output`, whatever Spark's JVM and its Python workers print goes to that file, not to this process's
+    terminal (the demo draws its view there).
+    """
+    check_port_free(config.http.host, config.http.port)  # a taken port fails now, not after Spark's start-up
     with contextlib.ExitStack() as teardown:
-        spark = session_for(config)
+        with children_write_to(spark_output) if spark_output else contextlib.nullcontext():
+            spark = session_for(config)
         teardown.callback(_logged, "spark_stop", spark.stop)
         monitor = monitor_for(spark, config)
         teardown.callback(_logged, "monitor_detach", monitor.detach)

@@ -127,7 +127,7 @@ def test_status_prints_the_pipelines_as_a_table(daemon: Daemon) -> None:
 
     assert result.returncode == 0, result.stderr
     assert "opsd pipelines" in result.stdout
-    assert [line for line in result.stdout.splitlines() if f" {PIPELINE} " in line and "True" in line]
+    assert [line for line in result.stdout.splitlines() if line.split()[:2] == [PIPELINE, "running"]]
 
 
 def test_status_json_prints_the_status_document(daemon: Daemon) -> None:

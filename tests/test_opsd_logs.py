@@ -5,12 +5,16 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
 import structlog
+from prometheus_client import CollectorRegistry
 
+from opsd.checks.scheduler import CheckScheduler
 from opsd.telemetry.logs import REDACTED, SecretRedactor, configure_logging
+from opsd.telemetry.metrics import Metrics
 
 TOKEN = "AQAD-qJSJKeyabcdef0123456789"
 
@@ -120,6 +124,28 @@ def test_reconfiguring_does_not_duplicate_lines(restore_logging: None) -> None:
     structlog.get_logger().info("once")
 
     assert len(stream.getvalue().splitlines()) == 1
+
+
+def scheduler_lines(levels: dict[str, str] | None) -> list[dict[str, object]]:
+    """What a running check scheduler logs at INFO in 0.3 s of a check every 0.05 s."""
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream, json_lines=True, levels=levels)
+    scheduler = CheckScheduler(Metrics(CollectorRegistry()))
+    scheduler.add_check("watchdog", lambda: None, 0.05)
+    scheduler.start()
+    time.sleep(0.3)
+    scheduler.shutdown()
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_scheduler_chatter_stays_out_of_the_info_stream(restore_logging: None) -> None:
+    assert [line for line in scheduler_lines(None) if str(line["logger"]).startswith("apscheduler")] == []
+
+
+def test_a_third_party_loggers_level_can_be_raised_back(restore_logging: None) -> None:
+    lines = scheduler_lines({"apscheduler": "info"})
+
+    assert any('Running job "watchdog' in str(line["event"]) for line in lines)
 
 
 def test_level_filters_debug_events(restore_logging: None) -> None:

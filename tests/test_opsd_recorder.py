@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from opsd.observe.events import QueryIdle, QueryProgressed, QueryStarted, QueryTerminated
 from opsd.observe.progress import BatchProgress, SourceProgress, StateOperator
@@ -118,6 +119,15 @@ def test_progress_updates_the_status_summary(recorder: Recorder, clock: FakeCloc
         True, 8, 1_234.0, 70,
     )
     assert status.last_progress is not None and status.last_progress["num_input_rows"] == 30
+
+
+def test_every_batch_is_one_info_event_with_query_batch_rows_duration_and_backlog(recorder: Recorder) -> None:
+    with capture_logs() as logs:
+        recorder.record(QueryProgressed(batch(batch_id=8)))
+
+    assert [e for e in logs if e["event"] == "batch_completed"] == [{
+        "event": "batch_completed", "log_level": "info", "query": "clicks", "batch_id": 8, "rows": 30,
+        "duration_seconds": 1.5, "backlog_rows": 70}]
 
 
 def test_sink_without_row_count_leaves_output_rows_absent(recorder: Recorder, registry) -> None:

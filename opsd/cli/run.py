@@ -29,4 +29,4 @@ def run_command(args: argparse.Namespace) -> int:
     except ConfigError as e:
         raise CliError(str(e)) from None
     except PortInUseError as e:
-        raise CliError(f"{e}: set http.port in {args.config} to a free one (0 = any free port)") from None
+        raise CliError(f"{e}: set http.port in {args.config} (0 = any free port)") from None

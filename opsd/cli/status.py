@@ -8,15 +8,15 @@ import urllib.error
 import urllib.request
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from opsd.cli.common import CliError
 from opsd.observe.status import state_word
 
 #: The table's columns and their alignment.
-COLUMNS = (("query", "left"), ("state", "left"), ("batch", "right"), ("backlog", "right"), ("restarts", "right"),
-           ("error", "left"))
+COLUMNS = (("query", "left"), ("state", "left"), ("batch", "right"), ("backlog", "right"), ("restarts", "right"))
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -37,32 +37,28 @@ def status_command(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
         return 0
     console = Console()
-    console.print(status_table(document, console.width))
+    console.print(status_view(document, console.width))
     return 0
 
 
-def status_table(document: dict, width: int = 80) -> Table:
-    """The `/status` document as a table `width` columns wide at most: one short column per fact, values never cut;
-    the exception's class without its package (`--json` has it whole, with the message). Only the query name
-    and the error fold when they are too long for `width`."""
+def status_view(document: dict, width: int = 80) -> Group:
+    """The `/status` document for people, `width` columns wide at most: a table with one short column per fact and
+    values never cut (only a name too long for `width` folds), then a line per failed query naming its exception's
+    class (`--json` has the message)."""
     queries = document.get("queries", document)
     rows = [[name, state_word(q), _count(q.get("last_batch_id"), "-"), _count(q.get("backlog_rows"), "unknown"),
-             _count(q.get("restarts"), "0"), (q.get("exception_class") or "").rpartition(".")[2]]
-            for name, q in sorted(queries.items())]
+             _count(q.get("restarts"), "0")] for name, q in sorted(queries.items())]
     widths = [max([len(header)] + [len(row[i]) for row in rows]) for i, (header, _) in enumerate(COLUMNS)]
-    # Each column is padded by one space on either side and separated from the next by one character; what the
-    # fixed columns leave goes to the query name first, the error at least a third of it.
-    room = width - sum(widths[1:-1]) - 3 * len(COLUMNS) + 1
-    query, error = widths[0], widths[-1]
-    error = min(error, max(len("error"), room // 3))
-    query = max(len("query"), min(query, room - error))
-    widths[0], widths[-1] = query, max(len("error"), min(widths[-1], room - query))
+    # Each column is padded by one space on either side and separated from the next by one character.
+    widths[0] = max(len(COLUMNS[0][0]), min(widths[0], width - sum(widths[1:]) - 3 * len(COLUMNS) + 1))
     table = Table(title="opsd pipelines", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
     for (header, justify), column_width in zip(COLUMNS, widths, strict=True):
         table.add_column(header, justify=justify, overflow="fold", width=column_width)
     for row in rows:
         table.add_row(*row)
-    return table
+    errors = [Text(f"{name}: {q['exception_class']}", overflow="fold")
+              for name, q in sorted(queries.items()) if q.get("exception_class")]
+    return Group(table, *errors)
 
 
 def _count(value: int | None, missing: str) -> str:

@@ -36,6 +36,7 @@ PIPELINE = "copy"
 START_SECONDS = 240.0
 WAIT_SECONDS = 120.0
 EXIT_SECONDS = 90.0
+INCUBATOR_NOTE = "WARNING: Using incubator modules: jdk.incubator.vector"
 
 
 def free_port() -> int:
@@ -87,7 +88,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     config = {
         "cluster": cluster_uri,
         "spark": {"master": "local[2]", "app_name": "opsd-e2e",
-                  "conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.showConsoleProgress": False}},
+                  "conf": {"spark.sql.shuffle.partitions": 2}},
         "http": {"host": "127.0.0.1", "port": port},
         "pipelines": [{
             "name": PIPELINE,
@@ -137,6 +138,28 @@ def test_status_json_prints_the_status_document(daemon: Daemon) -> None:
     pipeline = json.loads(result.stdout)["queries"][PIPELINE]
     assert pipeline["active"] is True and pipeline["trigger_interval_seconds"] == 1.0
     assert (pipeline["max_rows_per_partition"], pipeline["dyn_batch_size"]) == (150, DEFAULT_DYN_BATCH_SIZE)
+
+
+def test_logs_are_json_lines_with_one_batch_event_per_micro_batch_and_no_chatter(daemon: Daemon) -> None:
+    with urllib.request.urlopen(f"{daemon.url}/status", timeout=5) as response:
+        batches = json.load(response)["queries"][PIPELINE]["last_batch_id"] + 1
+
+    def logged() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in daemon.stderr.read_text().splitlines() if line.startswith("{")]
+
+    wait_until(lambda: sum(e["event"] == "batch_completed" for e in logged()) >= batches, WAIT_SECONDS,
+               f"{batches} batch events")
+    lines = daemon.stderr.read_text().splitlines()
+    # The JVM itself (not log4j) says which incubator modules it loaded, before any configuration applies.
+    assert [line for line in lines if not line.startswith("{")] in ([], [INCUBATOR_NOTE]), lines[:5]
+    events = logged()
+    completed = [e for e in events if e["event"] == "batch_completed"]
+    assert [e["batch_id"] for e in completed][:batches] == list(range(batches))
+    assert {"query", "rows", "duration_seconds", "backlog_rows", "timestamp"} <= set(completed[0])
+    assert sum(e["rows"] for e in completed) >= 200
+    assert [e for e in events if e["logger"].startswith("apscheduler") and e["level"] == "info"] == []
+    assert all(set(e) >= {"event", "level", "logger", "timestamp"} for e in events), "one shape for every line"
+    assert all(e["level"] != "info" for e in events if e["logger"].startswith("org.apache")), "Spark at WARN"
 
 
 def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemon: Daemon) -> None:

@@ -51,7 +51,7 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
     with open(log_file, "a", encoding="utf-8") as log_stream, contextlib.ExitStack() as restore:
         configure_logging("INFO", stream=log_stream, json_lines=True)
         restore.callback(configure_logging, "WARNING")
-        console.print(f"opsd demo: starting Spark; logs in {log_file}")
+        console.print(f"opsd demo: starting Spark; logs in {log_file}", soft_wrap=True)
         with running(demo_config(settings, root), spark_output=log_file) as app:
             app.runner.start()
             producer.start()

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -175,6 +176,27 @@ def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemo
     events = [json.loads(line)["event"] for line in daemon.stderr.read_text().splitlines() if line.startswith("{")]
     assert events.index("pipeline_stopped") < events.index("opsd_stopped")
     assert http_status(f"{daemon.url}/healthz") is None, "the endpoint is gone"
+
+
+def test_ctrl_c_while_spark_starts_is_a_quiet_exit_130(tmp_path: Path) -> None:
+    config_file = tmp_path / "opsd.yaml"
+    config_file.write_text(yaml.safe_dump({
+        "cluster": f"local://{tmp_path / 'cluster'}", "spark": {"master": "local[1]"}, "http": {"port": 0},
+        "pipelines": [{"name": "rate", "source": {"format": "rate"}, "sink": {"format": "console"}}]}))
+    stderr = tmp_path / "stderr.log"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        time.sleep(3)
+        process.send_signal(signal.SIGINT)
+        code = process.wait(START_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    text = stderr.read_text()
+
+    assert code == 130, text[-3000:]
+    assert "opsd: error" not in text and "Traceback" not in text, text[-3000:]
 
 
 def test_config_errors_name_the_file_every_pipeline_and_field(tmp_path: Path) -> None:

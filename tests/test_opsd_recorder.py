@@ -210,6 +210,24 @@ def test_tuning_values_are_exported_and_kept_independently(recorder: Recorder, r
     assert status is not None and (status.max_rows_per_partition, status.dyn_batch_size) == (5_000, 200)
 
 
+def test_state_changes_are_events_and_repeats_are_not(recorder: Recorder) -> None:
+    with capture_logs() as logs:
+        recorder.record_tuning("clicks", max_rows_per_partition=5_000, dyn_batch_size=200)
+        recorder.record_tuning("clicks", max_rows_per_partition=5_000, dyn_batch_size=200)
+        recorder.record_tuning("clicks", dyn_batch_size=100)
+        recorder.record_stalled("clicks", True)
+        recorder.record_stalled("clicks", True)
+        recorder.record_stalled("clicks", False)
+        recorder.record_stalled("clicks", False)
+        recorder.record_restart("clicks", crash_loop=True)
+        recorder.record_crash_loop("clicks", False)
+        recorder.record_crash_loop("clicks", False)
+
+    assert [(e["event"], e.get("dyn_batch_size")) for e in logs] == [
+        ("tuning_in_force", 200), ("tuning_in_force", 100), ("query_stalled", None), ("query_progressing_again", None),
+        ("query_restarted", None), ("query_crash_loop_ended", None)]
+
+
 def test_registered_pipeline_is_known_but_down(recorder: Recorder, registry) -> None:
     recorder.register("clicks", trigger_interval_seconds=2.0)
 

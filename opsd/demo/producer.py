@@ -109,6 +109,7 @@ class Producer:
     rate: float
     produced: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
 
     def run(self) -> None:
         for batch in paced(generated_batches(self.schema, 10**12, batch_rows_for(self.rate)), self.rate):
@@ -117,10 +118,12 @@ class Producer:
             self.cluster.insert_rows(self.queue, batch.rows)
             self.produced += len(batch.rows)
 
-    def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.run, name="opsd-producer", daemon=True)
-        thread.start()
-        return thread
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="opsd-producer", daemon=True)
+        self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop producing; returns once the insert in flight (if any) is done, so `produced` is final."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)

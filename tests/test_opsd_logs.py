@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -13,7 +15,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from opsd.checks.scheduler import CheckScheduler
-from opsd.telemetry.logs import REDACTED, SecretRedactor, configure_logging
+from opsd.telemetry.logs import REDACTED, SecretRedactor, children_write_to, configure_logging
 from opsd.telemetry.metrics import Metrics
 
 TOKEN = "AQAD-qJSJKeyabcdef0123456789"
@@ -155,3 +157,15 @@ def test_level_filters_debug_events(restore_logging: None) -> None:
     structlog.get_logger().debug("batch_progress")
 
     assert stream.getvalue() == ""
+
+
+def test_children_started_inside_write_to_the_file_for_good(tmp_path, capfd: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "children.log"
+    script = "import sys, time; print('early', flush=True); time.sleep(0.5); print('late', file=sys.stderr)"
+    with children_write_to(log):
+        child = subprocess.Popen([sys.executable, "-c", script])
+    print("parent", flush=True)
+    child.wait(30)
+
+    assert log.read_text().split() == ["early", "late"]
+    assert capfd.readouterr() == ("parent\n", "")

@@ -21,7 +21,7 @@ from pydantic import (
 
 from opsd.config.durations import parse_duration_seconds, spark_interval
 from opsd.observe.readiness import ProgressPolicy
-from opsd.telemetry.logs import renders_json
+from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from streaming_core.options import CONSUMER_PATH, TUNING_PATH
 from streaming_core.tuning import default_tuning_path
 
@@ -99,8 +99,8 @@ class LoggingSettings(_Model):
                             "else json")
     spark_level: SparkLevel = Field("WARN", description="level of Spark's JVM (log4j2) loggers")
     levels: dict[str, PythonLevel] = Field(
-        default_factory=dict, description="levels of Python loggers by name, e.g. {apscheduler: INFO}, over "
-                                          "opsd's defaults (apscheduler and py4j: WARNING)")
+        default_factory=dict, description="levels of Python loggers by name, e.g. {apscheduler: INFO}, over opsd's "
+                                          f"defaults ({', '.join(f'{k}: {v}' for k, v in THIRD_PARTY_LEVELS.items())})")
 
     def json_lines(self, stream: TextIO) -> bool:
         """Whether lines written to `stream` are JSON."""

@@ -209,7 +209,7 @@ class Recorder:
             self.status.update(query, dyn_batch_size=dyn_batch_size)
             self.metrics.tuning_dyn_batch_size.labels(query=query).set(dyn_batch_size)
         current = self.status.get(query) or previous
-        values = {"max_rows_per_partition": current.max_rows_per_partition, "dyn_batch_size": current.dyn_batch_size}
-        if values != {"max_rows_per_partition": previous.max_rows_per_partition,
-                      "dyn_batch_size": previous.dyn_batch_size}:
-            log.info("tuning_in_force", query=query, **values)
+        if (current.max_rows_per_partition, current.dyn_batch_size) != (previous.max_rows_per_partition,
+                                                                        previous.dyn_batch_size):
+            log.info("tuning_in_force", query=query, max_rows_per_partition=current.max_rows_per_partition,
+                     dyn_batch_size=current.dyn_batch_size)

@@ -1,10 +1,9 @@
 """The lifecycle of a running config: session -> monitor -> runner, torn down in reverse whatever happens.
 
 `opsd run` and `opsd demo` both run inside `running(config)`. A taken HTTP port fails it before Spark starts
-(`opsd.telemetry.http.PortInUseError`). On the way out — a clean exit, an exception,
-Ctrl-C — the pipelines stop gracefully (the running micro-batch finishes, for at most the config's graceful
-timeout), queued listener events are recorded, the monitor detaches and the session stops; each step runs even
-when an earlier one failed.
+(`opsd.telemetry.http.PortInUseError`). On the way out — a clean exit, an exception, Ctrl-C — the pipelines stop
+gracefully (the running micro-batch finishes, for at most the config's graceful timeout), queued listener events
+are recorded, the monitor detaches and the session stops; each step runs even when an earlier one failed.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -178,18 +177,24 @@ def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemo
     assert http_status(f"{daemon.url}/healthz") is None, "the endpoint is gone"
 
 
-def test_ctrl_c_while_spark_starts_is_a_quiet_exit_130(tmp_path: Path) -> None:
+def test_ctrl_c_stops_gracefully_with_exit_130_and_no_error(tmp_path: Path) -> None:
+    """PySpark's own SIGINT handler (cancel every job, raise KeyboardInterrupt) must not replace opsd's."""
     config_file = tmp_path / "opsd.yaml"
     config_file.write_text(yaml.safe_dump({
         "cluster": f"local://{tmp_path / 'cluster'}", "spark": {"master": "local[1]"}, "http": {"port": 0},
-        "pipelines": [{"name": "rate", "source": {"format": "rate"}, "sink": {"format": "console"}}]}))
+        "pipelines": [{"name": "rate", "source": {"format": "rate"}, "sink": {"format": "memory"},
+                       "trigger": {"processing_time": "1 second"}}]}))
     stderr = tmp_path / "stderr.log"
+
+    def events() -> list[str]:
+        return [json.loads(line)["event"] for line in stderr.read_text().splitlines() if line.startswith("{")]
+
     with stderr.open("wb") as err:
         process = subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
     try:
-        time.sleep(3)
+        wait_until(lambda: process.poll() is not None or "batch_completed" in events(), START_SECONDS, "a batch")
         process.send_signal(signal.SIGINT)
-        code = process.wait(START_SECONDS)
+        code = process.wait(EXIT_SECONDS)
     finally:
         if process.poll() is None:
             process.kill()
@@ -197,6 +202,7 @@ def test_ctrl_c_while_spark_starts_is_a_quiet_exit_130(tmp_path: Path) -> None:
 
     assert code == 130, text[-3000:]
     assert "opsd: error" not in text and "Traceback" not in text, text[-3000:]
+    assert events().index("pipeline_stopped") < events().index("opsd_stopped"), "the daemon's own graceful stop"
 
 
 def test_config_errors_name_the_file_every_pipeline_and_field(tmp_path: Path) -> None:

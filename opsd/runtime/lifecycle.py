@@ -9,6 +9,8 @@ are recorded, the monitor detaches and the session stops; each step runs even wh
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +79,7 @@ def running(config: OpsdConfig, spark_output: Path | None = None) -> Iterator[Ru
     """
     check_port_free(config.http.host, config.http.port)  # a taken port fails now, not after Spark's start-up
     with contextlib.ExitStack() as teardown:
-        with children_write_to(spark_output) if spark_output else contextlib.nullcontext():
+        with children_write_to(spark_output) if spark_output else contextlib.nullcontext(), _keeping_ctrl_c():
             spark = session_for(config)
         teardown.callback(_logged, "spark_stop", spark.stop)
         monitor = monitor_for(spark, config)
@@ -85,6 +87,21 @@ def running(config: OpsdConfig, spark_output: Path | None = None) -> Iterator[Ru
         app = Running(config, spark, monitor, Runner(spark, list(config.pipelines), monitor.recorder))
         teardown.callback(_logged, "pipelines_stop", app.stop)
         yield app
+
+
+@contextlib.contextmanager
+def _keeping_ctrl_c() -> Iterator[None]:
+    """Put back the SIGINT handler a new SparkContext replaces: PySpark's cancels every running job before it
+    raises KeyboardInterrupt, so Ctrl-C would kill the running micro-batch instead of letting opsd stop gracefully
+    (the daemon's handler, or the demo's KeyboardInterrupt)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def _logged(step: str, func: Callable[[], object]) -> None:

@@ -14,7 +14,7 @@ QUERY = {"active": True, "last_batch_id": 4, "backlog_rows": 1200, "max_rows_per
 
 def snapshot(elapsed: float = 3.0, **query: object) -> Snapshot:
     return Snapshot(elapsed, produced=6000, written=4800, query={**QUERY, **query}, url="http://h:1",
-                    log_file="/x/demo.log")
+                    log_file="/x/demo.log", activity="Processing new data")
 
 
 class Clock:
@@ -33,7 +33,7 @@ def test_the_facts_are_what_opsd_knows_of_the_query() -> None:
     assert dict(facts(snapshot())) == {
         "rows produced": "6,000", "rows written": "4,800", "batches done": "5",
         "last batch": "#4: 3,000 rows in 1.25 s", "backlog rows": "1,200", "query": "running",
-        "max rows/partition": "20,000", "dyn batch size": "50,000",
+        "activity": "Processing new data", "max rows/partition": "20,000", "dyn batch size": "50,000",
         "metrics": "http://h:1/metrics", "logs": "/x/demo.log"}
     assert len(ROWS) == len(facts(snapshot()))
 

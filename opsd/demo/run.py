@@ -69,8 +69,10 @@ def _watch(app: Running, cluster: Cluster, producer: Producer, settings: DemoSet
 
     def snapshot() -> Snapshot:
         queries = app.monitor.recorder.status.to_json()["queries"]
+        query = app.runner.supervisors[0].query
         return Snapshot(time.monotonic() - started, producer.produced, rows_in_result(cluster),
-                        queries.get(PIPELINE, {}), app.monitor.url, log_file)
+                        queries.get(PIPELINE, {}), app.monitor.url, log_file,
+                        query.status["message"] if query is not None else "starting the query")
 
     with display:
         try:

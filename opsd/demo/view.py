@@ -31,6 +31,8 @@ class Snapshot:
     query: Mapping[str, Any]
     url: str | None
     log_file: str
+    #: What Spark says the query is doing now ("Processing new data", "Waiting for next trigger").
+    activity: str = "-"
 
     @property
     def batches(self) -> int:
@@ -67,6 +69,7 @@ ROWS: tuple[tuple[str, Callable[[Snapshot], str]], ...] = (
     ("last batch", _last_batch),
     ("backlog rows", lambda s: _count(s.backlog)),
     ("query", lambda s: state_word(s.query) if s.query else "starting"),
+    ("activity", lambda s: s.activity),
     ("max rows/partition", lambda s: _count(s.query.get("max_rows_per_partition"))),
     ("dyn batch size", lambda s: _count(s.query.get("dyn_batch_size"))),
     ("metrics", lambda s: f"{s.url}/metrics" if s.url else "-"),

@@ -89,6 +89,10 @@ def overview_rows() -> tuple[Row, ...]:
                           f"opsd_query_crash_loop{{{Q}}}", "crash loop"),
             boolean_panel("Stalled", "1 when no progress is made although the sources have backlog.",
                           f"opsd_query_stalled{{{Q}}}", "stalled"),
+            boolean_panel("Failed permanently",
+                          "1 when opsd stopped the query for good: its failure cannot pass by restarting "
+                          "(a config or code error); /status and the log say why.",
+                          f"opsd_query_failed_permanently{{{Q}}}", "failed"),
             Panel("Restarts, terminations and failures",
                   "Lifecycle events per interval; failures are split by exception class.", (
                       Target(f"increase(opsd_query_restarts_total{{{Q}}}[$__rate_interval])",

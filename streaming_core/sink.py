@@ -29,11 +29,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import StructType
 
 from .cluster import Cluster, SchemaError, TableSchema, connect
-from .cluster.base import MAP_NODE, ORDERED, SORTED, TABLE, require_kind
+from .cluster.base import MAP_NODE, ORDERED, SORTED, STATIC, TABLE, require_kind
 from .cluster.schema import is_composite, to_arrow_table
 from .options import SinkOptions
 from .tuning import MAX_ROWS_PER_TRANSACTION, dyn_batch_size_in_force, read_tuning
-from .types import arrow_schema_for_spark, from_yson
+from .types import arrow_schema_for_spark, from_yson, to_yson
 
 log = structlog.get_logger(__name__)
 
@@ -64,10 +64,11 @@ class SinkPlan:
     yson_columns: frozenset[str] = field(default_factory=frozenset)
 
 
-def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool) -> SinkPlan:
+def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool,
+              kinds: tuple[str, ...] = (ORDERED, SORTED)) -> SinkPlan:
     """Check the target against the DataFrame before any row is written; errors name the columns."""
     with connect(options.cluster) as cluster:
-        info = require_kind(cluster, options.path, ORDERED, SORTED)
+        info = require_kind(cluster, options.path, *kinds)
         schema = TableSchema.from_yt(info.attributes["schema"])
     if overwrite and info.kind == ORDERED:
         raise SchemaError(f"{options.path}: output mode 'complete' rewrites the result and needs a sorted "
@@ -98,7 +99,7 @@ def _check_fits(plan: SinkPlan, df_arrow: pa.Schema) -> None:
 def _column_fits(plan: SinkPlan, field: pa.Field) -> bool:
     """The column's own type fits; composite columns also take YSON binary when write_type_v3 is off."""
     yson = field.name in plan.yson_columns and pa.types.is_binary(field.type)
-    return yson or _fits(field.type, plan.schema.column(field.name).arrow_field().type)
+    return yson or _encodes_as_yson(plan, field) or _fits(field.type, plan.schema.column(field.name).arrow_field().type)
 
 
 def _fits(source: pa.DataType, target: pa.DataType) -> bool:
@@ -127,12 +128,20 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
     return False
 
 
+def _encodes_as_yson(plan: SinkPlan, field: pa.Field) -> bool:
+    """A composite DataFrame column into a `yson` table column (tables made without write_type_v3)."""
+    return pa.types.is_nested(field.type) and plan.schema.column(field.name).arrow_field().type == pa.binary()
+
+
 def _to_target(plan: SinkPlan, table: pa.Table) -> pa.Table:
+    for f in table.schema:
+        if f.name in plan.schema.names and _encodes_as_yson(plan, f):
+            table = table.set_column(table.column_names.index(f.name), f.name, to_yson(table[f.name].to_pylist()))
     for name in plan.yson_columns & set(table.column_names):
         column = table.column(name)
         if pa.types.is_binary(column.type):  # YSON from the DataFrame; typed values are cast below
             target = plan.schema.column(name).arrow_field().type
-            values = pa.array(from_yson(column.to_pylist()), target)
+            values = from_yson(column.to_pylist(), target)
             table = table.set_column(table.column_names.index(name), name, values)
     return to_arrow_table(plan.schema, table, plan.options.path)
 
@@ -168,8 +177,8 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch]) -> WrittenPart
         rows = 0
         for chunk in chunks(batches, size):
             table = _to_target(plan, chunk)
-            if staging:
-                cluster.write_table(staging, table, append=True)
+            if staging or plan.kind == STATIC:
+                cluster.write_table(staging or plan.options.path, table, append=True)
             else:
                 cluster.insert_rows(plan.options.path, table)
             rows += table.num_rows
@@ -298,7 +307,8 @@ class YtStreamWriter(DataSourceStreamArrowWriter):
 
 
 class YtBatchWriter(DataSourceArrowWriter):
-    """`df.write.format("yt").mode("append").save(path)`: at-least-once inserts in dynBatchSize chunks."""
+    """`df.write.format("yt")`: at-least-once inserts (appends to static tables) in dynBatchSize chunks; the
+    save mode was applied before (`streaming_core.save_modes`)."""
 
     def __init__(self, plan: SinkPlan) -> None:
         self.plan = plan

@@ -78,6 +78,8 @@ def test_unknown_path_on_the_default_cluster_says_which_root_and_how_to_choose(
     for variable in ("OPSD_CLUSTER", "YT_PROXY", "OPSD_CLUSTER_ROOT"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.chdir(tmp_path)
+    assert main(["queue", "create", "//home/other"]) == 0
+    capsys.readouterr()
 
     assert main(["queue", "inspect", "//home/missing"]) == 1
     assert capsys.readouterr().err == (
@@ -88,6 +90,7 @@ def test_unknown_path_on_the_default_cluster_says_which_root_and_how_to_choose(
 def test_unknown_path_on_the_environments_cluster_says_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("OPSD_CLUSTER", f"local://{tmp_path}")
+    assert main(["queue", "create", "//home/other"]) == 0
 
     assert main(["queue", "inspect", "//home/missing"]) == 1
     assert f"(searched cluster local://{tmp_path} (from $OPSD_CLUSTER))" in capsys.readouterr().err

@@ -23,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 
 
 def create_consumer(args: argparse.Namespace) -> int:
-    open_cluster(args).create_consumer(args.path, recursive=True)
+    open_cluster(args, create=True).create_consumer(args.path, recursive=True)
     print(f"created consumer {args.path}")
     return 0
 

@@ -16,7 +16,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from opsd.cli import consumer, demo, queue, run, status
+from opsd.cli import consumer, demo, queue, run, status, table
 from opsd.cli.common import CLUSTER_HELP, CliError, Parser
 from opsd.version import __version__
 from streaming_core.cluster import ClusterError, NoSuchPathError
@@ -25,7 +25,7 @@ from streaming_core.cluster import ClusterError, NoSuchPathError
 INTERRUPTED = 130
 
 #: Subcommand modules, in the order `opsd --help` lists them.
-COMMANDS = (queue, consumer, run, demo, status)
+COMMANDS = (queue, consumer, table, run, demo, status)
 
 
 def build_parser() -> argparse.ArgumentParser:

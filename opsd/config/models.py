@@ -130,9 +130,12 @@ class SourceConfig(_Model):
         default_factory=dict, description="source options (yt: consumer_path, max_rows_per_partition, ...)")
 
     @model_validator(mode="after")
-    def _yt_needs_path(self) -> SourceConfig:
+    def _yt_needs_path_and_consumer(self) -> SourceConfig:
         if self.format == "yt" and not self.path:
             raise ValueError("a 'yt' source needs 'path' (the queue, e.g. //home/project/queue)")
+        if self.format == "yt" and not self.options.get(CONSUMER_PATH):
+            raise ValueError(f"a 'yt' source needs options.{CONSUMER_PATH} (the consumer whose offsets the query "
+                             f"reads and acknowledges, e.g. //home/project/consumer)")
         return self
 
 

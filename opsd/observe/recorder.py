@@ -13,7 +13,14 @@ from functools import singledispatchmethod
 
 import structlog
 
-from opsd.observe.events import QueryEvent, QueryIdle, QueryProgressed, QueryStarted, QueryTerminated
+from opsd.observe.events import (
+    QueryEvent,
+    QueryIdle,
+    QueryProgressed,
+    QueryStarted,
+    QueryTerminated,
+    failure_message,
+)
 from opsd.observe.progress import BatchProgress
 from opsd.observe.status import QueryStatus, StatusStore
 from opsd.telemetry.metrics import Metrics
@@ -55,6 +62,7 @@ class Recorder:
             terminated_at=None,
             exception=None,
             exception_class=None,
+            error=None,
             stalled=False,
         )
         self.metrics.query_up.labels(query=name).set(1)
@@ -102,12 +110,14 @@ class Recorder:
     def _terminated(self, event: QueryTerminated) -> None:
         name = self.status.name_for(event.id)
         exception_class = event.exception_class
+        error = None if event.exception is None else failure_message(event.exception)
         self.status.update(
             name,
             active=False,
             terminated_at=self.clock(),
             exception=event.exception,
             exception_class=exception_class,
+            error=error,
         )
         self.metrics.query_up.labels(query=name).set(0)
         self.metrics.query_terminations.labels(query=name).inc()
@@ -121,6 +131,7 @@ class Recorder:
             query_id=event.id,
             exception_class=exception_class,
             error_class=event.error_class,
+            error=error,
         )
 
     def _export_progress(self, progress: BatchProgress) -> None:
@@ -159,8 +170,9 @@ class Recorder:
 
     def register(self, query: str, trigger_interval_seconds: float | None = None) -> None:
         """Make a pipeline known before it starts, so readiness waits for it."""
-        self.status.update(query, trigger_interval_seconds=trigger_interval_seconds)
+        self.status.update(query, trigger_interval_seconds=trigger_interval_seconds, permanent_failure=None)
         self.metrics.query_up.labels(query=query).set(0)
+        self.metrics.query_failed_permanently.labels(query=query).set(0)
         self._counters_from_zero(query)
 
     def _counters_from_zero(self, query: str) -> None:
@@ -178,6 +190,11 @@ class Recorder:
         self.metrics.query_restarts.labels(query=query).inc()
         self.record_crash_loop(query, crash_loop)
         log.warning("query_restarted", query=query, restarts=restarts, crash_loop=crash_loop)
+
+    def record_permanent_failure(self, query: str, exception_class: str, message: str) -> None:
+        """The runner stopped the query for good: its failure cannot pass by restarting."""
+        self.status.update(query, permanent_failure=message, exception_class=exception_class, error=message)
+        self.metrics.query_failed_permanently.labels(query=query).set(1)
 
     def record_crash_loop(self, query: str, crash_loop: bool) -> None:
         """Set or clear the crash-loop flag (the runner clears it once the backoff resets)."""

@@ -31,6 +31,10 @@ class QueryStatus:
     backlog_rows: int | None = None
     exception: str | None = None
     exception_class: str | None = None
+    # One line that says what failed: the product's own message when Spark's text holds one.
+    error: str | None = None
+    # Why opsd stopped the query for good (a failure that a restart cannot fix), None while it may run.
+    permanent_failure: str | None = None
     restarts: int = 0
     crash_loop: bool = False
     stalled: bool = False

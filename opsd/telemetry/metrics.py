@@ -101,6 +101,11 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         _Q,
     ),
     MetricDefinition(
+        "opsd_query_failed_permanently", _G,
+        "1 when opsd stopped the query for good: its failure cannot pass by restarting (see /status for why).",
+        _Q,
+    ),
+    MetricDefinition(
         "opsd_query_stalled", _G,
         "1 when the watchdog sees no progress while the sources have backlog.",
         _Q,
@@ -194,6 +199,7 @@ class Metrics:
         self.query_failures: Family = made["opsd_query_failures_total"]
         self.query_restarts: Family = made["opsd_query_restarts_total"]
         self.query_crash_loop: Family = made["opsd_query_crash_loop"]
+        self.query_failed_permanently: Family = made["opsd_query_failed_permanently"]
         self.query_stalled: Family = made["opsd_query_stalled"]
         self.state_rows: Family = made["opsd_state_rows"]
         self.state_memory_bytes: Family = made["opsd_state_memory_bytes"]

@@ -2,7 +2,7 @@
 and static tables written and read whole. `insert_rows` also appends to queues (through `queues.append`).
 
 Sorted rows are stored by `sorted_store`; static tables are Arrow IPC chunks in the `static_chunks` SQL
-table, which only this module touches.
+table, which only this module touches. A static table with key columns is read in key order.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, SORTED, STATIC
-from ..schema import to_arrow_table
+from ..schema import TableSchema, to_arrow_table
 from . import queues, sorted_store
 from .arrow_chunks import rebatch, slices
 from .nodes import normalize_path, table
@@ -66,7 +66,18 @@ class TableMixin:
             return
         blobs = [d for (d,) in conn.execute("SELECT data FROM static_chunks WHERE path=? ORDER BY seq", (path,))]
         pieces = (b for d in blobs for b in decode_batch(d).to_batches())
+        if schema.key_columns:
+            pieces = _in_key_order(pieces, schema)
         yield from rebatch(pieces, max_rows, DEFAULT_CHUNK_BYTES)
+
+
+def _in_key_order(pieces: Iterator[pa.RecordBatch], schema: TableSchema) -> Iterator[pa.RecordBatch]:
+    """A sorted static table's rows in key order, whatever order parallel writers appended them in.
+
+    The embedded cluster sorts when reading (in memory): static tables here are small.
+    """
+    data = pa.Table.from_batches(list(pieces), schema=schema.arrow_schema())
+    yield from data.sort_by([(k, "ascending") for k in schema.key_columns]).to_batches()
 
 
 # -- shared with transactions and the tree (each takes the connection to run on and a normalized path) -----
@@ -96,6 +107,11 @@ def lookup(conn: sqlite3.Connection, path: str, keys: Iterable[Mapping]) -> list
 def static_row_count(conn: sqlite3.Connection, path: str) -> int:
     return sum(decode_batch(d).num_rows for (d,) in conn.execute(
         "SELECT data FROM static_chunks WHERE path=?", (path,)))
+
+
+def move_static(conn: sqlite3.Connection, source: str, destination: str) -> None:
+    """Give a static table's rows to its new path (the node itself is moved by `tree`)."""
+    conn.execute("UPDATE static_chunks SET path=? WHERE path=?", (destination, source))
 
 
 def drop_static(conn: sqlite3.Connection, path: str) -> None:

@@ -75,7 +75,8 @@ def test_create_makes_each_kind_of_table(opsd: Run, cluster: Cluster, args: tupl
     (("--sorted-by", "nope"), ["--sorted-by", "nope", "k1"]),
     (("--sorted-by", ","), ["--sorted-by"]),
     (("--static", "--tablets", "2"), ["--tablets", "static"]),
-    (("--tablets", "0"), ["--tablets", "positive"]),
+    (("--tablets", "0"), ["--tablets", "from 1 to 10000"]),
+    (("--tablets", "100000000"), ["--tablets", "from 1 to 10000"]),
     (("--schema", "k1:int65"), ["int65"]),
 ])
 def test_create_names_the_bad_option_and_creates_nothing(opsd: Run, cluster: Cluster, args: tuple[str, ...],

@@ -137,8 +137,8 @@ def test_row_of_the_wrong_type_is_named_and_nothing_written(opsd: Run, queue: st
     ("queue", "trim", "//home/missing", "--partition", "0", "--count", "1"),
     ("consumer", "register", "//home/missing", "//home/missing-consumer"),
 ])
-def test_unknown_path_is_named(opsd: Run, args: tuple[str, ...]) -> None:
-    assert_fails(opsd(*args), "//home/missing")
+def test_unknown_path_is_named_with_the_cluster_searched(opsd: Run, uri: str, args: tuple[str, ...]) -> None:
+    assert_fails(opsd(*args), "//home/missing", f"(searched cluster {uri} (--cluster))")
 
 
 def test_bad_cluster_uri_is_named(uri: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,8 @@ import yaml
 from opsd.config.durations import parse_duration_seconds
 from opsd.config.load import ConfigError, load_config
 from opsd.config.models import OpsdConfig
-from opsd.config.spark import spark_defaults
+from opsd.config.spark import JAVA_OPTIONS, spark_defaults
+from opsd.telemetry.logs import LOG4J2_CONFIG
 
 VALID = """
 cluster: local:///tmp/opsd-cluster
@@ -201,12 +202,40 @@ def test_seed_best_practices_for_stateless_pipelines(tmp_path: Path) -> None:
                         "sink": {"format": "console"}}]}
     )
 
-    assert spark_defaults(config) == {
+    defaults = spark_defaults(config)
+
+    assert defaults.pop(JAVA_OPTIONS).startswith("-Dlog4j2.configurationFile=")
+    assert defaults == {
         "spark.sql.streaming.minBatchesToRetain": "2",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.streaming.adaptiveExecution.enabled": "true",
         "spark.streaming.stopGracefullyOnShutdown": "true",
+        "spark.ui.showConsoleProgress": "false",
     }
+
+
+def test_spark_logs_in_the_configured_level_and_format_and_the_users_jvm_options_win() -> None:
+    config = OpsdConfig.model_validate({
+        "logging": {"spark_level": "error", "format": "console"},
+        "spark": {"conf": {JAVA_OPTIONS: "-Dopsd.spark.logLevel=info -Xss4m"}},
+        "pipelines": [{"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]})
+
+    options = spark_defaults(config)[JAVA_OPTIONS].split()
+
+    assert f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}" in options
+    assert "-Dopsd.spark.logFormat=console" in options
+    assert options.index("-Dopsd.spark.logLevel=error") < options.index("-Dopsd.spark.logLevel=info")
+    assert options[-1] == "-Xss4m"
+    assert LOG4J2_CONFIG.is_file()
+
+
+def test_logging_levels_are_checked_and_case_insensitive(tmp_path: Path) -> None:
+    problems = problems_of(tmp_path, """
+logging: {level: debug, spark_level: loud, levels: {apscheduler: info, py4j: chatty}}
+pipelines: [{name: p, source: {format: rate}, sink: {format: console}}]
+""")
+
+    assert [p.split(":")[0] for p in problems] == ["logging.spark_level", "logging.levels.py4j"]
 
 
 def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from opsd.observe.events import QueryIdle, QueryProgressed, QueryStarted, QueryTerminated
 from opsd.observe.progress import BatchProgress, SourceProgress, StateOperator
@@ -120,6 +121,15 @@ def test_progress_updates_the_status_summary(recorder: Recorder, clock: FakeCloc
     assert status.last_progress is not None and status.last_progress["num_input_rows"] == 30
 
 
+def test_every_batch_is_one_info_event_with_query_batch_rows_duration_and_backlog(recorder: Recorder) -> None:
+    with capture_logs() as logs:
+        recorder.record(QueryProgressed(batch(batch_id=8)))
+
+    assert [e for e in logs if e["event"] == "batch_completed"] == [{
+        "event": "batch_completed", "log_level": "info", "query": "clicks", "batch_id": 8, "rows": 30,
+        "duration_seconds": 1.5, "backlog_rows": 70}]
+
+
 def test_sink_without_row_count_leaves_output_rows_absent(recorder: Recorder, registry) -> None:
     recorder.record(QueryProgressed(batch(sink_rows=None)))
 
@@ -198,6 +208,24 @@ def test_tuning_values_are_exported_and_kept_independently(recorder: Recorder, r
     assert value(registry, "opsd_tuning_dyn_batch_size", query="clicks") == 200
     status = recorder.status.get("clicks")
     assert status is not None and (status.max_rows_per_partition, status.dyn_batch_size) == (5_000, 200)
+
+
+def test_state_changes_are_events_and_repeats_are_not(recorder: Recorder) -> None:
+    with capture_logs() as logs:
+        recorder.record_tuning("clicks", max_rows_per_partition=5_000, dyn_batch_size=200)
+        recorder.record_tuning("clicks", max_rows_per_partition=5_000, dyn_batch_size=200)
+        recorder.record_tuning("clicks", dyn_batch_size=100)
+        recorder.record_stalled("clicks", True)
+        recorder.record_stalled("clicks", True)
+        recorder.record_stalled("clicks", False)
+        recorder.record_stalled("clicks", False)
+        recorder.record_restart("clicks", crash_loop=True)
+        recorder.record_crash_loop("clicks", False)
+        recorder.record_crash_loop("clicks", False)
+
+    assert [(e["event"], e.get("dyn_batch_size")) for e in logs] == [
+        ("tuning_in_force", 200), ("tuning_in_force", 100), ("query_stalled", None), ("query_progressing_again", None),
+        ("query_restarted", None), ("query_crash_loop_ended", None)]
 
 
 def test_registered_pipeline_is_known_but_down(recorder: Recorder, registry) -> None:

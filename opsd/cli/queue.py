@@ -32,27 +32,27 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 
     create = commands.add_parser("create", parents=[common], help="create a queue")
     create.add_argument("path", help="queue path, e.g. //home/app/queue (parents are created)")
-    create.add_argument("--partitions", type=int, default=1, help="number of tablets (default 1)")
+    create.add_argument("--partitions", type=int, default=1, help="number of tablets")
     create.add_argument("--schema", default=DEFAULT_SCHEMA,
-                        help="JSON list of YT columns, or name:type,name:type (default data:string)")
+                        help="JSON list of YT columns, or name:type,name:type")
     create.set_defaults(handler=create_queue)
 
     produce = commands.add_parser("produce", parents=[common], help="append rows: JSON lines or generated")
-    produce.add_argument("path")
+    produce.add_argument("path", help="the queue to append to")
     source = produce.add_mutually_exclusive_group()
     source.add_argument("--file", help="JSON lines to append (default: standard input)")
     source.add_argument("--count", type=int, help="generate this many rows that fit the schema instead")
-    produce.add_argument("--rate", type=float, default=0, help="rows per second (default 0: as fast as possible)")
+    produce.add_argument("--rate", type=float, default=0, help="rows per second; 0 = as fast as possible")
     produce.add_argument("--partition", type=int, help="append to this partition (default: spread evenly)")
     produce.set_defaults(handler=produce_rows)
 
     inspect = commands.add_parser("inspect", parents=[common], help="rows, trimmed rows and consumer offsets")
-    inspect.add_argument("path")
+    inspect.add_argument("path", help="the queue to inspect")
     inspect.add_argument("--json", action="store_true", help="print JSON for scripts")
     inspect.set_defaults(handler=inspect_queue)
 
     trim = commands.add_parser("trim", parents=[common], help="drop the head of partitions")
-    trim.add_argument("path")
+    trim.add_argument("path", help="the queue to trim")
     trim.add_argument("--partition", type=int, help="partition to trim (default with --to-consumer: all)")
     target = trim.add_mutually_exclusive_group(required=True)
     target.add_argument("--count", type=int, help="drop rows [0, COUNT) of the partition")

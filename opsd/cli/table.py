@@ -34,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     create.set_defaults(handler=create_table)
 
     read = commands.add_parser("read", parents=[common], help="print a table's rows")
-    read.add_argument("path")
+    read.add_argument("path", help="the table to read")
     read.add_argument("--limit", type=int, help="print at most this many rows")
     read.add_argument("--json", action="store_true", help="JSON lines, as `opsd queue produce` reads them")
     read.set_defaults(handler=read_table)

@@ -6,7 +6,7 @@ something in opsd reads it. Loading and its error messages: `opsd.config.load`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TextIO
 
 from pydantic import (
     BaseModel,
@@ -21,6 +21,7 @@ from pydantic import (
 
 from opsd.config.durations import parse_duration_seconds, spark_interval
 from opsd.observe.readiness import ProgressPolicy
+from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from streaming_core.options import CONSUMER_PATH, TUNING_PATH
 from streaming_core.tuning import default_tuning_path
 
@@ -79,6 +80,31 @@ class HttpSettings(_Model):
 
     host: str = Field("127.0.0.1", description="address to bind (0.0.0.0 in a container)")
     port: int = Field(default=9108, ge=0, le=65535, description="port to bind; 0 = any free port")
+
+
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+PythonLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)]
+SparkLevel = Annotated[Literal["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"], BeforeValidator(_upper)]
+
+
+class LoggingSettings(_Model):
+    """opsd's log stream on stderr: opsd's own events, third-party Python loggers and Spark's JVM, one format."""
+
+    level: PythonLevel = Field("INFO", description="opsd's level: INFO has one line per micro-batch and state change")
+    format: Literal["auto", "json", "console"] = Field(
+        "auto", description="json: one JSON object per line; console: for people; auto: console on a terminal, "
+                            "else json")
+    spark_level: SparkLevel = Field("WARN", description="level of Spark's JVM (log4j2) loggers")
+    levels: dict[str, PythonLevel] = Field(
+        default_factory=dict, description="levels of Python loggers by name, e.g. {apscheduler: INFO}, over opsd's "
+                                          f"defaults ({', '.join(f'{k}: {v}' for k, v in THIRD_PARTY_LEVELS.items())})")
+
+    def json_lines(self, stream: TextIO) -> bool:
+        """Whether lines written to `stream` are JSON."""
+        return self.format == "json" or (self.format == "auto" and renders_json(stream))
 
 
 class ChecksSettings(_Model):
@@ -255,6 +281,7 @@ class OpsdConfig(_Model):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     checks: ChecksSettings = Field(default_factory=ChecksSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
     pipelines: list[PipelineConfig] = Field(min_length=1, description="the queries to run")
     watch: list[WatchConfig] = Field(
         default_factory=list, description="queries run elsewhere whose checkpoints opsd watches (desync, lag)")

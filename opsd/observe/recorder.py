@@ -23,7 +23,7 @@ from opsd.observe.events import (
     failure_message,
 )
 from opsd.observe.progress import BatchProgress
-from opsd.observe.status import StatusStore
+from opsd.observe.status import QueryStatus, StatusStore
 from opsd.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -86,12 +86,13 @@ class Recorder:
             backlog_rows=progress.backlog_rows,
         )
         self._export_progress(progress)
-        log.debug(
-            "batch_progress",
+        log.info(
+            "batch_completed",
             query=progress.query,
             batch_id=progress.batch_id,
-            input_rows=progress.num_input_rows,
+            rows=progress.num_input_rows,
             duration_seconds=progress.durations_seconds.get("triggerExecution"),
+            backlog_rows=progress.backlog_rows,
         )
 
     @record.register
@@ -198,8 +199,11 @@ class Recorder:
 
     def record_crash_loop(self, query: str, crash_loop: bool) -> None:
         """Set or clear the crash-loop flag (the runner clears it once the backoff resets)."""
+        previous = self.status.get(query)
         self.status.update(query, crash_loop=crash_loop)
         self.metrics.query_crash_loop.labels(query=query).set(int(crash_loop))
+        if not crash_loop and previous and previous.crash_loop:
+            log.info("query_crash_loop_ended", query=query)
 
     def record_stalled(self, query: str, stalled: bool) -> None:
         """The watchdog's verdict for one query."""
@@ -208,17 +212,25 @@ class Recorder:
         self.metrics.query_stalled.labels(query=query).set(int(stalled))
         if stalled and not (previous and previous.stalled):
             log.warning("query_stalled", query=query)
+        elif not stalled and previous and previous.stalled:
+            log.info("query_progressing_again", query=query)
 
     def record_tuning(
         self, query: str, *, max_rows_per_partition: int | None = None, dyn_batch_size: int | None = None
     ) -> None:
-        """Current live-tuning values of a query (None leaves a value unchanged)."""
+        """Current live-tuning values of a query (None leaves a value unchanged); a change is logged."""
+        previous = self.status.get(query) or QueryStatus(query)
         if max_rows_per_partition is not None:
             self.status.update(query, max_rows_per_partition=max_rows_per_partition)
             self.metrics.tuning_max_rows_per_partition.labels(query=query).set(max_rows_per_partition)
         if dyn_batch_size is not None:
             self.status.update(query, dyn_batch_size=dyn_batch_size)
             self.metrics.tuning_dyn_batch_size.labels(query=query).set(dyn_batch_size)
+        current = self.status.get(query) or previous
+        if (current.max_rows_per_partition, current.dyn_batch_size) != (previous.max_rows_per_partition,
+                                                                        previous.dyn_batch_size):
+            log.info("tuning_in_force", query=query, max_rows_per_partition=current.max_rows_per_partition,
+                     dyn_batch_size=current.dyn_batch_size)
 
     def record_desync(self, query: str, queue: str, view: Mapping[str, Any]) -> None:
         """One queue's desync, as the desync check's JSON-ready `view` (`state`, `partitions: {p: {state,

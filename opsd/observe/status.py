@@ -117,3 +117,13 @@ class StatusStore:
     def to_json(self) -> dict[str, Any]:
         """The ``/status`` document."""
         return {"queries": {name: asdict(status) for name, status in sorted(self.snapshot().items())}}
+
+
+def state_word(query: Mapping[str, Any]) -> str:
+    """A query's state in a word or two, the most urgent first, from its entry of the `/status` document (what
+    `opsd status` and the demo show)."""
+    if query.get("active"):
+        return "crash loop" if query.get("crash_loop") else "stalled" if query.get("stalled") else "running"
+    if query.get("exception_class") or query.get("exception"):
+        return "failed"
+    return "stopped" if query.get("started_at") is not None else "not started"

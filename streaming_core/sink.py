@@ -34,6 +34,7 @@ from .cluster.schema import is_composite, to_arrow_table
 from .options import SinkOptions
 from .tuning import MAX_ROWS_PER_TRANSACTION, dyn_batch_size_in_force, read_tuning
 from .types import arrow_schema_for_spark, from_yson, to_yson
+from .write_stats import WriteStats, record_write_stats
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +53,7 @@ class WrittenPart(WriterCommitMessage):
 
     rows: int
     staging_path: str | None = None
+    stats: WriteStats | None = None
 
 
 @dataclass(frozen=True)
@@ -174,15 +176,26 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch]) -> WrittenPart
         staging = _staging_path(plan) if plan.options.transactional else None
         if staging:
             cluster.create(TABLE, staging, recursive=True, attributes={"schema": _unsorted(plan.schema)})
-        rows = 0
+        rows, stats = 0, WriteStats()
         for chunk in chunks(batches, size):
             table = _to_target(plan, chunk)
+            started = time.perf_counter()
             if staging or plan.kind == STATIC:
                 cluster.write_table(staging or plan.options.path, table, append=True)
             else:
                 cluster.insert_rows(plan.options.path, table)
+            stats = stats.call(table.num_rows, time.perf_counter() - started, size)
             rows += table.num_rows
-    return WrittenPart(rows=rows, staging_path=staging)
+    return WrittenPart(rows=rows, staging_path=staging, stats=stats)
+
+
+def record_batch_stats(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int) -> None:
+    """Runner process, at a batch's commit or abort: store its tasks' insert statistics for opsd
+    (`streaming_core.write_stats`); a task that failed left no message and counts as an error."""
+    stats = WriteStats.total([p.stats if p else None for p in parts], batch_id, time.time(),
+                             errors=sum(p is None for p in parts))
+    with connect(plan.options.cluster) as cluster:
+        record_write_stats(cluster, plan.options.tuning_path, stats)
 
 
 def _unsorted(schema: TableSchema) -> list[dict]:
@@ -300,10 +313,12 @@ class YtStreamWriter(DataSourceStreamArrowWriter):
         """Called once per micro-batch after every task succeeded (runner process)."""
         if self.plan.options.transactional:
             commit_batch(self.plan, messages, batchId)
+        record_batch_stats(self.plan, messages, batchId)
 
     def abort(self, messages: list[WrittenPart | None], batchId: int) -> None:
         """Called when a task of the micro-batch failed."""
         abort_batch(self.plan, messages)
+        record_batch_stats(self.plan, messages, batchId)
 
 
 class YtBatchWriter(DataSourceArrowWriter):

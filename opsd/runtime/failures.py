@@ -34,13 +34,13 @@ class Failure:
 
 def classify(error: BaseException | str) -> Failure:
     """The failure behind `error` (a Python exception, or Spark's failure text)."""
-    text = error if isinstance(error, str) else _text(error)
+    text = error if isinstance(error, str) else failure_text(error)
     python = python_failure(text)  # the product's own error inside any of Spark's wrappers decides
     cls = python[0] if python is not None else exception_class(text)
     return Failure(cls, failure_message(text), cls in PERMANENT_CLASSES)
 
 
-def _text(error: BaseException) -> str:
+def failure_text(error: BaseException) -> str:
     """The error as Spark's failure texts read: `Class: message` (PySpark's exceptions carry the JVM's text)."""
     name = type(error).__name__
     text = str(error).strip()

@@ -76,6 +76,7 @@ def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None
         max_rows_per_partition=in_force.max_rows_per_partition,
         dyn_batch_size=in_force.dyn_batch_size,
         batches=batches(status),
+        reads_queue=target.tuning.source_document is not None,
         trigger_interval_seconds=status.trigger_interval_seconds if status else None,
         backlog_rows=backlog,
         time_to_drain_seconds=_drain(lag),

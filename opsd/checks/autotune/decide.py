@@ -160,7 +160,7 @@ def decide(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettin
     """The decisions for the query's knobs (a knob the query does not have is left out)."""
     facts = evaluation.facts
     found = []
-    if facts.batches or facts.max_rows_per_partition is not None or facts.failure is not None:
+    if facts.reads_queue:
         found.append(decide_rows(evaluation, memory, settings))
     if facts.dyn_batch_size is not None:
         found.append(decide_write(evaluation, memory, settings))

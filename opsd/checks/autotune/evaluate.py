@@ -3,8 +3,8 @@
 - the target batch duration: `target_share` of the trigger interval, else `target_batch_seconds`;
 - the batch-duration-versus-size relation over the recent batches, duration = intercept + slope x rows of the
   largest partition, fitted by least squares when the sizes differ enough, else through the origin from the
-  batches' mean rate (which over-estimates the cost of a row when the batch has a fixed cost: the size it
-  proposes is smaller than the true one, and the next batches give the fit). The fixed point of Das et al.
+  batches' mean rate (with a fixed cost per batch this errs toward the measured size: it raises and cuts less
+  than the true relation would, and the batches at the new size give the fit). The fixed point of Das et al.
   ("Adaptive Stream Processing using Dynamic Batch Sizing") is the size whose fitted duration meets the target;
 - whether the cap binds (the newest batch read its largest partition up to the cap: raising it reads more);
 - whether the last failure is an out-of-memory failure (the JVM's, Python's, or a container killed over its
@@ -56,7 +56,7 @@ class Fit:
 
     def rows_for(self, seconds: float) -> int:
         """The size whose duration is `seconds` (at least 1 row)."""
-        return max(1, int((seconds - self.intercept) / self.slope))
+        return max(1, round((seconds - self.intercept) / self.slope))
 
 
 def fit(batches: Sequence[Batch]) -> Fit | None:

@@ -38,9 +38,13 @@ class Facts:
     query: str
     #: `recommend` or `apply` (a query in mode `off` is never collected).
     mode: str
+    #: None: no cap (with `reads_queue`), or not a yt source.
     max_rows_per_partition: int | None
+    #: None: not a yt sink.
     dyn_batch_size: int | None
     batches: tuple[Batch, ...] = ()
+    #: The query reads a yt queue through a tuning document (it has the `max_rows_per_partition` knob).
+    reads_queue: bool = True
     trigger_interval_seconds: float | None = None
     backlog_rows: int | None = None
     time_to_drain_seconds: float | None = None

@@ -181,13 +181,24 @@ def overview_rows() -> tuple[Row, ...]:
         )),
         Row("Live tuning", (
             Panel("max_rows_per_partition",
-                  "Read limit per partition in force for the query's source (tuning document, else the option).", (
-                Target(f"opsd_tuning_max_rows_per_partition{{{Q}}}", "{{query}}"),
-            ), unit="suffix:rows"),
+                  "Read limit per partition in force for the query's source (tuning document, else the option), "
+                  "the auto-tuner's recommendation and its bounds.", (
+                Target(f"opsd_tuning_max_rows_per_partition{{{Q}}}", "{{query}} in force"),
+                Target(f'opsd_autotune_recommended{{{Q}, knob="max_rows_per_partition"}}', "{{query}} recommended"),
+                Target(f'opsd_autotune_bound{{{Q}, knob="max_rows_per_partition"}}', "{{query}} {{bound}}"),
+            ), unit="suffix:rows", width=8),
             Panel("dynBatchSize",
-                  "Rows per insert in force for the query's yt sink (tuning document, else the option or conf).", (
-                Target(f"opsd_tuning_dyn_batch_size{{{Q}}}", "{{query}}"),
-            ), unit="suffix:rows"),
+                  "Rows per insert in force for the query's yt sink (tuning document, else the option or conf), "
+                  "the auto-tuner's recommendation and its bounds.", (
+                Target(f"opsd_tuning_dyn_batch_size{{{Q}}}", "{{query}} in force"),
+                Target(f'opsd_autotune_recommended{{{Q}, knob="dyn_batch_size"}}', "{{query}} recommended"),
+                Target(f'opsd_autotune_bound{{{Q}, knob="dyn_batch_size"}}', "{{query}} {{bound}}"),
+            ), unit="suffix:rows", width=8),
+            Panel("Auto-tuner decisions", "Changes the auto-tuner decided, by knob, direction and reason (holds "
+                  "left out).", (
+                Target(f'sum by (query, knob, direction, reason) (increase(opsd_autotune_decisions_total{{{Q}, '
+                       f'direction!="hold"}}[$__rate_interval]))', "{{query}} {{knob}} {{direction}} {{reason}}"),
+            ), unit="short", width=8),
         )),
         Row("opsd itself", (
             Panel("Check errors", "Runs and failed runs of opsd's periodic checks.", (

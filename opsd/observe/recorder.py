@@ -282,25 +282,21 @@ class Recorder:
                 family.labels(query=query).set(float(view[key]))
         self.status.update(query, lag=dict(view))
 
-    def record_autotune(self, query: str, knob: str, *, current: int | None, recommended: int | None,
-                        direction: str, reason: str, mode: str, applied: bool, bounds: tuple[int, int],
-                        inputs: Mapping[str, Any]) -> None:
-        """One auto-tuner decision: counted, exported, kept on the status and logged with its inputs and reason (a
-        hold at debug level: it repeats at every run); an applied change also becomes the value in force."""
-        m = self.metrics
-        m.autotune_decisions.labels(query=query, knob=knob, direction=direction, reason=reason).inc()
-        if recommended is not None:
-            m.autotune_recommended.labels(query=query, knob=knob).set(recommended)
-        m.autotune_bound.labels(query=query, knob=knob, bound="min").set(bounds[0])
-        m.autotune_bound.labels(query=query, knob=knob, bound="max").set(bounds[1])
-        changed = direction != "hold"
+    def record_autotune(self, query: str, knob: str, view: Mapping[str, Any], inputs: Mapping[str, Any]) -> None:
+        """One auto-tuner decision, as the tuner's JSON-ready `view` (`current`, `recommended`, `direction`,
+        `reason`, `mode`, `applied`, `bounds`): counted, exported, kept on the status and logged with its `inputs`
+        (a hold at debug level: it repeats at every run); an applied change also becomes the value in force."""
+        m, direction = self.metrics, view["direction"]
+        m.autotune_decisions.labels(query=query, knob=knob, direction=direction, reason=view["reason"]).inc()
+        if view["recommended"] is not None:
+            m.autotune_recommended.labels(query=query, knob=knob).set(view["recommended"])
+        for bound, value in zip(("min", "max"), view["bounds"], strict=True):
+            m.autotune_bound.labels(query=query, knob=knob, bound=bound).set(value)
         status = self.status.get(query)
         views = dict((status.autotune or {}) if status else {})
-        views[knob] = {"current": current, "recommended": recommended, "direction": direction, "reason": reason,
-                       "mode": mode, "applied": applied and changed, "bounds": list(bounds), "at": self.clock()}
+        views[knob] = {**view, "at": self.clock()}
         self.status.update(query, autotune=views)
-        (log.info if changed else log.debug)(
-            "autotune_decision", query=query, knob=knob, current=current, recommended=recommended,
-            direction=direction, reason=reason, mode=mode, applied=applied and changed, **inputs)
-        if applied and changed:
-            self.record_tuning(query, **{knob: recommended})
+        (log.debug if direction == "hold" else log.info)(
+            "autotune_decision", query=query, knob=knob, **{k: v for k, v in view.items() if k != "bounds"}, **inputs)
+        if view["applied"]:
+            self.record_tuning(query, **{knob: view["recommended"]})

@@ -9,16 +9,18 @@ One query's failure is logged and never stops the others.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import structlog
 
 from opsd.checks.autotune.apply import apply
 from opsd.checks.autotune.collect import AutotuneTarget, collect
-from opsd.checks.autotune.decide import DYN_BATCH_SIZE, Decision, TunerMemory, decide, remember
+from opsd.checks.autotune.decide import DYN_BATCH_SIZE, Decision, Direction, TunerMemory, decide, remember
 from opsd.checks.autotune.evaluate import evaluate
 from opsd.checks.tuning.collect import TuningSources, sources_for
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
+from opsd.observe.status import QueryStatus
 from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.tuning import default_tuning_path
 
@@ -76,13 +78,26 @@ class AutotuneCheck:
             return []
         self.memory[target.query] = remember(memory, decisions, evaluation, applied=applying)
         for d in decisions:
-            self.recorder.record_autotune(d.query, d.knob, current=d.current, recommended=d.recommended,
-                                          direction=d.direction.value, reason=d.reason, mode=target.mode,
-                                          applied=applying, bounds=bounds(target, d.knob), inputs=d.inputs)
+            self.recorder.record_autotune(d.query, d.knob, view(d, target, applied=applying), d.inputs)
         return list(decisions)
 
 
+def recommend(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None = None) -> dict[str, Any]:
+    """What the tuner would decide now, per knob as `view`s, without applying anything (`opsd doctor`)."""
+    evaluation = evaluate(collect(cluster, target, status), target.settings)
+    return {d.knob: view(d, target, applied=False) for d in decide(evaluation, TunerMemory(), target.settings)}
+
+
+def view(decision: Decision, target: AutotuneTarget, *, applied: bool) -> dict[str, Any]:
+    """A decision as JSON-ready data: what `/status`, the metrics and `opsd doctor` show."""
+    direction = decision.direction
+    return {"current": decision.current, "recommended": decision.recommended, "direction": direction.value,
+            "reason": decision.reason, "mode": target.mode, "applied": applied and direction != Direction.HOLD,
+            "bounds": list(bounds(target, decision.knob))}
+
+
 def bounds(target: AutotuneTarget, knob: str) -> tuple[int, int]:
+    """A knob's configured lower and upper bound."""
     s = target.settings
     if knob == DYN_BATCH_SIZE:
         return s.min_dyn_batch_size, s.max_dyn_batch_size

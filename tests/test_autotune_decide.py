@@ -108,9 +108,9 @@ def test_a_memory_failure_cuts_below_the_largest_batch_once_and_caps_later_raise
 
 def test_a_change_waits_for_batches_planned_after_it_the_one_batch_delay():
     memory = TunerMemory(rows_changed_after=4)
-    found = batches([10_000] * 8)  # ids 0..7: batch 5 was planned before the change, 6 and 7 after it
+    found = batches([10_000] * 7)  # ids 0..6: batch 5 was planned before the change, 6 after it
     assert rows_decision(facts(10_000, found), memory).reason == "stabilising"
-    more = batches([10_000] * 9)  # id 8: the third batch planned after the change
+    more = batches([10_000] * 8)  # id 7: the second batch planned after the change (stabilisation_batches = 2)
     assert rows_decision(facts(10_000, more), memory).reason == "fast_batches"
 
 

@@ -263,7 +263,7 @@ class AutotuneSettings(_Model):
     hysteresis: float = Field(
         0.15, ge=0, lt=1, description="no change unless the new value differs by more than this share")
     stabilisation_batches: PositiveInt = Field(
-        3, description="batches planned after a change that must complete before the next change of the knob")
+        2, description="batches planned after a change that must complete before the next change of the knob")
     history_batches: PositiveInt = Field(
         10, description="recent batches fitted for the batch-duration-versus-size relation")
     min_dyn_batch_size: PositiveInt = Field(1000, description="lower bound of dyn_batch_size")

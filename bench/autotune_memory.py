@@ -40,7 +40,7 @@ def fill(uri: str) -> None:
         cluster.create("table", QUEUE, recursive=True, attributes={
             "dynamic": True, "tablet_count": PARTITIONS, "schema": [{"name": "data", "type": "string"}]})
         for tablet in range(PARTITIONS):
-            for start in range(0, ROWS // PARTITIONS, 50_000):
+            for _ in range(0, ROWS // PARTITIONS, 50_000):
                 cluster.insert_rows(QUEUE, pa.table({"$tablet_index": pa.array([tablet] * 50_000, pa.int64()),
                                                      "data": pa.array(["x" * ROW_BYTES] * 50_000)}))
 

@@ -79,6 +79,15 @@ def boolean_panel(title: str, description: str, expr: str, one: str, one_is_good
                  states=states)
 
 
+def knob_panel(title: str, in_force: str, knob: str, description: str) -> Panel:
+    """A live-tuning knob: the value in force, the auto-tuner's recommendation and its bounds."""
+    return Panel(title, f"{description}, the auto-tuner's recommendation and its bounds.", (
+        Target(f"{in_force}{{{Q}}}", "{{query}} in force"),
+        Target(f'opsd_autotune_recommended{{{Q}, knob="{knob}"}}', "{{query}} recommended"),
+        Target(f'opsd_autotune_bound{{{Q}, knob="{knob}"}}', "{{query}} {{bound}}"),
+    ), unit="suffix:rows", width=8)
+
+
 def overview_rows() -> tuple[Row, ...]:
     """The rows of the opsd overview dashboard, top to bottom in the order an operator triages."""
     return (
@@ -180,20 +189,10 @@ def overview_rows() -> tuple[Row, ...]:
             ), unit="bytes", width=8),
         )),
         Row("Live tuning", (
-            Panel("max_rows_per_partition",
-                  "Read limit per partition in force for the query's source (tuning document, else the option), "
-                  "the auto-tuner's recommendation and its bounds.", (
-                Target(f"opsd_tuning_max_rows_per_partition{{{Q}}}", "{{query}} in force"),
-                Target(f'opsd_autotune_recommended{{{Q}, knob="max_rows_per_partition"}}', "{{query}} recommended"),
-                Target(f'opsd_autotune_bound{{{Q}, knob="max_rows_per_partition"}}', "{{query}} {{bound}}"),
-            ), unit="suffix:rows", width=8),
-            Panel("dynBatchSize",
-                  "Rows per insert in force for the query's yt sink (tuning document, else the option or conf), "
-                  "the auto-tuner's recommendation and its bounds.", (
-                Target(f"opsd_tuning_dyn_batch_size{{{Q}}}", "{{query}} in force"),
-                Target(f'opsd_autotune_recommended{{{Q}, knob="dyn_batch_size"}}', "{{query}} recommended"),
-                Target(f'opsd_autotune_bound{{{Q}, knob="dyn_batch_size"}}', "{{query}} {{bound}}"),
-            ), unit="suffix:rows", width=8),
+            knob_panel("max_rows_per_partition", "opsd_tuning_max_rows_per_partition", "max_rows_per_partition",
+                       "Read limit per partition in force for the query's source (tuning document, else the option)"),
+            knob_panel("dynBatchSize", "opsd_tuning_dyn_batch_size", "dyn_batch_size",
+                       "Rows per insert in force for the query's yt sink (tuning document, else the option or conf)"),
             Panel("Auto-tuner decisions", "Changes the auto-tuner decided, by knob, direction and reason (holds "
                   "left out).", (
                 Target(f'sum by (query, knob, direction, reason) (increase(opsd_autotune_decisions_total{{{Q}, '

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from opsd.checks.autotune.evaluate import failed_of_memory
 from opsd.config.models import OpsdConfig
+from opsd.observe.events import failure_message
 from opsd.runtime import lifecycle
 from opsd.telemetry.logs import configure_logging
 from streaming_core.cluster import connect
@@ -74,7 +75,11 @@ def run(uri: str, root: str, name: str, mode: str) -> dict[str, Any]:
         app.runner.start()
         supervisor.finished.wait(1800)
         drained = not supervisor.gave_up and supervisor.permanent_failure is None
+        last = app.monitor.recorder.status.get(name)
+        if not drained and last is not None and last.exception:  # the failure it gave up on
+            failures.append(last.exception)
     return {"oom_failures": sum(failed_of_memory(f) for f in failures), "failures": len(failures),
+            "failure_messages": sorted({failure_message(f)[:160] for f in failures}),
             "drained": drained, "seconds": round(time.perf_counter() - started, 1)}
 
 

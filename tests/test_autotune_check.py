@@ -4,6 +4,7 @@ restarts a query that failed of memory."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -11,9 +12,10 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
+from opsd.checks.autotune.collect import memory_limit
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
-from opsd.observe.status import StatusStore
+from opsd.observe.status import QueryStatus, StatusStore
 from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
 from streaming_core.tuning import read_tuning, write_tuning
@@ -131,3 +133,15 @@ def test_a_cap_set_by_hand_above_the_bound_is_still_read_as_in_force(cluster_uri
     run_batches(recorder, [50_000_000 // 10] * 3)
     d = AutotuneCheck(cluster_uri, recorder, targets_for(config(cluster_uri, yt_root))).run()[0]
     assert d.current == 50_000_000 and d.recommended <= 10_000_000
+
+
+def test_the_oom_checks_fields_on_the_status_are_the_memory_limit_and_unknown_without_them(recorder):
+    @dataclass(frozen=True)
+    class WithOom(QueryStatus):  # the fields the OOM check (branch i12) is to add to QueryStatus
+        oom_risk: float | None = None
+        oom_safe_max_rows_per_partition: int | None = None
+
+    limit = memory_limit(WithOom("p", oom_risk=0.8, oom_safe_max_rows_per_partition=3000))
+    assert (limit.risk, limit.safe_max_rows_per_partition) == (0.8, 3000)
+    assert memory_limit(QueryStatus("p")) == memory_limit(None)
+    assert memory_limit(None).risk is None and memory_limit(None).safe_max_rows_per_partition is None

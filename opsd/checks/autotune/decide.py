@@ -31,6 +31,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from opsd.checks.autotune.evaluate import Evaluation
+from opsd.checks.autotune.facts import Facts
 
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
@@ -76,6 +77,14 @@ class TunerMemory:
     judged_write_batch: int | None = None
 
 
+def failed_size(facts: Facts) -> int | None:
+    """The rows per partition a memory failure happened at: the cap, or the largest recent batch when that is
+    smaller (None when neither is known)."""
+    largest = max((b.partition_rows or 0 for b in facts.batches), default=0)
+    known = [x for x in (facts.max_rows_per_partition, largest) if x]
+    return min(known) if known else None
+
+
 def _clamp(value: float, low: int, high: int) -> int:
     return max(low, min(high, int(value)))
 
@@ -85,8 +94,10 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
     cap, risk, safe = facts.max_rows_per_partition, facts.memory.risk, facts.memory.safe_max_rows_per_partition
     newest = rows.newest
     inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.partition_rows,
-              "duration_seconds": newest and newest.duration_seconds, "target_seconds": rows.target_seconds,
-              "ideal_rows": rows.ideal_rows, "binding": rows.binding, "backlog_rows": facts.backlog_rows,
+              "duration_seconds": newest and newest.duration_seconds,
+              "phases_seconds": dict(newest.durations_seconds) if newest else None,
+              "target_seconds": rows.target_seconds, "ideal_rows": rows.ideal_rows, "binding": rows.binding,
+              "backlog_rows": facts.backlog_rows,
               "time_to_drain_seconds": facts.time_to_drain_seconds, "oom_risk": risk, "safe_cap": safe}
     low, high = settings.min_rows_per_partition, settings.max_rows_per_partition
     if safe is not None:
@@ -96,9 +107,7 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
         return Decision(facts.query, MAX_ROWS, cap, cap if value is None else _clamp(value, low, high), reason, inputs)
 
     if rows.memory_failure and facts.failed_run != memory.handled_failure:
-        largest = max((b.partition_rows or 0 for b in facts.batches), default=0)
-        base = cap or largest or settings.start_rows_per_partition
-        return to(min(base, largest or base) * settings.memory_cut, "memory_failure")
+        return to((failed_size(facts) or settings.start_rows_per_partition) * settings.memory_cut, "memory_failure")
     if risk is not None and risk >= settings.risk_threshold and cap is not None:
         return to(min(cap * settings.memory_cut, safe or cap), "oom_risk")
     if cap is None:
@@ -174,10 +183,8 @@ def remember(memory: TunerMemory, decisions: tuple[Decision, ...], evaluation: E
     newest = max((b.batch_id for b in facts.batches), default=None)
     for d in decisions:
         if d.knob == MAX_ROWS and d.reason == "memory_failure":
-            largest = max((b.partition_rows or 0 for b in facts.batches), default=0)
-            memory = replace(memory, handled_failure=facts.failed_run,
-                             rows_ceiling=min(x for x in (d.current, largest or None, memory.rows_ceiling) if x)
-                             if (d.current or largest or memory.rows_ceiling) else None)
+            known = [x for x in (failed_size(facts), memory.rows_ceiling) if x]
+            memory = replace(memory, handled_failure=facts.failed_run, rows_ceiling=min(known) if known else None)
         if d.knob == MAX_ROWS and applied and d.direction != Direction.HOLD:
             memory = replace(memory, rows_changed_after=newest if newest is not None else -2)
         if d.knob == DYN_BATCH_SIZE and facts.write is not None:

@@ -293,7 +293,8 @@ def main() -> None:
     memory = {} if "--no-spark" in sys.argv else scenario_memory()
     print(f"{'scenario':58} {'value':>14} {'goal':>10}")
     if memory:
-        for key in ("uncapped_oom_failures", "oom_failures", "tuned_drained"):
+        for key in ("uncapped_oom_failures", "uncapped_drained", "oom_failures", "tuned_drained",
+                    "tuned_driver_died_of_oom"):
             print(f"{'1 (real Spark) ' + key:58} {memory.get(key, memory.get('memory_error', '-'))!s:>14}")
     print(f"{'2 (simulated) best fixed cap of the sweep, drain (s)':58} {drain['best_fixed_seconds']:>14.0f}")
     for name, seconds in drain["tuned_seconds"].items():

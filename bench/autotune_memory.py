@@ -91,8 +91,12 @@ def in_child(root: str, name: str, mode: str) -> dict[str, Any]:
     if not lines:  # the driver died before it could say anything: count that as the failure it is
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"oom_failures": int(failed_of_memory(done.stderr)), "failures": 1, "drained": False,
-                "seconds": None, "error": tail}
-    return json.loads(lines[-1])
+                "seconds": None, "error": tail, "driver_died_of_oom": failed_of_memory(done.stderr)}
+    result = json.loads(lines[-1])
+    # In local mode a task's OutOfMemoryError kills the driver's JVM (Spark's uncaught-exception handler): the
+    # restarts then fail to reach it (ConnectionRefusedError) and no failure text names the memory. Spark's log does.
+    died = "java.lang.OutOfMemoryError" in done.stderr
+    return {**result, "driver_died_of_oom": died, "oom_failures": max(result["oom_failures"], int(died))}
 
 
 def main() -> None:
@@ -110,6 +114,9 @@ def main() -> None:
     print(json.dumps({"uncapped_oom_failures": uncapped["oom_failures"], "uncapped_drained": uncapped["drained"],
                       "oom_failures": tuned["oom_failures"], "tuned_drained": tuned["drained"],
                       "tuned_failures": tuned["failures"], "tuned_seconds": tuned["seconds"],
+                      "uncapped_driver_died_of_oom": uncapped["driver_died_of_oom"],
+                      "tuned_driver_died_of_oom": tuned["driver_died_of_oom"],
+                      "tuned_failure_messages": tuned.get("failure_messages", [tuned.get("error")]),
                       "memory_rows": ROWS, "memory_row_bytes": ROW_BYTES}))
 
 

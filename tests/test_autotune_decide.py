@@ -89,10 +89,13 @@ def test_an_uncapped_query_gets_a_safe_first_cap_at_once():
     assert (d.recommended, d.reason, d.direction) == (40_000, "first_batch_safe", Direction.UP)
 
 
-def test_risk_over_the_threshold_cuts_at_once_even_while_stabilising():
-    memory = TunerMemory(rows_changed_after=2)
+def test_risk_over_the_threshold_cuts_at_once_even_while_stabilising_but_once_per_completed_batch():
+    memory = TunerMemory(rows_changed_after=1)
     d = rows_decision(facts(80_000, batches([80_000] * 3), memory=MemoryLimit(0.9, None)), memory)
     assert (d.reason, d.recommended) == ("oom_risk", 40_000)
+    just_cut = TunerMemory(rows_changed_after=2)
+    assert rows_decision(facts(40_000, batches([80_000] * 3), memory=MemoryLimit(0.9, None)), just_cut).reason == \
+        "stabilising"
 
 
 def test_a_memory_failure_cuts_below_the_largest_batch_once_and_caps_later_raises():

@@ -4,7 +4,8 @@ in, decisions out.
 `max_rows_per_partition`, first rule that applies:
 1. the query failed of memory (a failure not handled before): cut at once to `memory_cut` x the largest batch's
    rows per partition (or x the cap), and remember that size as a ceiling never to be reached again;
-2. OOM risk at or over the threshold: cut at once to `memory_cut` x the cap (to the safe cap if smaller);
+2. OOM risk at or over the threshold: cut at once to `memory_cut` x the cap (to the safe cap if smaller), once per
+   completed batch (until a batch completes after a cut, the risk is still that of the batch planned before it);
 3. no cap in force: set one at once (the safe cap, else `start_rows_per_partition`), so that a first batch after
    a start or an outage cannot swallow the backlog;
 4. the cap is over the OOM check's safe cap: cut to it;
@@ -108,7 +109,10 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
 
     if rows.memory_failure and facts.failed_run != memory.handled_failure:
         return to((failed_size(facts) or settings.start_rows_per_partition) * settings.memory_cut, "memory_failure")
+    changed = memory.rows_changed_after
     if risk is not None and risk >= settings.risk_threshold and cap is not None:
+        if changed is not None and (newest is None or newest.batch_id <= changed):
+            return to(None, "stabilising")  # cut already, and no batch since: the risk is still the planned batch's
         return to(min(cap * settings.memory_cut, safe or cap), "oom_risk")
     if cap is None:
         return to(safe or settings.start_rows_per_partition, "first_batch_safe")
@@ -116,7 +120,6 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
         return to(safe, "safe_cap")
     if newest is None:
         return to(None, "no_batches")
-    changed = memory.rows_changed_after
     settled = [b for b in facts.batches if changed is None or b.batch_id > changed + 1]
     if len(settled) < (settings.stabilisation_batches if changed is not None else 1):
         return to(None, "stabilising")

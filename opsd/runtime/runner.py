@@ -88,6 +88,8 @@ class Supervisor:
         self.gave_up = False
         #: Set when the pipeline stopped for good on a failure that a restart cannot fix.
         self.permanent_failure: Failure | None = None
+        #: Set when Spark's JVM is gone: nothing in this process can restart the query (see `Failure`).
+        self.driver_gone: Failure | None = None
 
     @property
     def name(self) -> str:
@@ -123,6 +125,10 @@ class Supervisor:
                         return
                     failure = classify(e)
                     last_failure = failure_text(e)
+                    if failure.driver_gone:
+                        self.driver_gone = failure
+                        log.error("spark_driver_gone", query=self.name, error=failure.message)
+                        return
                     if failure.permanent:
                         self.fail_permanently(failure)
                         return
@@ -230,9 +236,14 @@ class Runner:
         """Every pipeline ended by itself, and none for good on a failure (that one stays visible until a stop)."""
         return all(s.finished.is_set() and s.permanent_failure is None for s in self.supervisors)
 
+    def driver_gone(self) -> bool:
+        """Spark's JVM is gone: no pipeline of this process can run again."""
+        return any(s.driver_gone for s in self.supervisors)
+
     def wait(self, stop: threading.Event, poll_seconds: float = 0.5) -> None:
-        """Block until `stop` is set or every pipeline has finished by itself (see `all_finished`)."""
-        while not stop.wait(poll_seconds) and not self.all_finished():
+        """Block until `stop` is set, every pipeline has finished by itself (see `all_finished`), or the driver is
+        gone."""
+        while not stop.wait(poll_seconds) and not self.all_finished() and not self.driver_gone():
             pass
 
     def stop(self, timeout: float) -> None:

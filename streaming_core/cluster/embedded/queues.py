@@ -109,6 +109,21 @@ def append(conn: sqlite3.Connection, path: str, schema: TableSchema, attrs: dict
         conn.execute("UPDATE tablets SET total=? WHERE path=? AND tablet=?", (total, path, tablet))
 
 
+def place(conn: sqlite3.Connection, path: str, tablet_count: int, blobs: list[bytes], counts: list[int]) -> None:
+    """Append stored chunks as they are (Arrow IPC of the table's schema, `counts` rows each), each whole to
+    the tablet that received the fewest of these rows so far: the rows spread evenly, as an insert without
+    a tablet does, and every chunk keeps its rows in order."""
+    placed = [0] * tablet_count
+    totals = dict(conn.execute("SELECT tablet, total FROM tablets WHERE path=?", (path,)).fetchall())
+    for blob, count in zip(blobs, counts, strict=True):
+        tablet = placed.index(min(placed))
+        conn.execute("INSERT INTO chunks VALUES (?, ?, ?, ?, ?)", (path, tablet, totals[tablet], count, blob))
+        totals[tablet] += count
+        placed[tablet] += count
+    conn.executemany("UPDATE tablets SET total=? WHERE path=? AND tablet=?",
+                     [(total, path, tablet) for tablet, total in totals.items()])
+
+
 def tablet_counters(conn: sqlite3.Connection, path: str, tablet: int, tablet_count: int) -> tuple[int, int]:
     """(total, trimmed) of one tablet; `ClusterError` for a tablet the table does not have."""
     if not isinstance(tablet, int) or not 0 <= tablet < tablet_count:

@@ -5,10 +5,11 @@ source runner, opsd) may read and write one file at once, and a transaction eith
 leaves nothing, also when the process is killed. `synchronous=NORMAL` in WAL mode keeps every committed
 transaction across process crashes (a power loss may lose the last ones).
 
-Queue rows are stored as Arrow IPC chunks (one blob per appended slice of a tablet, keyed by its first
-row index), not row by row: appends and range reads then move columnar buffers instead of Python
+Rows of every table kind are stored as Arrow IPC chunks, not row by row: queue chunks (one blob per
+appended slice of a tablet, keyed by its first row index), static table chunks, and the runs of sorted
+tables (`sorted_store`). Appends, upserts and range reads then move columnar buffers instead of Python
 objects, which is what lets the embedded cluster feed Spark at hundreds of thousands of rows per second
-(`python -m bench.cluster`).
+(`python -m bench.cluster`), and no stored byte can run code when read (no pickle).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ CREATE TABLE IF NOT EXISTS chunks (
     path TEXT NOT NULL, tablet INTEGER NOT NULL, first_row INTEGER NOT NULL, row_count INTEGER NOT NULL,
     data BLOB NOT NULL, PRIMARY KEY (path, tablet, first_row)
 );
-CREATE TABLE IF NOT EXISTS sorted_rows (
-    path TEXT NOT NULL, key TEXT NOT NULL, row BLOB NOT NULL, PRIMARY KEY (path, key)
-) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sorted_chunks (
+    path TEXT NOT NULL, run INTEGER NOT NULL, piece INTEGER NOT NULL, row_count INTEGER NOT NULL,
+    tombstones INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (path, run, piece)
+);
 CREATE TABLE IF NOT EXISTS static_chunks (
     path TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (path, seq)
 );
@@ -48,6 +50,8 @@ CREATE TABLE IF NOT EXISTS registrations (
     PRIMARY KEY (queue, consumer)
 ) WITHOUT ROWID;
 """
+#: The table added last: a database without it (new, or of an earlier layout) gets the missing tables.
+_NEWEST_TABLE = "sorted_chunks"
 
 
 class Store:
@@ -82,7 +86,7 @@ class Store:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='registrations'").fetchone():
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name=?", (_NEWEST_TABLE,)).fetchone():
             conn.executescript(_DDL)  # IF NOT EXISTS: safe when several processes create it at once
         return conn
 

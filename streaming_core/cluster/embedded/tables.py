@@ -2,7 +2,8 @@
 and static tables written and read whole. `insert_rows` also appends to queues (through `queues.append`).
 
 Sorted rows are stored by `sorted_store`; static tables are Arrow IPC chunks in the `static_chunks` SQL
-table, which only this module touches.
+table, which only this module touches. `publish` moves a static table's chunks into a dynamic table (the
+transactional sink's commit).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, SORTED, STATIC
-from ..schema import to_arrow_table
+from ..schema import TIMESTAMP, to_arrow_table
 from . import queues, sorted_store
 from .arrow_chunks import rebatch, slices
 from .nodes import normalize_path, table
@@ -42,7 +43,7 @@ class TableMixin:
         path = normalize_path(path)
         conn = self._conn
         _, schema, _ = table(conn, path, SORTED)
-        return sorted_store.select(conn, path, schema.key_columns)
+        return sorted_store.select(conn, path, schema)
 
     def write_table(self, path: str, rows: ROWS, *, append: bool = False) -> None:
         path = normalize_path(path)
@@ -61,8 +62,7 @@ class TableMixin:
         conn = self._conn
         kind, schema, _ = table(conn, path, STATIC, SORTED)
         if kind == SORTED:
-            data = pa.Table.from_pylist(self.select_rows(path), schema=schema.arrow_schema())
-            yield from data.to_batches(max_chunksize=max_rows)
+            yield from sorted_store.read(conn, path, schema).to_batches(max_chunksize=max_rows)
             return
         blobs = [d for (d,) in conn.execute("SELECT data FROM static_chunks WHERE path=? ORDER BY seq", (path,))]
         pieces = (b for d in blobs for b in decode_batch(d).to_batches())
@@ -80,17 +80,40 @@ def insert(conn: sqlite3.Connection, path: str, rows: ROWS, tablet_index: int | 
     if kind == ORDERED:
         queues.append(conn, path, schema, attrs, rows, tablet_index)
         return
-    sorted_store.upsert(conn, path, schema.key_columns, to_arrow_table(schema, rows, path).to_pylist())
+    sorted_store.upsert(conn, path, schema, to_arrow_table(schema, rows, path))
+
+
+def publish(conn: sqlite3.Connection, source: str, path: str) -> int:
+    """`Transaction.publish_table`: the static table's stored chunks become chunks of `path` as they are.
+
+    Staged rows are already in the target's Arrow schema, so each chunk is placed on a tablet (ordered) or
+    becomes a piece of one new run (sorted) without being decoded or encoded again. Only when the stored
+    form differs (another schema, or a `$timestamp` column to stamp) are the rows inserted one chunk at a
+    time. `source` is left empty.
+    """
+    _, staged, _ = table(conn, source, STATIC)
+    kind, schema, attrs = table(conn, path, ORDERED, SORTED)
+    blobs = [d for (d,) in conn.execute("SELECT data FROM static_chunks WHERE path=? ORDER BY seq", (source,))]
+    drop_static(conn, source)
+    counts = [decode_batch(blob).num_rows for blob in blobs]  # zero-copy: reads the IPC framing only
+    if staged.arrow_schema() != schema.arrow_schema() or TIMESTAMP in schema.names:
+        for blob in blobs:
+            insert(conn, path, decode_batch(blob), None)
+    elif kind == ORDERED:
+        queues.place(conn, path, attrs["tablet_count"], blobs, counts)
+    else:
+        sorted_store.add_run(conn, path, schema, blobs, counts)
+    return sum(counts)
 
 
 def delete(conn: sqlite3.Connection, path: str, keys: Iterable[Mapping]) -> None:
     _, schema, _ = table(conn, path, SORTED)
-    sorted_store.delete(conn, path, schema.key_columns, keys)
+    sorted_store.delete(conn, path, schema, keys)
 
 
 def lookup(conn: sqlite3.Connection, path: str, keys: Iterable[Mapping]) -> list:
     _, schema, _ = table(conn, path, SORTED)
-    return sorted_store.lookup(conn, path, schema.key_columns, keys)
+    return sorted_store.lookup(conn, path, schema, keys)
 
 
 def static_row_count(conn: sqlite3.Connection, path: str) -> int:

@@ -147,5 +147,5 @@ def _row_count(conn: sqlite3.Connection, path: str, attrs: dict[str, Any]) -> in
     if kind == ORDERED:
         return queues.row_count(conn, path)
     if kind == SORTED:
-        return sorted_store.row_count(conn, path)
+        return sorted_store.row_count(conn, path, TableSchema.from_yt(attrs["schema"]))
     return tables.static_row_count(conn, path)

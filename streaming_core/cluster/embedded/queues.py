@@ -18,7 +18,7 @@ from ..errors import ClusterError, SchemaError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
 from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
 from .nodes import normalize_path, table
-from .sqlite_store import Store, WriteTxn, decode_batch, encode_batch
+from .sqlite_store import Store, WriteTxn, chunk_bytes, decode_batch, delete_chunks, encode_batch, put_blob
 
 #: Rows per stored Arrow chunk of a queue: bounds what one range read must decode beyond its range.
 STORED_CHUNK_ROWS = 16_384
@@ -64,8 +64,8 @@ class QueueMixin:
                                    f"it has only {total} rows")
             new = max(trimmed, trimmed_row_count)
             conn.execute("UPDATE tablets SET trimmed=? WHERE path=? AND tablet=?", (new, path, tablet_index))
-            conn.execute("DELETE FROM chunks WHERE path=? AND tablet=? AND first_row + row_count <= ?",
-                         (path, tablet_index, new))
+            delete_chunks(conn, "chunks", "path=? AND tablet=? AND first_row + row_count <= ?",
+                          (path, tablet_index, new))
 
 
 # -- storage of a queue's tablets, for the other roles (each takes the connection to run on) -------------
@@ -79,8 +79,8 @@ def create_tablets(conn: sqlite3.Connection, path: str, tablet_count: int) -> No
 
 def drop(conn: sqlite3.Connection, path: str) -> None:
     """Forget a table's tablets and rows (the node itself is removed by `tree`)."""
-    for sql_table in ("tablets", "chunks"):
-        conn.execute(f"DELETE FROM {sql_table} WHERE path=?", (path,))
+    conn.execute("DELETE FROM tablets WHERE path=?", (path,))
+    delete_chunks(conn, "chunks", "path=?", (path,))
 
 
 def row_count(conn: sqlite3.Connection, path: str) -> int:
@@ -100,24 +100,21 @@ def append(conn: sqlite3.Connection, path: str, schema: TableSchema, attrs: dict
         data = data.set_column(idx, TIMESTAMP, pa.array([time.time_ns() // 1000] * data.num_rows,
                                                         data.schema.field(idx).type))
     for tablet, part in split_by_tablet(data, tablets, attrs["tablet_count"]):
-        (total,) = conn.execute("SELECT total FROM tablets WHERE path=? AND tablet=?",
-                                (path, tablet)).fetchone()
-        for piece in slices(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES):
-            conn.execute("INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
-                         (path, tablet, total, piece.num_rows, encode_batch(piece)))
-            total += piece.num_rows
-        conn.execute("UPDATE tablets SET total=? WHERE path=? AND tablet=?", (total, path, tablet))
+        pieces = list(slices(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES))
+        place(conn, path, [tablet], [put_blob(conn, encode_batch(p)) for p in pieces], [p.num_rows for p in pieces])
 
 
-def place(conn: sqlite3.Connection, path: str, tablet_count: int, blobs: list[bytes], counts: list[int]) -> None:
-    """Append stored chunks as they are (Arrow IPC of the table's schema, `counts` rows each), each whole to
-    the tablet that received the fewest of these rows so far: the rows spread evenly, as an insert without
-    a tablet does, and every chunk keeps its rows in order."""
-    placed = [0] * tablet_count
-    totals = dict(conn.execute("SELECT tablet, total FROM tablets WHERE path=?", (path,)).fetchall())
+def place(conn: sqlite3.Connection, path: str, tablets: list[int], blobs: list[int], counts: list[int]) -> None:
+    """Append stored blobs (Arrow IPC of the table's schema, `counts` rows each) at the end of `tablets`, each
+    blob whole to the tablet of these that received the fewest of its rows so far: with several tablets the
+    rows spread evenly, as an insert without a tablet does, and every blob keeps its rows in order."""
+    placed = dict.fromkeys(tablets, 0)
+    totals = {t: conn.execute("SELECT total FROM tablets WHERE path=? AND tablet=?", (path, t)).fetchone()[0]
+              for t in tablets}
     for blob, count in zip(blobs, counts, strict=True):
-        tablet = placed.index(min(placed))
-        conn.execute("INSERT INTO chunks VALUES (?, ?, ?, ?, ?)", (path, tablet, totals[tablet], count, blob))
+        tablet = min(placed, key=placed.__getitem__)
+        conn.execute("INSERT INTO chunks (path, tablet, first_row, row_count, data, blob) VALUES (?, ?, ?, ?, ?, ?)",
+                     (path, tablet, totals[tablet], count, b"", blob))
         totals[tablet] += count
         placed[tablet] += count
     conn.executemany("UPDATE tablets SET total=? WHERE path=? AND tablet=?",
@@ -146,7 +143,7 @@ def _range_pieces(conn: sqlite3.Connection, path: str, tablet: int, lower: int, 
         return
     (start,) = conn.execute("SELECT coalesce(max(first_row), 0) FROM chunks WHERE path=? AND tablet=? "
                             "AND first_row <= ?", (path, tablet, lower)).fetchone()
-    cursor = conn.execute("SELECT first_row, row_count, data FROM chunks WHERE path=? AND tablet=? "
+    cursor = conn.execute(f"SELECT first_row, row_count, {chunk_bytes('chunks')} FROM chunks WHERE path=? AND tablet=? "
                           "AND first_row >= ? AND first_row < ? ORDER BY first_row", (path, tablet, start, upper))
     for first, count, data in cursor:
         lo, hi = max(lower, first), min(upper, first + count)

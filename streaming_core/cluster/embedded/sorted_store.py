@@ -3,7 +3,9 @@ chunks, newest wins, compacted as it grows.
 
 Every upsert call adds one *run*: the rows as given, Arrow IPC pieces of the table's schema; every delete
 call adds a run of *tombstones* (the key columns only). Both are rows of the `sorted_chunks` SQL table
-(path, run, piece), which only this module touches (its DDL stands with the others in `sqlite_store`).
+(path, run, piece -> blob), which only this module touches (its DDL stands with the others in
+`sqlite_store`, which keeps the pieces' bytes in `blobs`); a published static table's blobs become a run
+as they are (`add_run`).
 A read merges the runs: a stable sort of every stored key in write order keeps the last row of each key,
 and a key whose last row is a tombstone is gone. Writes thus cost what a queue append costs (no per-row
 Python, no key encoding); reads pay the merge, which compaction bounds: past `MAX_RUNS` runs, the newest
@@ -28,7 +30,7 @@ import pyarrow.compute as pc
 from ..errors import ClusterError, SchemaError
 from ..schema import TableSchema, to_arrow_table
 from .arrow_chunks import slices
-from .sqlite_store import decode_batch, encode_batch
+from .sqlite_store import decode_batch, delete_chunks, encode_batch, put_blob
 
 #: Rows and bytes per stored piece (as for queue chunks): bounds what one blob holds.
 PIECE_ROWS = 16_384
@@ -51,21 +53,27 @@ def upsert(conn: sqlite3.Connection, path: str, schema: TableSchema, data: pa.Ta
 
 def _add_pieces(conn: sqlite3.Connection, path: str, schema: TableSchema, pieces: list[pa.RecordBatch], *,
                 tombstones: bool) -> None:
-    add_run(conn, path, schema, [encode_batch(p) for p in pieces], [p.num_rows for p in pieces],
+    add_run(conn, path, schema, [put_blob(conn, encode_batch(p)) for p in pieces], [p.num_rows for p in pieces],
             tombstones=tombstones)
 
 
-def add_run(conn: sqlite3.Connection, path: str, schema: TableSchema, blobs: Sequence[bytes],
+def add_run(conn: sqlite3.Connection, path: str, schema: TableSchema, blobs: Sequence[int],
             rows: Sequence[int], *, tombstones: bool = False) -> None:
-    """Store already encoded pieces (the table's schema, or its key columns for tombstones) as one run."""
+    """Make stored blobs (Arrow IPC of the table's schema, or of its key columns for tombstones; `rows`
+    rows each) the pieces of one new run."""
     _refuse_legacy(conn, path)
     if not blobs:
         return
     (run,) = conn.execute("SELECT coalesce(max(run), -1) + 1 FROM sorted_chunks WHERE path=?", (path,)).fetchone()
-    conn.executemany("INSERT INTO sorted_chunks VALUES (?, ?, ?, ?, ?, ?)",
-                     [(path, run, i, n, int(tombstones), blob) for i, (n, blob) in enumerate(zip(rows, blobs,
-                                                                                                  strict=True))])
+    _insert_run(conn, path, run, [(n, tombstones, blob) for n, blob in zip(rows, blobs, strict=True)])
     _compact(conn, path, schema)
+
+
+def _insert_run(conn: sqlite3.Connection, path: str, run: int, pieces: list[tuple[int, bool, int]]) -> None:
+    """Rows of `sorted_chunks` for the (row count, tombstones, blob) pieces of one run."""
+    conn.executemany("INSERT INTO sorted_chunks (path, run, piece, row_count, tombstones, blob) "
+                     "VALUES (?, ?, ?, ?, ?, ?)",
+                     [(path, run, i, n, int(tomb), blob) for i, (n, tomb, blob) in enumerate(pieces)])
 
 
 def delete(conn: sqlite3.Connection, path: str, schema: TableSchema, keys: Iterable[Mapping]) -> None:
@@ -104,7 +112,7 @@ def drop(conn: sqlite3.Connection, path: str) -> None:
 
     Deleting the earlier layout's rows reads none of them: removing a table is how to leave that layout.
     """
-    conn.execute("DELETE FROM sorted_chunks WHERE path=?", (path,))
+    delete_chunks(conn, "sorted_chunks", "path=?", (path,))
     if _has_legacy_table(conn):
         conn.execute("DELETE FROM sorted_rows WHERE path=?", (path,))
 
@@ -124,11 +132,11 @@ def key_table(schema: TableSchema, keys: Iterable[Mapping], path: str) -> pa.Tab
 # -- runs and their merge --------------------------------------------------------------------------------
 
 
-def _runs(conn: sqlite3.Connection, path: str) -> list[tuple[int, bool, pa.Table]]:
-    """(run, tombstones, piece) in write order, read in one statement (one snapshot)."""
+def _runs(conn: sqlite3.Connection, path: str, first_run: int = 0) -> list[tuple[int, bool, pa.Table]]:
+    """(run, tombstones, piece) from `first_run` on in write order, read in one statement (one snapshot)."""
     _refuse_legacy(conn, path)
-    rows = conn.execute("SELECT run, tombstones, data FROM sorted_chunks WHERE path=? ORDER BY run, piece",
-                        (path,)).fetchall()
+    rows = conn.execute("SELECT run, tombstones, blobs.data FROM sorted_chunks JOIN blobs ON blobs.id = blob "
+                        "WHERE path=? AND run >= ? ORDER BY run, piece", (path, first_run)).fetchall()
     return [(run, bool(tomb), decode_batch(data)) for run, tomb, data in rows]
 
 
@@ -219,11 +227,11 @@ def _compact(conn: sqlite3.Connection, path: str, schema: TableSchema) -> None:
         start -= 1
         newer += sizes[start][1]
     first_run = sizes[start][0]
-    data, winners = _winners([r for r in _runs(conn, path) if r[0] >= first_run], schema)
+    data, winners = _winners(_runs(conn, path, first_run), schema)
     live = _take_live(data, winners, schema)
     # tombstones still shadow rows of older runs; with no older run left they have nothing to hide
     dead = winners.filter(pc.less(winners.column(_POSITION), 0)).select(schema.key_columns) if start else None
-    conn.execute("DELETE FROM sorted_chunks WHERE path=? AND run >= ?", (path, first_run))
+    delete_chunks(conn, "sorted_chunks", "path=? AND run >= ?", (path, first_run))
     _store_merged(conn, path, first_run, live, dead)
 
 
@@ -232,14 +240,9 @@ def _store_merged(conn: sqlite3.Connection, path: str, run: int, live: pa.Table,
 
     Both sets hold distinct keys, so they share one run number without any order between them.
     """
-    piece = 0
-    for tombstones, part in ((False, live), (True, dead)):
-        if part is None:
-            continue
-        for chunk in slices(part, PIECE_ROWS, PIECE_BYTES):
-            conn.execute("INSERT INTO sorted_chunks VALUES (?, ?, ?, ?, ?, ?)",
-                         (path, run, piece, chunk.num_rows, int(tombstones), encode_batch(chunk)))
-            piece += 1
+    _insert_run(conn, path, run, [(chunk.num_rows, tombstones, put_blob(conn, encode_batch(chunk)))
+                                  for tombstones, part in ((False, live), (True, dead)) if part is not None
+                                  for chunk in slices(part, PIECE_ROWS, PIECE_BYTES)])
 
 
 # -- the earlier layout ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ..schema import TIMESTAMP, to_arrow_table
 from . import queues, sorted_store
 from .arrow_chunks import rebatch, slices
 from .nodes import normalize_path, table
-from .sqlite_store import WriteTxn, decode_batch, encode_batch
+from .sqlite_store import WriteTxn, chunk_bytes, decode_batch, delete_chunks, encode_batch, put_blob
 
 
 class TableMixin:
@@ -51,11 +51,12 @@ class TableMixin:
             _, schema, _ = table(conn, path, STATIC)
             data = to_arrow_table(schema, rows, path)
             if not append:
-                conn.execute("DELETE FROM static_chunks WHERE path=?", (path,))
+                drop_static(conn, path)
             (seq,) = conn.execute("SELECT coalesce(max(seq), -1) + 1 FROM static_chunks WHERE path=?",
                                   (path,)).fetchone()
             for i, piece in enumerate(slices(data, queues.STORED_CHUNK_ROWS, queues.STORED_CHUNK_BYTES)):
-                conn.execute("INSERT INTO static_chunks VALUES (?, ?, ?)", (path, seq + i, encode_batch(piece)))
+                conn.execute("INSERT INTO static_chunks (path, seq, data, row_count, blob) VALUES (?, ?, ?, ?, ?)",
+                             (path, seq + i, b"", piece.num_rows, put_blob(conn, encode_batch(piece))))
 
     def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
         path = normalize_path(path)
@@ -64,9 +65,7 @@ class TableMixin:
         if kind == SORTED:
             yield from sorted_store.read(conn, path, schema).to_batches(max_chunksize=max_rows)
             return
-        blobs = [d for (d,) in conn.execute("SELECT data FROM static_chunks WHERE path=? ORDER BY seq", (path,))]
-        pieces = (b for d in blobs for b in decode_batch(d).to_batches())
-        yield from rebatch(pieces, max_rows, DEFAULT_CHUNK_BYTES)
+        yield from rebatch(_static_pieces(conn, path), max_rows, DEFAULT_CHUNK_BYTES)
 
 
 # -- shared with transactions and the tree (each takes the connection to run on and a normalized path) -----
@@ -86,21 +85,27 @@ def insert(conn: sqlite3.Connection, path: str, rows: ROWS, tablet_index: int | 
 def publish(conn: sqlite3.Connection, source: str, path: str) -> int:
     """`Transaction.publish_table`: the static table's stored chunks become chunks of `path` as they are.
 
-    Staged rows are already in the target's Arrow schema, so each chunk is placed on a tablet (ordered) or
-    becomes a piece of one new run (sorted) without being decoded or encoded again. Only when the stored
-    form differs (another schema, or a `$timestamp` column to stamp) are the rows inserted one chunk at a
-    time. `source` is left empty.
+    Staged rows are already in the target's Arrow schema, so each chunk's blob is placed on a tablet
+    (ordered) or becomes a piece of one new run (sorted): a few small rows change, the rows' bytes are
+    neither decoded nor written again. Only when the stored form differs (another schema, a `$timestamp`
+    column to stamp, chunks of an earlier layout without a blob) are the rows inserted, chunk by chunk.
+    `source` is left empty.
     """
     _, staged, _ = table(conn, source, STATIC)
     kind, schema, attrs = table(conn, path, ORDERED, SORTED)
-    blobs = [d for (d,) in conn.execute("SELECT data FROM static_chunks WHERE path=? ORDER BY seq", (source,))]
-    drop_static(conn, source)
-    counts = [decode_batch(blob).num_rows for blob in blobs]  # zero-copy: reads the IPC framing only
-    if staged.arrow_schema() != schema.arrow_schema() or TIMESTAMP in schema.names:
-        for blob in blobs:
-            insert(conn, path, decode_batch(blob), None)
-    elif kind == ORDERED:
-        queues.place(conn, path, attrs["tablet_count"], blobs, counts)
+    chunks = conn.execute("SELECT blob, row_count FROM static_chunks WHERE path=? ORDER BY seq", (source,)).fetchall()
+    if staged.arrow_schema() != schema.arrow_schema() or TIMESTAMP in schema.names \
+            or any(blob is None for blob, _ in chunks):
+        rows = 0
+        for batch in rebatch(_static_pieces(conn, source), DEFAULT_CHUNK_ROWS, DEFAULT_CHUNK_BYTES):
+            insert(conn, path, batch, None)
+            rows += batch.num_rows
+        drop_static(conn, source)
+        return rows
+    conn.execute("DELETE FROM static_chunks WHERE path=?", (source,))  # the blobs now belong to `path`
+    blobs, counts = [blob for blob, _ in chunks], [count for _, count in chunks]
+    if kind == ORDERED:
+        queues.place(conn, path, list(range(attrs["tablet_count"])), blobs, counts)
     else:
         sorted_store.add_run(conn, path, schema, blobs, counts)
     return sum(counts)
@@ -117,10 +122,18 @@ def lookup(conn: sqlite3.Connection, path: str, keys: Iterable[Mapping]) -> list
 
 
 def static_row_count(conn: sqlite3.Connection, path: str) -> int:
-    return sum(decode_batch(d).num_rows for (d,) in conn.execute(
-        "SELECT data FROM static_chunks WHERE path=?", (path,)))
+    counted, = conn.execute("SELECT coalesce(sum(row_count), 0) FROM static_chunks WHERE path=?", (path,)).fetchone()
+    return counted + sum(decode_batch(d).num_rows for (d,) in conn.execute(  # chunks of an earlier layout
+        "SELECT data FROM static_chunks WHERE path=? AND row_count IS NULL", (path,)))
+
+
+def _static_pieces(conn: sqlite3.Connection, path: str) -> Iterator[pa.RecordBatch]:
+    """A static table's rows, chunk by chunk in write order."""
+    blobs = [d for (d,) in conn.execute(f"SELECT {chunk_bytes('static_chunks')} FROM static_chunks WHERE path=? "
+                                        "ORDER BY seq", (path,))]
+    return (b for d in blobs for b in decode_batch(d).to_batches())
 
 
 def drop_static(conn: sqlite3.Connection, path: str) -> None:
     """Forget a static table's rows (the node itself is removed by `tree`)."""
-    conn.execute("DELETE FROM static_chunks WHERE path=?", (path,))
+    delete_chunks(conn, "static_chunks", "path=?", (path,))

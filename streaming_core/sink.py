@@ -231,15 +231,18 @@ def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int)
     return done
 
 
-def publish_write(plan: SinkPlan, parts: list[WrittenPart | None]) -> None:
-    """All-or-nothing batch write: every staged row into the target in one tablet transaction."""
-    staged = [p.staging_path for p in parts if p and p.staging_path]
+def publish_write(plan: SinkPlan, parts: list[WrittenPart | None], staging_root: str) -> None:
+    """All-or-nothing batch write: every staged row into the target in one tablet transaction; the staging
+    directory of the write is dropped whatever happens."""
     with connect(plan.options.cluster) as cluster:
-        check_transaction_size(cluster, plan.options.path, sum(p.rows for p in parts if p), None)
-        with cluster.transaction() as tx:
-            for path in staged:
-                tx.publish_table(path, plan.options.path)
-        _drop_staging(cluster, staged)
+        try:
+            check_transaction_size(cluster, plan.options.path, sum(p.rows for p in parts if p), None)
+            with cluster.transaction() as tx:
+                for part in parts:
+                    if part and part.staging_path:
+                        tx.publish_table(part.staging_path, plan.options.path)
+        finally:
+            cluster.remove(staging_root, recursive=True, force=True)
 
 
 def check_transaction_size(cluster: Cluster, path: str, rows: int, batch_id: int | None) -> None:
@@ -325,8 +328,9 @@ class YtBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WrittenPart | None]) -> None:
         """Called once in the driver after every task succeeded."""
-        publish_write(self.plan, messages)
+        publish_write(self.plan, messages, self.staging_root)
 
     def abort(self, messages: list[WrittenPart | None]) -> None:
-        """Called when a task failed: the staged rows are dropped, the target is untouched."""
-        abort_batch(self.plan, messages)
+        """Called when a task failed: what every task staged (failed ones too) is dropped, the target untouched."""
+        with connect(self.plan.options.cluster) as cluster:
+            cluster.remove(self.staging_root, recursive=True, force=True)

@@ -11,6 +11,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
+import numpy as np  # pyarrow imports it anyway; builds index columns ~100x faster than from Python ints
 import pyarrow as pa
 
 from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, TabletInfo
@@ -151,6 +152,6 @@ def _range_pieces(conn: sqlite3.Connection, path: str, tablet: int, lower: int, 
             continue
         piece = decode_batch(data).select(columns).slice(lo - first, hi - lo)
         if service_columns:
-            piece = piece.add_column(0, ROW_INDEX, pa.array(range(lo, hi), pa.int64()))
-            piece = piece.add_column(0, TABLET_INDEX, pa.array([tablet] * (hi - lo), pa.int64()))
+            piece = piece.add_column(0, ROW_INDEX, pa.array(np.arange(lo, hi, dtype=np.int64)))
+            piece = piece.add_column(0, TABLET_INDEX, pa.repeat(pa.scalar(tablet, pa.int64()), hi - lo))
         yield from piece.to_batches()

@@ -24,6 +24,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -161,10 +162,10 @@ def _winners(runs: list[tuple[int, bool, pa.Table]], schema: TableSchema,
         if wanted is not None:
             piece = piece.filter(_matching(piece, wanted))
         if tombstone:
-            positions = pa.array([-1] * piece.num_rows, pa.int64())
+            positions = pa.repeat(pa.scalar(-1, pa.int64()), piece.num_rows)
         else:
             data.append(piece)
-            positions = pa.array(range(offset, offset + piece.num_rows), pa.int64())
+            positions = pa.array(np.arange(offset, offset + piece.num_rows, dtype=np.int64))
             offset += piece.num_rows
         keys.append(piece.select(key_columns).append_column(_POSITION, positions))
     if not keys:

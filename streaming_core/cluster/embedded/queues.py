@@ -1,7 +1,8 @@
 """Ordered dynamic tables (queues) of the embedded cluster: tablets, appends, range reads and trimming.
 
 Each tablet's counters are a row of the `tablets` SQL table (`total`: the next row index, `trimmed`:
-rows below it are gone); its rows are Arrow IPC chunks in `chunks`, keyed by their first row index.
+rows below it are gone); its rows are Arrow IPC chunks in `chunks`, keyed by their first row index (the
+bytes in `sqlite_store`'s `blobs`, so that `place` appends a published chunk without writing it again).
 This module is the only one that touches those two SQL tables.
 """
 
@@ -98,8 +99,8 @@ def append(conn: sqlite3.Connection, path: str, schema: TableSchema, attrs: dict
     data = to_arrow_table(schema, rows, path)
     if TIMESTAMP in schema.names:
         idx = schema.names.index(TIMESTAMP)
-        data = data.set_column(idx, TIMESTAMP, pa.array([time.time_ns() // 1000] * data.num_rows,
-                                                        data.schema.field(idx).type))
+        stamp = pa.scalar(time.time_ns() // 1000, data.schema.field(idx).type)
+        data = data.set_column(idx, TIMESTAMP, pa.repeat(stamp, data.num_rows))
     for tablet, part in split_by_tablet(data, tablets, attrs["tablet_count"]):
         pieces = list(slices(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES))
         place(conn, path, [tablet], [put_blob(conn, encode_batch(p)) for p in pieces], [p.num_rows for p in pieces])

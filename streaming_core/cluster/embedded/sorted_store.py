@@ -9,8 +9,8 @@ as they are (`add_run`).
 A read merges the runs: a stable sort of every stored key in write order keeps the last row of each key,
 and a key whose last row is a tombstone is gone. Writes thus cost what a queue append costs (no per-row
 Python, no key encoding); reads pay the merge, which compaction bounds: past `MAX_RUNS` runs, the newest
-runs that are together at least as big as the run before them are merged into one (sorted, one row per
-key), so the number of runs stays small and each row is rewritten a logarithmic number of times.
+two runs, and the runs before them while each is no bigger than all newer ones together, are merged into
+one (sorted, one row per key), so the number of runs stays small and few rows are rewritten (size-tiered).
 
 Nothing here unpickles: stored data is Arrow IPC, which describes buffers and cannot run code when read.
 Roots written before this layout kept pickled rows in `sorted_rows`; such a table is refused by name
@@ -38,7 +38,7 @@ PIECE_ROWS = 16_384
 PIECE_BYTES = 4 * 1024 * 1024
 #: Runs a table may have before a write compacts the newest ones: bounds what a read merges.
 MAX_RUNS = 16
-#: The column a merge adds to mark tombstones; `$` names never collide with schema columns here.
+#: The column a merge adds: a row's place among the upsert pieces, -1 for a tombstone (`$`: no schema column).
 _POSITION = "$position"
 
 
@@ -105,7 +105,8 @@ def select(conn: sqlite3.Connection, path: str, schema: TableSchema) -> list[dic
 
 
 def row_count(conn: sqlite3.Connection, path: str, schema: TableSchema) -> int:
-    return read(conn, path, schema).num_rows
+    _, winners = _winners(_runs(conn, path), schema)
+    return pc.sum(pc.greater_equal(winners.column(_POSITION), 0)).as_py() or 0
 
 
 def drop(conn: sqlite3.Connection, path: str) -> None:

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ..base import DOCUMENT, MAP_NODE, ORDERED, SORTED, TABLE, table_kind
+from ..base import DOCUMENT, MAP_NODE, ORDERED, SORTED, TABLE, NodeInfo, table_kind
 from ..errors import AlreadyExistsError, ClusterError, NoSuchPathError, SchemaError
 from ..schema import TableSchema
 from . import consumers, queues, sorted_store, tables
@@ -66,6 +66,13 @@ class TreeMixin:
                 conn.execute("DELETE FROM nodes WHERE path=?", (p,))
                 for drop in (queues.drop, sorted_store.drop, tables.drop_static, consumers.drop_registrations):
                     drop(conn, p)
+
+    def node_info(self, path: str) -> NodeInfo:
+        """From the stored attributes alone: callers branch on type, kind and schema, never on the computed
+        `row_count`, which costs a sorted table a merge of all its runs (`get(path + "/@row_count")` has it)."""
+        node_path, _ = split_attr(path)
+        node_type, attrs, _ = node(self._conn, node_path)
+        return NodeInfo(path=path, type=node_type, kind=table_kind(attrs), attributes={**attrs, "path": node_path})
 
     def list(self, path: str) -> list[str]:
         path = normalize_path(path)

@@ -14,13 +14,15 @@ demo: setup
 
 test: setup system-packages
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 bench: setup
-	for b in cluster source sink opsd_overhead; do \
+	for b in cluster source sink opsd_overhead insight; do \
 	  if [ -f bench/$$b.py ]; then $(PY) -m bench.$$b || exit 1; fi; \
 	done
 
@@ -38,12 +40,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# promtool and the Prometheus server are used by the tests (Debian package `prometheus`).
+# promtool and the Prometheus server are used by the tests (Debian package `prometheus`); tmux is the terminal the
+# demo's test watches the live view in.
 system-packages:
 	@command -v promtool >/dev/null 2>&1 || { \
 	  echo "installing Debian package prometheus (promtool)"; \
 	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ $$(id -u) -ne 0 ] && echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq prometheus >/dev/null; }
+	@command -v tmux >/dev/null 2>&1 || { \
+	  echo "installing Debian package tmux"; \
+	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ $$(id -u) -ne 0 ] && echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq tmux >/dev/null; }
 
 clean:
 	rm -rf .opsd spark-warehouse

@@ -89,6 +89,10 @@ def overview_rows() -> tuple[Row, ...]:
                           f"opsd_query_crash_loop{{{Q}}}", "crash loop"),
             boolean_panel("Stalled", "1 when no progress is made although the sources have backlog.",
                           f"opsd_query_stalled{{{Q}}}", "stalled"),
+            boolean_panel("Failed permanently",
+                          "1 when opsd stopped the query for good: its failure cannot pass by restarting "
+                          "(a config or code error); /status and the log say why.",
+                          f"opsd_query_failed_permanently{{{Q}}}", "failed"),
             Panel("Restarts, terminations and failures",
                   "Lifecycle events per interval; failures are split by exception class.", (
                       Target(f"increase(opsd_query_restarts_total{{{Q}}}[$__rate_interval])",
@@ -133,6 +137,36 @@ def overview_rows() -> tuple[Row, ...]:
                 Target(f"opsd_source_latest_offset{{{Q}}}", "{{query}} {{queue}}/{{partition}} latest"),
                 Target(f"opsd_source_end_offset{{{Q}}}", "{{query}} {{queue}}/{{partition}} end"),
             )),
+        )),
+        Row("Backlog, lag and time to drain", (
+            Panel("Unread rows per partition", "The queue's end minus the next row the query reads.", (
+                Target(f"opsd_queue_unread_rows{{{Q}}}", "{{query}} {{queue}}/{{partition}}"),
+            ), unit="suffix:rows", width=6),
+            Panel("Lag per partition", "Age of the next row to read; 0 when nothing is unread.", (
+                Target(f"opsd_queue_lag_seconds{{{Q}}}", "{{query}} {{queue}}/{{partition}}"),
+            ), unit="s", width=6),
+            Panel("Queue input vs read rows/s", "Rows written to the queues against rows the query moved past, "
+                  "averaged over opsd's lag window.", (
+                      Target(f"opsd_queue_input_rows_per_second{{{Q}}}", "{{query}} input"),
+                      Target(f"opsd_queue_read_rows_per_second{{{Q}}}", "{{query}} read"),
+                  ), unit="suffix:rows/s", width=6),
+            Panel("Time to drain", "Backlog / (read rate - input rate); +Inf (not drawn) while not draining.", (
+                Target(f"opsd_time_to_drain_seconds{{{Q}}}", "{{query}}"),
+            ), unit="s", width=6),
+        )),
+        Row("Offset desync", (
+            Panel("Desync state per partition",
+                  "1 for the state of each queue partition: the checkpoint's committed batch against the consumer "
+                  "(lagging_one_batch is the documented late acknowledgement of an idle query).", (
+                      Target(f"opsd_desync_state{{{Q}}} == 1", "{{query}} {{queue}}/{{partition}} {{state}}"),
+                  ), width=8),
+            Panel("Desync rows", "Checkpoint's next row minus the consumer's offset; negative: consumer ahead.", (
+                Target(f"opsd_desync_rows{{{Q}}}", "{{query}} {{queue}}/{{partition}}"),
+            ), unit="suffix:rows", width=8),
+            Panel("Heals", "Heals of lagging consumers per interval, by outcome.", (
+                Target(f"sum by (query, outcome) (increase(opsd_desync_heals_total{{{Q}}}[$__rate_interval]))",
+                       "{{query}} {{outcome}}"),
+            ), width=8),
         )),
         Row("State and event time", (
             Panel("Watermark delay", "Progress time minus the event-time watermark.", (

@@ -1,5 +1,8 @@
 """The `yt` data source: `spark.read[Stream].format("yt")` and `df.write[Stream].format("yt")`.
 
+`df.write` applies Spark's save modes to static tables (`save_modes`); SPYT's `spark.read.yt(...)` /
+`df.write.yt(...)` shorthands are installed by `register` (`shorthands`).
+
 `register(spark)` makes the format known to a session. Readers and writers run in processes that cannot
 see the session's conf, so `register` snapshots the `spark.yt.*` keys the source and sink need into a
 subclass that Spark ships to them (by value, with cloudpickle). Register again after changing them.
@@ -11,16 +14,18 @@ import dataclasses
 from typing import Any, ClassVar
 
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource
+from pyspark.sql.datasource import DataSource, DataSourceWriter
 from pyspark.sql.types import StructType
 
 from .cluster import connect
-from .options import SESSION_CONF_KEYS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions, SourceOptions
-from .sink import YtBatchWriter, YtStreamWriter, plan_sink
+from .options import FORMAT, SESSION_CONF_KEYS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions, SourceOptions
+from .save_modes import batch_writer
+from .shorthands import install_shorthands
+from .sink import YtStreamWriter, plan_sink
 from .source import YtBatchReader, YtStreamReader, check_readable
 from .types import read_schema, spark_schema
 
-FORMAT = "yt"
+__all__ = ["FORMAT", "YtDataSource", "register"]
 
 
 class YtDataSource(DataSource):
@@ -61,12 +66,11 @@ class YtDataSource(DataSource):
     def _sink_options(self) -> SinkOptions:
         return SinkOptions.parse(dict(self.options), self.session_conf)
 
-    def writer(self, schema: StructType, overwrite: bool) -> YtBatchWriter:
-        """`df.write.format("yt")`: plain inserts (a batch write has no batch id to commit once)."""
-        if overwrite:
-            raise ValueError("df.write.format('yt') supports mode('append') only")
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """`df.write.format("yt")`: the save mode applied (see `save_modes`), then plain inserts or appends
+        (a batch write has no batch id to commit once)."""
         options = dataclasses.replace(self._sink_options(), transactional=False)
-        return YtBatchWriter(plan_sink(options, schema, overwrite=False))
+        return batch_writer(options, schema, overwrite=overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> YtStreamWriter:
         """Called when a streaming query starts; `overwrite` is set for output mode 'complete'."""
@@ -74,7 +78,9 @@ class YtDataSource(DataSource):
 
 
 def register(spark: SparkSession) -> type[YtDataSource]:
-    """Register the `yt` format with `spark`, carrying the session's `spark.yt.*` conf to readers/writers."""
+    """Register the `yt` format with `spark`, carrying the session's `spark.yt.*` conf to readers/writers,
+    and install SPYT's shorthands (`spark.read.yt(...)`, `df.write.yt(...)`, see `shorthands`)."""
+    install_shorthands()
     conf: dict[str, Any] = {}
     for key in SESSION_CONF_KEYS:
         value = spark.conf.get(key, None)

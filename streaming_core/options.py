@@ -7,6 +7,7 @@ whole queue into one batch.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,9 @@ from typing import Any
 from .cluster import resolve_uri
 from .cluster.errors import InvalidUriError
 from .tuning import default_tuning_path
+
+#: The data source's format name: `spark.read.format("yt")`.
+FORMAT = "yt"
 
 # Source options (SPYT names).
 PATH = "path"
@@ -25,6 +29,11 @@ PARSING_TYPE_V3 = "parsing_type_v3"
 WRITE_TYPE_V3 = "write_type_v3"
 DYN_BATCH_SIZE = "dyn_batch_size"
 TRANSACTIONAL = "transactional"
+# Batch writes of new static tables (SPYT names: `sorted_by(...)`, `optimize_for(...)`), and the save mode.
+SORT_COLUMNS = "sort_columns"
+UNIQUE_KEYS = "unique_keys"
+OPTIMIZE_FOR = "optimize_for"
+SAVE_MODE = "save_mode"
 # Both.
 CLUSTER = "cluster"
 TUNING_PATH = "tuning_path"
@@ -50,7 +59,11 @@ SRC_ROW_INDEX = "__spyt_streaming_src_row_index"
 _SOURCE_KEYS = {PATH, CONSUMER_PATH, MAX_ROWS_PER_PARTITION, INCLUDE_SERVICE_COLUMNS, PARSING_TYPE_V3,
                 CLUSTER, TUNING_PATH}
 _SINK_KEYS = {PATH, WRITE_TYPE_V3, DYN_BATCH_SIZE, TRANSACTIONAL, CLUSTER, TUNING_PATH, CHECKPOINT_LOCATION,
-              QUERY_NAME}
+              QUERY_NAME, SORT_COLUMNS, UNIQUE_KEYS, OPTIMIZE_FOR, SAVE_MODE}
+#: Spark's save modes (`df.write.mode(...)`), lower-cased, with their aliases.
+SAVE_MODES = {"append": "append", "overwrite": "overwrite", "errorifexists": "errorifexists",
+              "error": "errorifexists", "default": "errorifexists", "ignore": "ignore"}
+OPTIMIZE_FOR_VALUES = ("scan", "lookup")
 
 
 def parse_bool(name: str, value: Any) -> bool:
@@ -81,6 +94,29 @@ def _yt_path(name: str, value: Any) -> str:
     return text.rstrip("/")
 
 
+def parse_column_list(name: str, value: Any) -> tuple[str, ...]:
+    """Column names from a JSON list (`'["a", "b"]'`, as SPYT's `sorted_by` sends them) or `a,b`."""
+    text = str(value).strip()
+    if text.startswith("["):
+        try:
+            names = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"option {name!r}: invalid JSON list {value!r}: {e.msg}") from None
+    else:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"option {name!r} must list column names, got {value!r}")
+    return tuple(names)
+
+
+def _choice(name: str, value: Any, choices: Mapping[str, str] | tuple[str, ...]) -> str:
+    text = str(value).strip().lower()
+    allowed = choices if isinstance(choices, Mapping) else {c: c for c in choices}
+    if text not in allowed:
+        raise ValueError(f"option {name!r} must be one of {sorted(allowed)}, got {value!r}")
+    return allowed[text]
+
+
 def _cluster(options: Mapping[str, str], session: Mapping[str, str]) -> str:
     uri = options.get(CLUSTER) or session.get(CONF_CLUSTER)
     if not uri and session.get(CONF_PROXY):
@@ -99,14 +135,16 @@ def _check_unknown(options: Mapping[str, str], known: set[str], what: str) -> No
 
 def configured_dyn_batch_size(options: Mapping[str, Any], session: Mapping[str, Any]) -> int:
     """The sink's rows per insert as configured: option `dyn_batch_size`, else the session conf, else 50000."""
-    batch = options.get(DYN_BATCH_SIZE) or session.get(CONF_DYN_BATCH_SIZE) or DEFAULT_DYN_BATCH_SIZE
-    return parse_positive_int(DYN_BATCH_SIZE if options.get(DYN_BATCH_SIZE) else CONF_DYN_BATCH_SIZE, batch)
+    for name, given in ((DYN_BATCH_SIZE, options), (CONF_DYN_BATCH_SIZE, session)):
+        if given.get(name) is not None:
+            return parse_positive_int(name, given[name])
+    return DEFAULT_DYN_BATCH_SIZE
 
 
 def configured_max_rows_per_partition(options: Mapping[str, Any]) -> int | None:
     """The source's configured per-partition cap (option `max_rows_per_partition`); None = no cap."""
     value = options.get(MAX_ROWS_PER_PARTITION)
-    return parse_positive_int(MAX_ROWS_PER_PARTITION, value) if value else None
+    return None if value is None else parse_positive_int(MAX_ROWS_PER_PARTITION, value)
 
 
 @dataclass(frozen=True)
@@ -155,6 +193,12 @@ class SinkOptions:
     tuning_path: str | None = None
     checkpoint_location: str | None = None
     query_name: str | None = None
+    #: Batch writes only: the save mode when given as an option (`df.write.yt` passes Spark's), and how a
+    #: new static table is made: key columns (ascending), `unique_keys`, `optimize_for`.
+    save_mode: str | None = None
+    sort_columns: tuple[str, ...] = ()
+    unique_keys: bool = False
+    optimize_for: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], session: Mapping[str, str]) -> SinkOptions:
@@ -172,4 +216,9 @@ class SinkOptions:
             tuning_path=_yt_path(TUNING_PATH, options[TUNING_PATH]) if options.get(TUNING_PATH) else None,
             checkpoint_location=options.get(CHECKPOINT_LOCATION) or None,
             query_name=options.get(QUERY_NAME) or None,
+            save_mode=_choice(SAVE_MODE, options[SAVE_MODE], SAVE_MODES) if options.get(SAVE_MODE) else None,
+            sort_columns=parse_column_list(SORT_COLUMNS, options[SORT_COLUMNS]) if options.get(SORT_COLUMNS) else (),
+            unique_keys=parse_bool(UNIQUE_KEYS, options.get(UNIQUE_KEYS, False)),
+            optimize_for=_choice(OPTIMIZE_FOR, options[OPTIMIZE_FOR], OPTIMIZE_FOR_VALUES)
+            if options.get(OPTIMIZE_FOR) else None,
         )

@@ -31,11 +31,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import StructType
 
 from .cluster import Cluster, SchemaError, TableSchema, connect
-from .cluster.base import MAP_NODE, ORDERED, SORTED, TABLE, require_kind
+from .cluster.base import MAP_NODE, ORDERED, SORTED, STATIC, TABLE, require_kind
 from .cluster.schema import is_composite, to_arrow_table
 from .options import SinkOptions
 from .tuning import dyn_batch_size_in_force, read_tuning
-from .types import arrow_schema_for_spark, from_yson
+from .types import arrow_schema_for_spark, from_yson, to_yson
 
 log = structlog.get_logger(__name__)
 
@@ -66,10 +66,11 @@ class SinkPlan:
     yson_columns: frozenset[str] = field(default_factory=frozenset)
 
 
-def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool) -> SinkPlan:
+def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool,
+              kinds: tuple[str, ...] = (ORDERED, SORTED)) -> SinkPlan:
     """Check the target against the DataFrame before any row is written; errors name the columns."""
     with connect(options.cluster) as cluster:
-        info = require_kind(cluster, options.path, ORDERED, SORTED)
+        info = require_kind(cluster, options.path, *kinds)
         schema = TableSchema.from_yt(info.attributes["schema"])
     if overwrite and info.kind == ORDERED:
         raise SchemaError(f"{options.path}: output mode 'complete' rewrites the result and needs a sorted "
@@ -100,7 +101,7 @@ def _check_fits(plan: SinkPlan, df_arrow: pa.Schema) -> None:
 def _column_fits(plan: SinkPlan, field: pa.Field) -> bool:
     """The column's own type fits; composite columns also take YSON binary when write_type_v3 is off."""
     yson = field.name in plan.yson_columns and pa.types.is_binary(field.type)
-    return yson or _fits(field.type, plan.schema.column(field.name).arrow_field().type)
+    return yson or _encodes_as_yson(plan, field) or _fits(field.type, plan.schema.column(field.name).arrow_field().type)
 
 
 def _fits(source: pa.DataType, target: pa.DataType) -> bool:
@@ -129,12 +130,20 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
     return False
 
 
+def _encodes_as_yson(plan: SinkPlan, field: pa.Field) -> bool:
+    """A composite DataFrame column into a `yson` table column (tables made without write_type_v3)."""
+    return pa.types.is_nested(field.type) and plan.schema.column(field.name).arrow_field().type == pa.binary()
+
+
 def _to_target(plan: SinkPlan, table: pa.Table) -> pa.Table:
+    for f in table.schema:
+        if f.name in plan.schema.names and _encodes_as_yson(plan, f):
+            table = table.set_column(table.column_names.index(f.name), f.name, to_yson(table[f.name].to_pylist()))
     for name in plan.yson_columns & set(table.column_names):
         column = table.column(name)
         if pa.types.is_binary(column.type):  # YSON from the DataFrame; typed values are cast below
             target = plan.schema.column(name).arrow_field().type
-            values = pa.array(from_yson(column.to_pylist()), target)
+            values = from_yson(column.to_pylist(), target)
             table = table.set_column(table.column_names.index(name), name, values)
     return to_arrow_table(plan.schema, table, plan.options.path)
 
@@ -170,8 +179,8 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: 
         rows = 0
         for chunk in chunks(batches, size):
             table = _to_target(plan, chunk)
-            if staging:
-                cluster.write_table(staging, table, append=True)
+            if staging or plan.kind == STATIC:
+                cluster.write_table(staging or plan.options.path, table, append=True)
             else:
                 cluster.insert_rows(plan.options.path, table)
             rows += table.num_rows
@@ -315,12 +324,14 @@ class YtStreamWriter(DataSourceStreamArrowWriter):
 
 
 class YtBatchWriter(DataSourceArrowWriter):
-    """`df.write.format("yt").mode("append").save(path)`: all or nothing. Tasks stage their rows in
-    dynBatchSize chunks below a staging directory of this write; the commit publishes them all at once."""
+    """`df.write.format("yt")` (the save mode was applied before, `streaming_core.save_modes`). Into a dynamic
+    table: all or nothing; tasks stage their rows in dynBatchSize chunks below a staging directory of this
+    write, the commit publishes them all at once. Into a static table: appends in dynBatchSize chunks."""
 
     def __init__(self, plan: SinkPlan) -> None:
         self.plan = plan
-        self.staging_root = f"{plan.options.path}_staging/write-{uuid.uuid4().hex[:16]}"
+        self.staging_root = f"{plan.options.path}_staging/write-{uuid.uuid4().hex[:16]}" \
+            if plan.kind != STATIC else None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenPart:
         """Called in a Spark worker for each partition of the DataFrame."""
@@ -328,9 +339,11 @@ class YtBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WrittenPart | None]) -> None:
         """Called once in the driver after every task succeeded."""
-        publish_write(self.plan, messages, self.staging_root)
+        if self.staging_root:
+            publish_write(self.plan, messages, self.staging_root)
 
     def abort(self, messages: list[WrittenPart | None]) -> None:
         """Called when a task failed: what every task staged (failed ones too) is dropped, the target untouched."""
-        with connect(self.plan.options.cluster) as cluster:
-            cluster.remove(self.staging_root, recursive=True, force=True)
+        if self.staging_root:
+            with connect(self.plan.options.cluster) as cluster:
+                cluster.remove(self.staging_root, recursive=True, force=True)

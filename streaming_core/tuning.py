@@ -80,14 +80,16 @@ def dyn_batch_size_in_force(tuning: Tuning, fallback: int) -> int:
 def write_tuning(cluster: Cluster, path: str, *, max_rows_per_partition: int | None = None,
                  dyn_batch_size: int | None = None, reason: str | None = None) -> Tuning:
     """Set values in the document (creating it), keeping the ones not given. Returns what is in force."""
+    given = {"max_rows_per_partition": max_rows_per_partition, "dyn_batch_size": dyn_batch_size}
+    Tuning.from_document({k: v for k, v in given.items() if v is not None}, path)  # names a bad value, writes nothing
     current = read_tuning(cluster, path)
     tuning = Tuning(
-        max_rows_per_partition=max_rows_per_partition or current.max_rows_per_partition,
-        dyn_batch_size=dyn_batch_size or current.dyn_batch_size,
+        max_rows_per_partition=current.max_rows_per_partition if max_rows_per_partition is None
+        else max_rows_per_partition,
+        dyn_batch_size=current.dyn_batch_size if dyn_batch_size is None else dyn_batch_size,
         updated_at=time.time(),
         reason=reason,
     )
-    Tuning.from_document(asdict(tuning), path)  # validates
     if cluster.exists(path):
         cluster.set(path, asdict(tuning))
     else:

@@ -27,6 +27,7 @@ from streaming_core.cluster import (
     SchemaError,
     TabletInfo,
     TrimmedRowsError,
+    VitalConsumerError,
     connect,
 )
 from streaming_core.cluster.base import ORDERED, SORTED, STATIC
@@ -271,6 +272,28 @@ class ClusterContract:
         cluster.trim_rows(queue, 0, 2)
         assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 6
 
+    def test_trim_past_a_vital_consumer_is_refused_and_trims_nothing(self, cluster: Cluster, queue: str,
+                                                                      root: str) -> None:
+        vital = f"{root}/vital"
+        cluster.create_consumer(vital, recursive=True)
+        cluster.register_queue_consumer(queue, vital, vital=True)
+        cluster.insert_rows(queue, data_rows(10), tablet_index=0)
+        cluster.advance_consumer(vital, queue, 0, None, 3)
+
+        with pytest.raises(VitalConsumerError) as err:
+            cluster.trim_rows(queue, 0, 5)
+        assert vital in str(err.value) and "[3, 5)" in str(err.value) and "--past-vital-consumers" in str(err.value)
+        assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 0
+        cluster.trim_rows(queue, 0, 3)
+        cluster.trim_rows(queue, 0, 5, past_vital_consumers=True)
+        assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 5
+
+    def test_a_consumer_that_is_not_vital_does_not_hold_the_trim(self, cluster: Cluster, queue: str,
+                                                                  consumer: str) -> None:
+        cluster.insert_rows(queue, data_rows(10), tablet_index=0)
+        cluster.trim_rows(queue, 0, 8)
+        assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 8
+
     def test_reading_trimmed_rows_names_queue_partition_and_range(self, cluster: Cluster, queue: str) -> None:
         cluster.insert_rows(queue, data_rows(10), tablet_index=1)
         cluster.trim_rows(queue, 1, 5)
@@ -417,6 +440,25 @@ class ClusterContract:
         cluster.write_table(path, pa.table({"n": pa.array(range(250), pa.int64()), "data": ["x"] * 250}))
         batches = list(cluster.read_table(path, max_rows=100))
         assert [b.num_rows for b in batches] == [100, 100, 50]
+
+    def test_a_sorted_static_table_reads_in_key_order_whatever_the_write_order(self, cluster: Cluster,
+                                                                              root: str) -> None:
+        schema = [{**NUMBERED_SCHEMA[0], "sort_order": "ascending"}, *NUMBERED_SCHEMA[1:]]
+        path = self.make_table(cluster, f"{root}/static", schema, dynamic=False)
+        cluster.write_table(path, [{"n": n, "data": "x"} for n in (5, 7)], append=True)
+        cluster.write_table(path, [{"n": n, "data": "x"} for n in (1, 6)], append=True)
+        assert [r["n"] for b in cluster.read_table(path) for r in b.to_pylist()] == [1, 5, 6, 7]
+
+    def test_move_replaces_a_static_table_in_one_step_only_when_forced(self, cluster: Cluster, root: str) -> None:
+        old = self.make_table(cluster, f"{root}/old", NUMBERED_SCHEMA, dynamic=False)
+        new = self.make_table(cluster, f"{root}/new", NUMBERED_SCHEMA, dynamic=False)
+        cluster.write_table(old, data_rows(3))
+        cluster.write_table(new, data_rows(1, 7))
+        with pytest.raises(AlreadyExistsError, match=old):
+            cluster.move(new, old)
+        cluster.move(new, old, force=True)
+        assert not cluster.exists(new)
+        assert [r["n"] for b in cluster.read_table(old) for r in b.to_pylist()] == [7]
 
     # -- documents ----------------------------------------------------------------------------------
 

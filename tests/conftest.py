@@ -19,6 +19,9 @@ from streaming_core.cluster.base import Cluster
 
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+#: The CLI tests' fixtures (`uri`, `cluster`, `opsd`).
+pytest_plugins = ["cli_support"]
+
 QUEUE_SCHEMA = [{"name": "data", "type": "string"}, {"name": "n", "type": "int64"}]
 
 

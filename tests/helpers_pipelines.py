@@ -45,7 +45,7 @@ def failing_batch(df: DataFrame, batch_id: int) -> None:
     """A sink whose first `Knobs.batch_failures_left` micro-batches fail (the query fails while running)."""
     if Knobs.batch_failures_left > 0:
         Knobs.batch_failures_left -= 1
-        raise ValueError(f"failing_batch: batch {batch_id} fails on purpose")
+        raise ConnectionError(f"failing_batch: batch {batch_id} fails on purpose (a failure that can pass)")
     df.count()
 
 

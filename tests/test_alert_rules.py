@@ -23,7 +23,8 @@ CHART_README = ROOT / "helm" / "opsd" / "README.md"
 EXPECTED_ALERTS = {
     "OpsdQueryDown", "OpsdQueryCrashLooping", "OpsdQueryStalled", "OpsdBacklogGrowing",
     "OpsdHighBatchDuration", "OpsdWatermarkDelayHigh", "OpsdQueryFailures", "OpsdChecksFailing",
-    "OpsdListenerDroppingEvents", "OpsdMetricsAbsent",
+    "OpsdListenerDroppingEvents", "OpsdMetricsAbsent", "OpsdQueryFailedPermanently", "OpsdOffsetDesyncUnsafe",
+    "OpsdConsumerStuck",
 }
 
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,

@@ -3,52 +3,22 @@ end to end through the installed console script."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_support import Run, assert_fails
 from cluster_contract import COMPOSITE_SCHEMA
 
 from opsd.cli import main
 from opsd.demo.producer import Batch, paced
-from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster import Cluster
 
 QUEUE = "//home/app/queue"
 CONSUMER = "//home/app/consumer"
 OPSD = Path(sys.executable).with_name("opsd")
-#: `opsd(*args, stdin=None) -> (exit code, stdout, stderr)`, run in-process.
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def uri(tmp_path: Path) -> str:
-    return f"local://{tmp_path / 'cluster'}"
-
-
-@pytest.fixture
-def cluster(uri: str) -> Cluster:
-    return connect(uri)
-
-
-@pytest.fixture
-def opsd(uri: str, capsys: pytest.CaptureFixture[str]) -> Run:
-    """Run `opsd ARGS --cluster URI` in-process; returns (exit code, stdout, stderr)."""
-    def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
-        if stdin is not None:
-            sys.stdin = io.StringIO(stdin)
-        try:
-            code = main([*args, "--cluster", uri])
-        finally:
-            sys.stdin = sys.__stdin__
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
-
-
 @pytest.fixture
 def queue(opsd: Run) -> str:
     assert opsd("queue", "create", QUEUE, "--partitions", "2", "--schema", "n:int64,data:string")[0] == 0
@@ -147,14 +117,6 @@ def test_top_level_cluster_option_works_too(uri: str, queue: str, capsys: pytest
 # -- bad input ----------------------------------------------------------------------------------------
 
 
-def assert_fails(result: tuple[int, str, str], *fragments: str) -> None:
-    code, _, err = result
-    assert code != 0
-    assert err.startswith("opsd: error: ") and "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in err
-
-
 def test_bad_json_line_is_named_and_nothing_written(opsd: Run, queue: str) -> None:
     stdin = json_lines([{"n": 1}, {"n": 2}]) + '{"n": 3,\n' + json_lines([{"n": 4}])
     assert_fails(opsd("queue", "produce", queue, stdin=stdin), "<stdin>: line 3", "invalid JSON")
@@ -175,8 +137,8 @@ def test_row_of_the_wrong_type_is_named_and_nothing_written(opsd: Run, queue: st
     ("queue", "trim", "//home/missing", "--partition", "0", "--count", "1"),
     ("consumer", "register", "//home/missing", "//home/missing-consumer"),
 ])
-def test_unknown_path_is_named(opsd: Run, args: tuple[str, ...]) -> None:
-    assert_fails(opsd(*args), "//home/missing")
+def test_unknown_path_is_named_with_the_cluster_searched(opsd: Run, uri: str, args: tuple[str, ...]) -> None:
+    assert_fails(opsd(*args), "//home/missing", f"(searched cluster {uri} (--cluster))")
 
 
 def test_bad_cluster_uri_is_named(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -212,3 +174,86 @@ def test_trim_by_count_needs_a_partition(opsd: Run, queue: str) -> None:
 
 def test_missing_input_file_is_named(opsd: Run, queue: str, tmp_path: Path) -> None:
     assert_fails(opsd("queue", "produce", queue, "--file", str(tmp_path / "none.jsonl")), "none.jsonl")
+
+
+# -- bad input: nothing lost, nothing half-written, the culprit named ---------------------------------------
+
+
+def test_trim_past_a_vital_consumer_is_refused_naming_the_override(opsd: Run, queue: str) -> None:
+    opsd("consumer", "create", CONSUMER)
+    opsd("consumer", "register", queue, CONSUMER, "--vital")
+    opsd("queue", "produce", queue, "--count", "20", "--partition", "0")
+
+    assert_fails(opsd("queue", "trim", queue, "--partition", "0", "--count", "5"), CONSUMER,
+                 "--past-vital-consumers")
+    assert inspect(opsd)[0]["trimmed_rows"] == 0
+    assert opsd("queue", "trim", queue, "--partition", "0", "--count", "5", "--past-vital-consumers")[0] == 0
+    assert inspect(opsd)[0]["trimmed_rows"] == 5
+
+
+def test_trim_below_the_current_trim_says_there_is_nothing_to_do(opsd: Run, queue: str) -> None:
+    opsd("queue", "produce", queue, "--count", "20", "--partition", "0")
+    opsd("queue", "trim", queue, "--partition", "0", "--count", "8")
+    code, out, _ = opsd("queue", "trim", queue, "--partition", "0", "--count", "3")
+    assert code == 0 and "already trimmed to row 8; nothing to do" in out and "trimmed to row 3" not in out
+
+
+def test_bad_json_deep_in_a_file_appends_nothing(opsd: Run, queue: str, tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json_lines([{"n": i, "data": str(i)} for i in range(15_000)]) + "{broken\n")
+    assert_fails(opsd("queue", "produce", queue, "--file", str(path)), "line 15001", "invalid JSON")
+    assert sum(p["total_rows"] for p in inspect(opsd)) == 0
+
+
+def test_a_bad_row_deep_in_a_file_appends_nothing(opsd: Run, queue: str, tmp_path: Path) -> None:
+    rows = [{"n": i, "data": str(i)} for i in range(15_001)]
+    rows[15_000]["n"] = "many"
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json_lines(rows))
+    assert_fails(opsd("queue", "produce", queue, "--file", str(path)), "'n'", "nothing was appended")
+    assert sum(p["total_rows"] for p in inspect(opsd)) == 0
+
+
+def test_a_failure_on_stdin_after_appends_says_what_was_appended_and_how_to_resume(opsd: Run, queue: str) -> None:
+    stdin = json_lines([{"n": i, "data": str(i)} for i in range(15_000)]) + "{broken\n"
+    assert_fails(opsd("queue", "produce", queue, stdin=stdin), "line 15001",
+                 "10000 rows, input lines 1-10000 of <stdin>, were appended", "tail -n +10001")
+    assert sum(p["total_rows"] for p in inspect(opsd)) == 10_000
+
+
+@pytest.mark.parametrize("partitions", ["0", "100000000", "1000000", "-3"])
+def test_partitions_are_bounded_as_in_ytsaurus(opsd: Run, partitions: str) -> None:
+    assert_fails(opsd("queue", "create", QUEUE, "--partitions", partitions), "--partitions", "10000")
+
+
+@pytest.mark.parametrize(("args", "fragments"), [
+    (("queue", "create", "//"), ("//", "root")),
+    (("queue", "create", QUEUE, "--schema", '[{"name": "k", "type": "int64", "sort_order": "ascending"}]'),
+     ("sort_order", "'k'")),
+    (("queue", "create", QUEUE, "--schema", "[1, 2]"), ("--schema", "list of columns")),
+    (("queue", "create", QUEUE, "--schema", "[]"), ("--schema",)),
+])
+def test_create_refuses_what_is_not_a_queue(opsd: Run, args: tuple[str, ...], fragments: tuple[str, ...]) -> None:
+    assert_fails(opsd(*args), *fragments)
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--count", "-1"), ("--rate", "-5")])
+def test_negative_count_or_rate_is_refused(opsd: Run, queue: str, flag: str, value: str) -> None:
+    assert_fails(opsd("queue", "produce", queue, flag, value), flag)
+
+
+def test_a_partition_that_does_not_exist_is_named(opsd: Run, queue: str) -> None:
+    assert_fails(opsd("queue", "produce", queue, "--count", "1", "--partition", "7"), "--partition 7", "0..1")
+
+
+@pytest.mark.parametrize("args", [
+    ("queue", "inspect", QUEUE), ("queue", "produce", QUEUE, "--count", "1"),
+    ("queue", "trim", QUEUE, "--partition", "0", "--count", "1"), ("consumer", "register", QUEUE, CONSUMER),
+])
+def test_commands_that_read_refuse_a_root_where_nothing_exists(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               args: tuple[str, ...]) -> None:
+    typo = tmp_path / "clusetr"
+    assert main([*args, "--cluster", f"local://{typo}"]) == 1
+    err = capsys.readouterr().err
+    assert QUEUE in err and str(typo) in err and "no embedded cluster" in err
+    assert not typo.exists(), "a typo must not create an empty cluster"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cluster_contract import NUMBERED_SCHEMA, ClusterContract, data_rows, read_all, total_rows
 
-from streaming_core.cluster import Cluster, InvalidUriError, connect, default_uri, resolve_uri
+from streaming_core.cluster import Cluster, ClusterError, InvalidUriError, connect, default_uri, resolve_uri
 from streaming_core.cluster.embedded import EmbeddedCluster
 
 
@@ -32,6 +32,14 @@ def root() -> str:
 
 class TestEmbeddedContract(ClusterContract):
     """The contract suite on a fresh embedded cluster per test."""
+
+
+def test_move_of_anything_but_a_static_table_is_refused_by_name(cluster: Cluster, root: str) -> None:
+    cluster.create("table", f"{root}/queue", recursive=True, attributes={"dynamic": True, "schema": NUMBERED_SCHEMA})
+    with pytest.raises(ClusterError, match=f"{root}/queue: the embedded cluster moves static tables only, found "
+                                           "ordered_dynamic"):
+        cluster.move(f"{root}/queue", f"{root}/other")
+    assert cluster.exists(f"{root}/queue") and not cluster.exists(f"{root}/other")
 
 
 # -- several processes at once ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import inspect
 import io
 import os
 import pickle
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -33,8 +34,11 @@ from streaming_core.cluster import (
     TableSchema,
     TabletInfo,
     TrimmedRowsError,
+    UnreachableClusterError,
+    VitalConsumerError,
 )
 from streaming_core.cluster.ytsaurus import CONSUMER_SCHEMA, YtsaurusCluster
+from streaming_core.cluster.ytsaurus.client import retry_seconds
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
 
 QUEUE = "//tmp/q"
@@ -215,6 +219,11 @@ class TestPathTree:
         assert cluster.list("//tmp") == ["a", "b"]
         assert client.calls_named("list") == [(("//tmp",), {})]
 
+    def test_move_is_one_yt_move(self, client, cluster):
+        cluster.move("//tmp/a", "//tmp/b", force=True)
+
+        assert client.calls_named("move") == [(("//tmp/a", "//tmp/b"), {"force": True})]
+
     def test_unknown_yt_error_becomes_cluster_error_with_its_message(self, client, cluster):
         client.errors["remove"] = yt_error(1, "Something broke")
 
@@ -330,11 +339,26 @@ class TestTablets:
 
     def test_trim_is_sent_only_when_it_moves_forward(self, cluster, client):
         client.answers["get_tablet_infos"] = tablet_infos((10, 5), (7, 0))
+        client.answers["list_queue_consumer_registrations"] = []
 
         cluster.trim_rows(QUEUE, 0, 4)
         cluster.trim_rows(QUEUE, 0, 8)
 
         assert client.calls_named("trim_rows") == [((QUEUE, 0, 8), {})]
+
+
+    def test_trim_past_a_vital_consumers_offset_is_refused_before_any_trim_is_sent(self, cluster, client, nodes):
+        nodes["//sys/@cluster_name"] = "hahn"
+        client.answers["get_tablet_infos"] = tablet_infos((10, 0), (7, 0))
+        client.answers["list_queue_consumer_registrations"] = [
+            {"queue_path": QUEUE, "consumer_path": CONSUMER, "vital": True, "partitions": None}]
+        client.answers["select_rows"] = [{"partition_index": 0, "offset": 3}]
+
+        with pytest.raises(VitalConsumerError, match=r"\[3, 6\)"):
+            cluster.trim_rows(QUEUE, 0, 6)
+        cluster.trim_rows(QUEUE, 0, 6, past_vital_consumers=True)
+
+        assert client.calls_named("trim_rows") == [((QUEUE, 0, 6), {})]
 
 
 class TestConsumers:
@@ -388,13 +412,16 @@ class TestConsumers:
         with pytest.raises(ConflictError, match="expected offset 5, found offset 7"):
             cluster.advance_consumer(CONSUMER, QUEUE, 1, 5, 9)
 
-    def test_offsets_are_selected_by_queue_path(self, cluster, client):
+    def test_offsets_are_selected_by_queue_cluster_and_path(self, cluster, client, nodes):
+        """A consumer may read queues of several clusters: the same path on another cluster is another queue."""
+        nodes["//sys/@cluster_name"] = "hahn-main"
         client.answers["select_rows"] = [
             {"partition_index": yson.YsonUint64(1), "offset": yson.YsonUint64(9)}]
 
         assert cluster.get_consumer_offsets(CONSUMER, QUEUE) == {1: 9}
         assert client.calls_named("select_rows") == [
-            (('[partition_index], [offset] FROM [//tmp/c] WHERE [queue_path] = "//tmp/q"',), WIRE)]
+            (('[partition_index], [offset] FROM [//tmp/c] WHERE [queue_cluster] = "hahn-main" '
+              'AND [queue_path] = "//tmp/q"',), WIRE)]
 
 
 class TestTransaction:
@@ -596,3 +623,38 @@ class TestYtsaurusContract(ClusterContract):
         root = f"//tmp/opsd-tests/{uuid.uuid4().hex}"
         yield root
         cluster.remove(root, recursive=True, force=True)
+
+
+class TestUnreachableProxy:
+    """A proxy that refuses or does not resolve fails in seconds, naming it (the client alone retries ~2 min)."""
+
+    @pytest.fixture
+    def closed_port(self) -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+
+    @pytest.mark.timeout(30)
+    def test_refused_and_unresolvable_proxies_are_named_with_where_the_uri_comes_from(self, closed_port):
+        for proxy, reason in ((f"127.0.0.1:{closed_port}", "refused"), ("no-such-proxy.invalid", "")):
+            with pytest.raises(UnreachableClusterError) as err:
+                YtsaurusCluster(proxy, token=TOKEN).exists("//home")
+            message = str(err.value)
+            assert proxy in message and reason in message.lower() and "--cluster" in message
+            assert TOKEN not in message
+
+    @pytest.mark.timeout(30)
+    def test_the_cli_fails_fast_naming_the_proxy_and_the_flag(self, closed_port, capsys):
+        from opsd.cli import main
+
+        assert main(["queue", "inspect", "//home/q", "--cluster", f"yt://127.0.0.1:{closed_port}"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("opsd: error: YTsaurus proxy 127.0.0.1") and "--cluster" in err
+        assert "Traceback" not in err and "urllib3" not in err
+
+    def test_retries_of_errors_that_can_pass_are_bounded_and_configurable(self, monkeypatch):
+        monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "7")
+        assert retry_seconds() == 7.0
+        monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "soon")
+        with pytest.raises(ValueError, match="OPSD_YT_RETRY_SECONDS"):
+            retry_seconds()

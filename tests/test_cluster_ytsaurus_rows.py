@@ -107,6 +107,15 @@ ROUND_TRIPS = {
                                       [{"price": Decimal("1.500"), "qty": 2}, {"price": None, "qty": 0}]),
     "tuple of a dict and a list of dates": (tuple_type(dict_type("int64", optional("yson")), list_type("date")),
                                             [{"_1": [(1, yson.dumps([1])), (2, None)], "_2": [DAY]}]),
+    "date32": ("date32", [dt.date(1900, 1, 1)]),
+    "datetime64": ("datetime64", [dt.datetime(1900, 1, 1, 0, 0, 1, tzinfo=dt.UTC)]),
+    "timestamp64": ("timestamp64", [dt.datetime(1901, 2, 3, 4, 5, 6, 7, tzinfo=dt.UTC)]),
+    "interval64": ("interval64", [-(2 ** 40)]),
+    "variant over a struct": ({"type_name": "variant", "members": [{"name": "n", "type": "int64"},
+                                                                   {"name": "s", "type": "string"}]},
+                              [{"_vn": 4, "_vs": None}, {"_vn": None, "_vs": "four"}]),
+    "variant over a tuple": ({"type_name": "variant", "elements": [{"type": "int64"}, {"type": "string"}]},
+                             [{"_v_1": None, "_v_2": "four"}]),
     "optional list of optional structs": (optional(list_type(optional(struct_type(t=tuple_type("bool"))))),
                                           [[{"t": {"_1": True}}, None], None]),
 }
@@ -234,3 +243,10 @@ class TestDecimal:
 
         assert isinstance(row["d"], str)
         assert from_wire(decimal_type(18, 2))(row["d"]) == decode_decimal(raw, 18, 2) < 0
+
+
+def test_a_variant_goes_on_the_wire_as_its_alternative_and_value():
+    over_struct = {"type_name": "variant", "members": [{"name": "n", "type": "int64"}, {"name": "s", "type": "string"}]}
+    over_tuple = {"type_name": "variant", "elements": [{"type": "int64"}, {"type": "string"}]}
+    assert to_wire(over_struct)({"_vn": None, "_vs": "x"}) == ["s", "x"]
+    assert to_wire(over_tuple)({"_v_1": 4, "_v_2": None}) == [0, 4]

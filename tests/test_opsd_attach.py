@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -117,3 +119,46 @@ def test_a_recorder_that_raises_never_breaks_the_query(
     assert query.isActive and query.exception() is None
     assert monitor.metrics.registry.get_sample_value("opsd_listener_dropped_events_total") >= 4
     assert sample(scrape(monitor), "opsd_listener_dropped_events_total") >= 4, "the error shows on /metrics"
+
+
+def test_attach_to_a_query_already_running_and_idle_files_it_under_its_name_only(
+        spark, yt, yt_root, queries: list[StreamingQuery]) -> None:
+    """Idle events carry no name: before the fix the first one filed a ghost under the query id, which kept
+    /readyz false and opsd_query_up{query="<uuid>"} at 1."""
+    queue, consumer, name = f"{yt_root}/idle_q", f"{yt_root}/idle_c", f"idle_{uuid.uuid4().hex[:8]}"
+    make_queue(yt, queue, consumer=consumer)
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "200ms")
+    try:
+        query = (spark.readStream.format("yt").option("consumer_path", consumer).load(queue)
+                 .writeStream.format("noop").queryName(name).trigger(processingTime="100 milliseconds").start())
+        queries.append(query)
+        wait_until(lambda: query.lastProgress is not None, WAIT_SECONDS, "the first (empty) batch")
+        attached = opsd.attach(spark, registry=CollectorRegistry(), port=0)
+        try:
+            wait_until(lambda: (attached.metrics.registry.get_sample_value(
+                "opsd_listener_events_total", {"event": "idle"}) or 0) >= 3, WAIT_SECONDS, "idle events")
+            assert attached.listener.flush(10)
+            statuses = json.loads(get(f"{attached.url}/status"))["queries"]
+            assert list(statuses) == [name]
+            assert statuses[name]["active"] and statuses[name]["last_heartbeat_at"] is not None
+            assert json.loads(get(f"{attached.url}/readyz"))["ready"]
+            assert sample(scrape(attached), "opsd_query_up", query=str(query.id)) is None
+        finally:
+            attached.detach()
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+
+
+def test_attach_on_a_taken_port_fails_and_leaves_nothing_running(spark) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        listeners_before = len(spark._jsparkSession.streams().listListeners())
+        threads_before = {t.name for t in threading.enumerate()}
+
+        with pytest.raises(OSError):
+            opsd.attach(spark, registry=CollectorRegistry(), port=port)
+
+    assert len(spark._jsparkSession.streams().listListeners()) == listeners_before
+    assert {t.name for t in threading.enumerate() if t.is_alive()} - threads_before == set()

@@ -10,7 +10,8 @@ import yaml
 from opsd.config.durations import parse_duration_seconds
 from opsd.config.load import ConfigError, load_config
 from opsd.config.models import OpsdConfig
-from opsd.config.spark import spark_defaults
+from opsd.config.spark import JAVA_OPTIONS, spark_defaults
+from opsd.telemetry.logs import LOG4J2_CONFIG
 
 VALID = """
 cluster: local:///tmp/opsd-cluster
@@ -70,7 +71,8 @@ def test_valid_config_loads_with_typed_values(tmp_path: Path) -> None:
 
 def test_minimal_config_gets_defaults() -> None:
     config = OpsdConfig.model_validate(
-        {"pipelines": [{"name": "p", "source": {"path": "//q"}, "sink": {"format": "console"}}]}
+        {"pipelines": [{"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}},
+                        "sink": {"format": "console"}}]}
     )
 
     assert config.cluster is None
@@ -94,7 +96,7 @@ pipelines:
     sink: {format: kafka}
     trigger: {processing_time: 2 parsecs}
     tuning: {max_rows_per_partition: {min: 10, max: 5}}
-  - source: {path: //q}
+  - source: {path: //q, options: {consumer_path: //c}}
     transform: {sql: "SELECT 1", callable: "a:b"}
     sink: {format: foreachBatch}
     output_mode: upsert
@@ -125,8 +127,8 @@ def test_duplicate_pipeline_names_are_reported_with_other_problems(tmp_path: Pat
         tmp_path,
         """
 pipelines:
-  - {name: a, source: {path: //q}, sink: {format: console}}
-  - {name: a, source: {path: //q}, sink: {format: nope}}
+  - {name: a, source: {path: //q, options: {consumer_path: //c}}, sink: {format: console}}
+  - {name: a, source: {path: //q, options: {consumer_path: //c}}, sink: {format: nope}}
 """,
     )
 
@@ -139,8 +141,8 @@ def test_duplicate_names_alone_are_rejected(tmp_path: Path) -> None:
         tmp_path,
         """
 pipelines:
-  - {name: a, source: {path: //q}, sink: {format: console}}
-  - {name: a, source: {path: //q}, sink: {format: console}}
+  - {name: a, source: {path: //q, options: {consumer_path: //c}}, sink: {format: console}}
+  - {name: a, source: {path: //q, options: {consumer_path: //c}}, sink: {format: console}}
 """,
     )
 
@@ -173,7 +175,7 @@ def test_bad_pipeline_name_and_callable_reference_are_rejected(tmp_path: Path) -
                 "pipelines": [
                     {
                         "name": "has space",
-                        "source": {"path": "//q"},
+                        "source": {"path": "//q", "options": {"consumer_path": "//c"}},
                         "transform": {"callable": "no_colon"},
                         "sink": {"format": "console"},
                     }
@@ -196,15 +198,44 @@ def test_processing_time_durations_are_parsed(text: str, seconds: float) -> None
 
 def test_seed_best_practices_for_stateless_pipelines(tmp_path: Path) -> None:
     config = OpsdConfig.model_validate(
-        {"pipelines": [{"name": "p", "source": {"path": "//q"}, "sink": {"format": "console"}}]}
+        {"pipelines": [{"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}},
+                        "sink": {"format": "console"}}]}
     )
 
-    assert spark_defaults(config) == {
+    defaults = spark_defaults(config)
+
+    assert defaults.pop(JAVA_OPTIONS).startswith("-Dlog4j2.configurationFile=")
+    assert defaults == {
         "spark.sql.streaming.minBatchesToRetain": "2",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.streaming.adaptiveExecution.enabled": "true",
         "spark.streaming.stopGracefullyOnShutdown": "true",
+        "spark.ui.showConsoleProgress": "false",
     }
+
+
+def test_spark_logs_in_the_configured_level_and_format_and_the_users_jvm_options_win() -> None:
+    config = OpsdConfig.model_validate({
+        "logging": {"spark_level": "error", "format": "console"},
+        "spark": {"conf": {JAVA_OPTIONS: "-Dopsd.spark.logLevel=info -Xss4m"}},
+        "pipelines": [{"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]})
+
+    options = spark_defaults(config)[JAVA_OPTIONS].split()
+
+    assert f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}" in options
+    assert "-Dopsd.spark.logFormat=console" in options
+    assert options.index("-Dopsd.spark.logLevel=error") < options.index("-Dopsd.spark.logLevel=info")
+    assert options[-1] == "-Xss4m"
+    assert LOG4J2_CONFIG.is_file()
+
+
+def test_logging_levels_are_checked_and_case_insensitive(tmp_path: Path) -> None:
+    problems = problems_of(tmp_path, """
+logging: {level: debug, spark_level: loud, levels: {apscheduler: info, py4j: chatty}}
+pipelines: [{name: p, source: {format: rate}, sink: {format: console}}]
+""")
+
+    assert [p.split(":")[0] for p in problems] == ["logging.spark_level", "logging.levels.py4j"]
 
 
 def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_path: Path) -> None:
@@ -218,14 +249,14 @@ def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_
 def test_keys_that_nothing_reads_yet_are_refused(tmp_path: Path) -> None:
     """Intervals of checks that do not exist and autotuner bounds would do nothing: a user must not rely on them."""
     problems = problems_of(tmp_path, """
-checks: {desync_seconds: 30, oom_risk_seconds: 30, autotune_seconds: 30}
+checks: {oom_risk_seconds: 30, autotune_seconds: 30}
 pipelines:
   - name: p
-    source: {path: //q}
+    source: {path: //q, options: {consumer_path: //c}}
     sink: {format: console}
     tuning: {max_rows_per_partition: {min: 1, max: 10}, dyn_batch_size: {min: 1, max: 10}}
 """)
-    for key in ("checks.desync_seconds", "checks.oom_risk_seconds", "checks.autotune_seconds",
+    for key in ("checks.oom_risk_seconds", "checks.autotune_seconds",
                 "pipeline 'p' (pipelines[0]): tuning"):
         assert any(p.startswith(f"{key}: Extra inputs are not permitted") for p in problems), (key, problems)
 
@@ -248,3 +279,20 @@ def test_every_config_key_has_a_description() -> None:
                 assert field.description, f"{model.__name__}.{name} has no description"
 
     walk(OpsdConfig)
+
+
+def test_a_config_that_is_not_utf8_is_a_config_error_naming_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "opsd.yaml"
+    path.write_bytes("pipelines: []  # caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(path) in str(caught.value) and "not UTF-8" in str(caught.value) and "0xe9" in str(caught.value)
+
+
+def test_a_yt_source_without_consumer_path_is_refused_at_load(tmp_path: Path) -> None:
+    """It would otherwise pass validation and loop for ever at start with no cause in the log."""
+    problems = problems_of(tmp_path, """
+pipelines: [{name: p, source: {path: //q}, sink: {format: console}}]
+""")
+    assert problems == ["pipeline 'p' (pipelines[0]): source: a 'yt' source needs options.consumer_path (the "
+                        "consumer whose offsets the query reads and acknowledges, e.g. //home/project/consumer)"]

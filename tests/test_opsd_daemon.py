@@ -36,6 +36,7 @@ PIPELINE = "copy"
 START_SECONDS = 240.0
 WAIT_SECONDS = 120.0
 EXIT_SECONDS = 90.0
+INCUBATOR_NOTE = "WARNING: Using incubator modules: jdk.incubator.vector"
 
 
 def free_port() -> int:
@@ -87,8 +88,9 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     config = {
         "cluster": cluster_uri,
         "spark": {"master": "local[2]", "app_name": "opsd-e2e",
-                  "conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.showConsoleProgress": False}},
+                  "conf": {"spark.sql.shuffle.partitions": 2}},
         "http": {"host": "127.0.0.1", "port": port},
+        "checks": {"desync_seconds": 1, "lag_seconds": 1},
         "pipelines": [{
             "name": PIPELINE,
             "source": {"format": "yt", "path": QUEUE, "options": {"consumer_path": CONSUMER,
@@ -122,12 +124,32 @@ def test_ready_daemon_delivers_the_queued_rows(daemon: Daemon) -> None:
     assert sorted(r["n"] for r in daemon.result_rows()) == list(range(200))
 
 
+def status_of(daemon: Daemon) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{daemon.url}/status", timeout=5) as response:
+        return json.load(response)["queries"][PIPELINE]
+
+
+def test_the_idle_pipelines_lagging_consumer_is_healed_and_the_doctor_finds_it_healthy(daemon: Daemon) -> None:
+    def healed() -> bool:
+        with connect(daemon.cluster_uri) as cluster:
+            return sum(cluster.get_consumer_offsets(CONSUMER, QUEUE).values()) == 200
+
+    wait_until(healed, WAIT_SECONDS, "the consumer of the idle pipeline healed to the end of its last batch")
+    wait_until(lambda: (status_of(daemon).get("desync") or {}).get(QUEUE, {}).get("state") == "in_sync",
+               WAIT_SECONDS, "/status to show the queue in sync")
+
+    desync, lag = status_of(daemon)["desync"][QUEUE], status_of(daemon)["lag"]
+    assert desync["last_heal"]["outcome"] == "healed" and lag["backlog_rows"] == 0
+    doctor = opsd("doctor", "--url", daemon.url)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+
+
 def test_status_prints_the_pipelines_as_a_table(daemon: Daemon) -> None:
     result = opsd("status", "--url", daemon.url)
 
     assert result.returncode == 0, result.stderr
     assert "opsd pipelines" in result.stdout
-    assert [line for line in result.stdout.splitlines() if f" {PIPELINE} " in line and "True" in line]
+    assert [line for line in result.stdout.splitlines() if line.split()[:2] == [PIPELINE, "running"]]
 
 
 def test_status_json_prints_the_status_document(daemon: Daemon) -> None:
@@ -137,6 +159,28 @@ def test_status_json_prints_the_status_document(daemon: Daemon) -> None:
     pipeline = json.loads(result.stdout)["queries"][PIPELINE]
     assert pipeline["active"] is True and pipeline["trigger_interval_seconds"] == 1.0
     assert (pipeline["max_rows_per_partition"], pipeline["dyn_batch_size"]) == (150, DEFAULT_DYN_BATCH_SIZE)
+
+
+def test_logs_are_json_lines_with_one_batch_event_per_micro_batch_and_no_chatter(daemon: Daemon) -> None:
+    with urllib.request.urlopen(f"{daemon.url}/status", timeout=5) as response:
+        batches = json.load(response)["queries"][PIPELINE]["last_batch_id"] + 1
+
+    def logged() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in daemon.stderr.read_text().splitlines() if line.startswith("{")]
+
+    wait_until(lambda: sum(e["event"] == "batch_completed" for e in logged()) >= batches, WAIT_SECONDS,
+               f"{batches} batch events")
+    lines = daemon.stderr.read_text().splitlines()
+    # The JVM itself (not log4j) says which incubator modules it loaded, before any configuration applies.
+    assert [line for line in lines if not line.startswith("{")] in ([], [INCUBATOR_NOTE]), lines[:5]
+    events = logged()
+    completed = [e for e in events if e["event"] == "batch_completed"]
+    assert [e["batch_id"] for e in completed][:batches] == list(range(batches))
+    assert {"query", "rows", "duration_seconds", "backlog_rows", "timestamp"} <= set(completed[0])
+    assert sum(e["rows"] for e in completed) >= 200
+    assert [e for e in events if e["logger"].startswith("apscheduler") and e["level"] == "info"] == []
+    assert all(set(e) >= {"event", "level", "logger", "timestamp"} for e in events), "one shape for every line"
+    assert all(e["level"] != "info" for e in events if e["logger"].startswith("org.apache")), "Spark at WARN"
 
 
 def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemon: Daemon) -> None:
@@ -152,6 +196,34 @@ def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemo
     events = [json.loads(line)["event"] for line in daemon.stderr.read_text().splitlines() if line.startswith("{")]
     assert events.index("pipeline_stopped") < events.index("opsd_stopped")
     assert http_status(f"{daemon.url}/healthz") is None, "the endpoint is gone"
+
+
+def test_ctrl_c_stops_gracefully_with_exit_130_and_no_error(tmp_path: Path) -> None:
+    """PySpark's own SIGINT handler (cancel every job, raise KeyboardInterrupt) must not replace opsd's."""
+    config_file = tmp_path / "opsd.yaml"
+    config_file.write_text(yaml.safe_dump({
+        "cluster": f"local://{tmp_path / 'cluster'}", "spark": {"master": "local[1]"}, "http": {"port": 0},
+        "pipelines": [{"name": "rate", "source": {"format": "rate"}, "sink": {"format": "memory"},
+                       "trigger": {"processing_time": "1 second"}}]}))
+    stderr = tmp_path / "stderr.log"
+
+    def events() -> list[str]:
+        return [json.loads(line)["event"] for line in stderr.read_text().splitlines() if line.startswith("{")]
+
+    with stderr.open("wb") as err:
+        process = subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_until(lambda: process.poll() is not None or "batch_completed" in events(), START_SECONDS, "a batch")
+        process.send_signal(signal.SIGINT)
+        code = process.wait(EXIT_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    text = stderr.read_text()
+
+    assert code == 130, text[-3000:]
+    assert "opsd: error" not in text and "Traceback" not in text, text[-3000:]
+    assert events().index("pipeline_stopped") < events().index("opsd_stopped"), "the daemon's own graceful stop"
 
 
 def test_config_errors_name_the_file_every_pipeline_and_field(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from opsd.observe.readiness import ProgressPolicy, readiness_probe
 from opsd.observe.status import StatusStore
-from opsd.telemetry.http import OpsHttpServer
+from opsd.telemetry.http import OpsHttpServer, PortInUseError, check_port_free
 from opsd.telemetry.metrics import Metrics
 
 NOW = 50_000.0
@@ -108,3 +108,16 @@ def test_stop_releases_the_port() -> None:
         assert second.port == port
     finally:
         second.stop()
+
+
+def test_a_taken_port_is_named_by_the_check_and_by_the_server() -> None:
+    taken = OpsHttpServer(lambda: b"")
+    try:
+        with pytest.raises(PortInUseError, match=f"^port {taken.port} on 127.0.0.1 is already in use$"):
+            check_port_free("127.0.0.1", taken.port)
+        with pytest.raises(PortInUseError) as caught:
+            OpsHttpServer(lambda: b"", port=taken.port)
+        assert caught.value.port == taken.port
+    finally:
+        taken.stop()
+    check_port_free("127.0.0.1", taken.port)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -178,3 +179,21 @@ def test_real_query_failure_is_counted_by_python_exception_class(spark, attached
         "opsd_query_failures_total", {"query": "listener_failing", "exception": "ValueError"}
     ) == 1
     assert registry.get_sample_value("opsd_query_up", {"query": "listener_failing"}) == 0
+
+
+def test_stop_keeps_a_consumer_that_outlived_its_join_and_a_later_stop_waits_for_it() -> None:
+    listener, _, _ = make_listener()
+    release = threading.Event()
+    listener._recorder.record = lambda event: release.wait(30)  # a slow recorder
+    listener.start()
+    listener._offer("started", lambda: None)  # busy in record() from now on
+
+    with capture_logs() as logs:
+        listener.stop(timeout=0.2)
+    assert [e for e in logs if e["event"] == "listener_stop_timed_out"]
+    consumers = [t for t in threading.enumerate() if t.name == "opsd-listener"]
+    assert len(consumers) == 1 and consumers[0].is_alive()
+
+    release.set()
+    listener.stop(timeout=10)
+    assert not consumers[0].is_alive()

@@ -5,12 +5,18 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 
 import pytest
 import structlog
+from prometheus_client import CollectorRegistry
 
-from opsd.telemetry.logs import REDACTED, SecretRedactor, configure_logging
+from opsd.checks.scheduler import CheckScheduler
+from opsd.telemetry.logs import REDACTED, SecretRedactor, children_write_to, configure_logging
+from opsd.telemetry.metrics import Metrics
 
 TOKEN = "AQAD-qJSJKeyabcdef0123456789"
 
@@ -122,6 +128,28 @@ def test_reconfiguring_does_not_duplicate_lines(restore_logging: None) -> None:
     assert len(stream.getvalue().splitlines()) == 1
 
 
+def scheduler_lines(levels: dict[str, str] | None) -> list[dict[str, object]]:
+    """What a running check scheduler logs at INFO in 0.3 s of a check every 0.05 s."""
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream, json_lines=True, levels=levels)
+    scheduler = CheckScheduler(Metrics(CollectorRegistry()))
+    scheduler.add_check("watchdog", lambda: None, 0.05)
+    scheduler.start()
+    time.sleep(0.3)
+    scheduler.shutdown()
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_scheduler_chatter_stays_out_of_the_info_stream(restore_logging: None) -> None:
+    assert [line for line in scheduler_lines(None) if str(line["logger"]).startswith("apscheduler")] == []
+
+
+def test_a_third_party_loggers_level_can_be_raised_back(restore_logging: None) -> None:
+    lines = scheduler_lines({"apscheduler": "info"})
+
+    assert any('Running job "watchdog' in str(line["event"]) for line in lines)
+
+
 def test_level_filters_debug_events(restore_logging: None) -> None:
     stream = io.StringIO()
     configure_logging(level="INFO", stream=stream)
@@ -129,3 +157,15 @@ def test_level_filters_debug_events(restore_logging: None) -> None:
     structlog.get_logger().debug("batch_progress")
 
     assert stream.getvalue() == ""
+
+
+def test_children_started_inside_write_to_the_file_for_good(tmp_path, capfd: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "children.log"
+    script = "import sys, time; print('early', flush=True); time.sleep(0.5); print('late', file=sys.stderr)"
+    with children_write_to(log):
+        child = subprocess.Popen([sys.executable, "-c", script])
+    print("parent", flush=True)
+    child.wait(30)
+
+    assert log.read_text().split() == ["early", "late"]
+    assert capfd.readouterr() == ("parent\n", "")

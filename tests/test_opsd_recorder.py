@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from opsd.observe.events import QueryIdle, QueryProgressed, QueryStarted, QueryTerminated
 from opsd.observe.progress import BatchProgress, SourceProgress, StateOperator
@@ -120,6 +121,15 @@ def test_progress_updates_the_status_summary(recorder: Recorder, clock: FakeCloc
     assert status.last_progress is not None and status.last_progress["num_input_rows"] == 30
 
 
+def test_every_batch_is_one_info_event_with_query_batch_rows_duration_and_backlog(recorder: Recorder) -> None:
+    with capture_logs() as logs:
+        recorder.record(QueryProgressed(batch(batch_id=8)))
+
+    assert [e for e in logs if e["event"] == "batch_completed"] == [{
+        "event": "batch_completed", "log_level": "info", "query": "clicks", "batch_id": 8, "rows": 30,
+        "duration_seconds": 1.5, "backlog_rows": 70}]
+
+
 def test_sink_without_row_count_leaves_output_rows_absent(recorder: Recorder, registry) -> None:
     recorder.record(QueryProgressed(batch(sink_rows=None)))
 
@@ -200,6 +210,24 @@ def test_tuning_values_are_exported_and_kept_independently(recorder: Recorder, r
     assert status is not None and (status.max_rows_per_partition, status.dyn_batch_size) == (5_000, 200)
 
 
+def test_state_changes_are_events_and_repeats_are_not(recorder: Recorder) -> None:
+    with capture_logs() as logs:
+        recorder.record_tuning("clicks", max_rows_per_partition=5_000, dyn_batch_size=200)
+        recorder.record_tuning("clicks", max_rows_per_partition=5_000, dyn_batch_size=200)
+        recorder.record_tuning("clicks", dyn_batch_size=100)
+        recorder.record_stalled("clicks", True)
+        recorder.record_stalled("clicks", True)
+        recorder.record_stalled("clicks", False)
+        recorder.record_stalled("clicks", False)
+        recorder.record_restart("clicks", crash_loop=True)
+        recorder.record_crash_loop("clicks", False)
+        recorder.record_crash_loop("clicks", False)
+
+    assert [(e["event"], e.get("dyn_batch_size")) for e in logs] == [
+        ("tuning_in_force", 200), ("tuning_in_force", 100), ("query_stalled", None), ("query_progressing_again", None),
+        ("query_restarted", None), ("query_crash_loop_ended", None)]
+
+
 def test_registered_pipeline_is_known_but_down(recorder: Recorder, registry) -> None:
     recorder.register("clicks", trigger_interval_seconds=2.0)
 
@@ -211,3 +239,33 @@ def test_registered_pipeline_is_known_but_down(recorder: Recorder, registry) -> 
 def test_anything_but_a_query_event_is_rejected(recorder: Recorder) -> None:
     with pytest.raises(TypeError, match="not a query event"):
         recorder.record("progress")  # type: ignore[arg-type]
+
+
+def test_an_idle_event_of_a_query_never_seen_started_makes_no_ghost(recorder: Recorder, registry) -> None:
+    """Idle events carry only an id: filing one under it would keep /readyz false and query_up{query=<uuid>} at 1."""
+    recorder.record(QueryIdle(id=QUERY_ID, run_id="run-1", timestamp=1_099.0))
+
+    assert recorder.status.snapshot() == {}
+    assert value(registry, "opsd_query_up", query=QUERY_ID) is None
+
+
+def test_a_query_running_before_attach_is_known_by_name_and_its_idle_events_count(
+        recorder: Recorder, registry, clock: FakeClock) -> None:
+    recorder.record_running("clicks", QUERY_ID, "run-1")
+    clock.now = 1_050.0
+    recorder.record(QueryIdle(id=QUERY_ID, run_id="run-1", timestamp=1_049.0))
+
+    assert list(recorder.status.snapshot()) == ["clicks"]
+    assert recorder.status.get("clicks").last_heartbeat_at == 1_050.0
+    assert value(registry, "opsd_query_up", query="clicks") == 1
+
+
+@pytest.mark.parametrize("counter", ["opsd_query_restarts_total", "opsd_query_terminations_total"])
+def test_lifecycle_counters_exist_at_zero_from_a_querys_registration_and_start(
+        recorder: Recorder, registry, counter: str) -> None:
+    """increase() over a counter whose first sample is 1 is 0: alerts would miss the first restart."""
+    recorder.register("planned")
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
+
+    assert value(registry, counter, query="planned") == 0
+    assert value(registry, counter, query="clicks") == 0

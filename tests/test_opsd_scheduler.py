@@ -111,3 +111,11 @@ def test_removed_check_is_no_longer_scheduled(checks: CheckScheduler) -> None:
 def test_non_positive_interval_is_rejected(checks: CheckScheduler) -> None:
     with pytest.raises(ValueError, match="interval_seconds"):
         checks.add_check("watchdog", lambda: None, interval_seconds=0)
+
+
+def test_a_checks_run_and_error_counters_exist_at_zero_once_it_is_added(checks: CheckScheduler, registry) -> None:
+    """So that the first error of a check shows in increase() and rate() (OpsdChecksFailing)."""
+    checks.add_check("desk", lambda: None, 3600)
+
+    assert registry.get_sample_value("opsd_check_errors_total", {"check": "desk"}) == 0
+    assert registry.get_sample_value("opsd_check_runs_total", {"check": "desk"}) == 0

@@ -124,3 +124,9 @@ def test_concurrent_updates_are_not_lost() -> None:
         thread.join()
 
     assert len(store.snapshot()) == 8 * 500 + 1
+
+
+def test_a_query_restarted_after_a_long_backoff_is_judged_from_its_new_start() -> None:
+    """The previous run's last heartbeat (an hour ago) must not outweigh the new run's start a moment ago."""
+    restarted = running(last_heartbeat_at=NOW - 3600, last_progress_at=NOW - 3600, started_at=NOW - 5)
+    assert reasons(restarted) == []

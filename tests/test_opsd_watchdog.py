@@ -82,3 +82,10 @@ def test_check_can_use_a_fresher_backlog_source() -> None:
     watchdog = Watchdog(recorder, POLICY, backlog=lambda s: 7, clock=lambda: NOW)
 
     assert watchdog.run() == {"clicks": True}
+
+
+def test_a_query_restarted_after_a_long_backoff_is_not_stalled_by_its_previous_runs_progress() -> None:
+    restarted = status(last_progress_at=NOW - 3600, started_at=NOW - 5)
+    assert not is_stalled(restarted, backlog_rows=5, now=NOW, policy=POLICY)
+    assert is_stalled(status(last_progress_at=NOW - 3600, started_at=NOW - 31), backlog_rows=5, now=NOW,
+                      policy=POLICY)

@@ -94,6 +94,8 @@ class TestOptions:
         ({"max_row_per_partition": "10"}, "max_row_per_partition"),
         ({"max_rows_per_partition": "ten"}, "max_rows_per_partition"),
         ({"max_rows_per_partition": "0"}, "max_rows_per_partition"),
+        ({"max_rows_per_partition": ""}, "max_rows_per_partition"),
+        ({"max_rows_per_partition": " "}, "max_rows_per_partition"),
         ({"include_service_columns": "maybe"}, "include_service_columns"),
         ({"parsing_type_v3": "2"}, "parsing_type_v3"),
         ({"consumer_path": "tmp/c"}, "consumer_path"),
@@ -177,6 +179,16 @@ class TestTuning:
         path = f"{yt_root}/tuning"
         yt.create("document", path, attributes={"value": value})
         assert read_tuning(yt, path) == Tuning()
+
+    @pytest.mark.parametrize(("values", "named"), [
+        ({"max_rows_per_partition": 0}, "max_rows_per_partition"), ({"dyn_batch_size": -1}, "dyn_batch_size"),
+        ({"max_rows_per_partition": 10, "dyn_batch_size": 0}, "dyn_batch_size")])
+    def test_writing_a_value_that_is_not_positive_is_refused_and_stores_nothing(self, yt, yt_root, values, named):
+        path = f"{yt_root}/t/tuning"
+        write_tuning(yt, path, max_rows_per_partition=500)
+        with pytest.raises(ValueError, match=named):
+            write_tuning(yt, path, **values)
+        assert read_tuning(yt, path).max_rows_per_partition == 500
 
     def test_written_values_are_read_back_and_kept_when_not_given(self, yt, yt_root):
         path = f"{yt_root}/a/tuning"

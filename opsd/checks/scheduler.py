@@ -1,4 +1,4 @@
-"""Periodic checks (watchdog, offset desync, OOM risk, autotune) on an APScheduler 3.x scheduler.
+"""The check scheduler: periodic checks (watchdog, tuning; later desync, OOM risk, autotune) on APScheduler 3.x.
 
 Each check is a zero-argument callable. A run is counted and timed; a failing run is logged
 (``check_failed``) and counted, never raised, so one broken check cannot stop the others or the
@@ -33,6 +33,8 @@ class CheckScheduler:
         if interval_seconds <= 0:
             raise ValueError(f"check {name!r}: interval_seconds must be > 0, got {interval_seconds}")
         # replace_existing does not apply to jobs added before start(); remove explicitly.
+        for counter in (self.metrics.check_runs, self.metrics.check_errors):
+            counter.labels(check=name)  # exists at 0 from the start, so increase() sees its first error
         if self.scheduler.get_job(name) is not None:
             self.scheduler.remove_job(name)
         self.scheduler.add_job(

@@ -16,14 +16,14 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     create.set_defaults(handler=create_consumer)
 
     register = commands.add_parser("register", parents=[common], help="register a consumer for a queue")
-    register.add_argument("queue")
-    register.add_argument("consumer")
+    register.add_argument("queue", help="the queue the consumer reads")
+    register.add_argument("consumer", help="the consumer table (made with `opsd consumer create`)")
     register.add_argument("--vital", action="store_true", help="the queue must not be trimmed past it")
     register.set_defaults(handler=register_consumer)
 
 
 def create_consumer(args: argparse.Namespace) -> int:
-    open_cluster(args).create_consumer(args.path, recursive=True)
+    open_cluster(args, create=True).create_consumer(args.path, recursive=True)
     print(f"created consumer {args.path}")
     return 0
 

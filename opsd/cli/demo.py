@@ -9,22 +9,23 @@ from opsd.cli.common import CliError
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     demo = subparsers.add_parser("demo", parents=[common], help="the end-to-end demo on an embedded cluster")
-    demo.add_argument("--rate", type=float, default=2000, help="rows per second produced (default 2000)")
+    demo.add_argument("--rate", type=float, default=2000, help="rows per second produced")
     demo.add_argument("--duration", type=float, default=30, help="seconds to produce; 0 = until Ctrl-C")
-    demo.add_argument("--partitions", type=int, default=2, help="queue partitions (default 2)")
-    demo.add_argument("--port", type=int, default=9108, help="metrics port (0 = any free port)")
-    demo.add_argument("--root", default=".opsd/demo", help="embedded cluster root, wiped first")
+    demo.add_argument("--partitions", type=int, default=2, help="queue partitions")
+    demo.add_argument("--port", type=int, default=9108, help="metrics port; 0 = any free port")
+    demo.add_argument("--root", default=".opsd/demo", help="embedded cluster root, wiped first; logs go to ROOT.log")
     demo.set_defaults(handler=demo_command)
 
 
 def demo_command(args: argparse.Namespace) -> int:
     from opsd.demo.run import run_demo
     from opsd.demo.scenario import DemoSettings
-    from opsd.telemetry.logs import configure_logging
-
-    configure_logging("WARNING")  # the live view is the demo's output; logs only for problems
+    from opsd.telemetry.http import PortInUseError
 
     if args.rate <= 0 or args.partitions < 1 or args.duration < 0:
         raise CliError("--rate must be > 0, --partitions >= 1 and --duration >= 0")
-    return run_demo(DemoSettings(rate=args.rate, duration=args.duration, partitions=args.partitions,
-                                 port=args.port, root=args.root))
+    try:
+        return run_demo(DemoSettings(rate=args.rate, duration=args.duration, partitions=args.partitions,
+                                     port=args.port, root=args.root))
+    except PortInUseError as e:
+        raise CliError(f"{e}: choose another with --port (0 = any free port)") from None

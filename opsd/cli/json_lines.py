@@ -1,29 +1,40 @@
-"""JSON-lines input of `opsd queue produce`: one JSON object per line, in batches that remember their lines."""
+"""JSON-lines input of `opsd queue produce`: one JSON object per line, in batches that remember their lines.
+
+Each row is converted by the table's `json_values.row_decoder`, so errors name the line and the column."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from opsd.cli.common import CliError
 from opsd.demo.producer import Batch
 
 
-def json_line_batches(lines: Iterable[str], source: str, batch_rows: int) -> Iterator[Batch]:
-    """Batches of JSON objects, one per non-blank line; `CliError` names the line of bad JSON."""
+def json_line_batches(lines: Iterable[str], source: str, batch_rows: int,
+                      convert: Callable[[Mapping[str, Any]], dict[str, Any]]) -> Iterator[Batch]:
+    """Batches of converted JSON objects, one per non-blank line; `CliError` names the line of bad input."""
     rows: list[dict[str, Any]] = []
     first = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        rows.append(_parse_line(line, number, source))
+        rows.append(_convert(convert, _parse_line(line, number, source), number, source))
         first = first or number
         if len(rows) == batch_rows:
             yield Batch(rows, first, number)
             rows, first = [], 0
     if rows:
         yield Batch(rows, first, number)
+
+
+def _convert(convert: Callable[[Mapping[str, Any]], dict[str, Any]], row: dict[str, Any], number: int,
+             source: str) -> dict[str, Any]:
+    try:
+        return convert(row)
+    except ValueError as e:
+        raise CliError(f"{source}: line {number}: {e}") from None
 
 
 def _parse_line(line: str, number: int, source: str) -> dict[str, Any]:

@@ -5,7 +5,9 @@ Each command-group module in `COMMANDS` exposes `add_parser(subparsers, common)`
 as a default. Adding a command group is one module plus one entry in `COMMANDS`.
 
 Errors the user can fix — every `ClusterError`, bad input (`CliError`), unreadable files — print
-`opsd: error: <message>` on stderr and exit 1, without a traceback.
+`opsd: error: <message>` on stderr and exit 1, without a traceback; a path not found also names the cluster that
+was searched. Ctrl-C ends a command with exit code 130 and no message. Every parser shows its options' defaults
+(`opsd.cli.common.HelpFormatter`).
 """
 
 from __future__ import annotations
@@ -14,20 +16,23 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from opsd.cli import consumer, demo, queue, run, status
-from opsd.cli.common import CLUSTER_HELP, CliError
+from opsd.cli import consumer, demo, desync, doctor, queue, run, status, table
+from opsd.cli.common import CLUSTER_HELP, CliError, Parser
 from opsd.version import __version__
-from streaming_core.cluster import ClusterError
+from streaming_core.cluster import ClusterError, NoSuchPathError
+
+#: The exit code of a command ended by Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED = 130
 
 #: Subcommand modules, in the order `opsd --help` lists them.
-COMMANDS = (queue, consumer, run, demo, status)
+COMMANDS = (queue, consumer, table, run, demo, status, desync, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="opsd", description="Operations for Spark streaming over YTsaurus queues.")
+    parser = Parser(prog="opsd", description="Operations for Spark streaming over YTsaurus queues.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--cluster", metavar="URI", default=None, help=CLUSTER_HELP)
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     # SUPPRESS: a subcommand's default must not hide `opsd --cluster URI <command>`.
     common.add_argument("--cluster", metavar="URI", default=argparse.SUPPRESS, help=CLUSTER_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -41,15 +46,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except NoSuchPathError as e:
+        searched = getattr(args, "cluster_searched", None)
+        return _fail(f"{e} (searched cluster {searched})" if searched else str(e))
     except (ClusterError, CliError) as e:
         return _fail(str(e))
     except OSError as e:
         return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
     except KeyboardInterrupt:
-        return _fail("interrupted", code=130)
+        return INTERRUPTED
 
 
-def _fail(message: str, code: int = 1) -> int:
+def _fail(message: str) -> int:
     print(f"opsd: error: {message}", file=sys.stderr)
-    return code
+    return 1
 

@@ -14,11 +14,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from opsd.cli.common import CliError, open_cluster
+from opsd.cli.common import CliError, open_cluster, parse_schema
 from opsd.cli.json_lines import json_line_batches
+from opsd.cli.json_values import row_decoder
 from opsd.demo.producer import Batch, batch_rows_for, generated_batches, paced
-from streaming_core.cluster import Cluster, NotRegisteredError, SchemaError, TableSchema
-from streaming_core.cluster.base import ORDERED, require_kind
+from streaming_core.cluster import Cluster, ClusterError, NotRegisteredError, SchemaError, TableSchema
+from streaming_core.cluster.base import MAX_TABLET_COUNT, ORDERED, require_kind
+from streaming_core.cluster.schema import to_arrow_table
 from streaming_core.offsets import unread_rows
 
 DEFAULT_SCHEMA = "data:string"
@@ -30,31 +32,33 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 
     create = commands.add_parser("create", parents=[common], help="create a queue")
     create.add_argument("path", help="queue path, e.g. //home/app/queue (parents are created)")
-    create.add_argument("--partitions", type=int, default=1, help="number of tablets (default 1)")
+    create.add_argument("--partitions", type=int, default=1, help="number of tablets")
     create.add_argument("--schema", default=DEFAULT_SCHEMA,
-                        help="JSON list of YT columns, or name:type,name:type (default data:string)")
+                        help="JSON list of YT columns, or name:type,name:type")
     create.set_defaults(handler=create_queue)
 
     produce = commands.add_parser("produce", parents=[common], help="append rows: JSON lines or generated")
-    produce.add_argument("path")
+    produce.add_argument("path", help="the queue to append to")
     source = produce.add_mutually_exclusive_group()
     source.add_argument("--file", help="JSON lines to append (default: standard input)")
     source.add_argument("--count", type=int, help="generate this many rows that fit the schema instead")
-    produce.add_argument("--rate", type=float, default=0, help="rows per second (default 0: as fast as possible)")
+    produce.add_argument("--rate", type=float, default=0, help="rows per second; 0 = as fast as possible")
     produce.add_argument("--partition", type=int, help="append to this partition (default: spread evenly)")
     produce.set_defaults(handler=produce_rows)
 
     inspect = commands.add_parser("inspect", parents=[common], help="rows, trimmed rows and consumer offsets")
-    inspect.add_argument("path")
+    inspect.add_argument("path", help="the queue to inspect")
     inspect.add_argument("--json", action="store_true", help="print JSON for scripts")
     inspect.set_defaults(handler=inspect_queue)
 
     trim = commands.add_parser("trim", parents=[common], help="drop the head of partitions")
-    trim.add_argument("path")
+    trim.add_argument("path", help="the queue to trim")
     trim.add_argument("--partition", type=int, help="partition to trim (default with --to-consumer: all)")
     target = trim.add_mutually_exclusive_group(required=True)
     target.add_argument("--count", type=int, help="drop rows [0, COUNT) of the partition")
     target.add_argument("--to-consumer", metavar="CONSUMER", help="drop what this consumer has read")
+    trim.add_argument("--past-vital-consumers", action="store_true",
+                      help="drop rows that a consumer registered as --vital has not read yet (refused without it)")
     trim.set_defaults(handler=trim_queue)
 
 
@@ -62,42 +66,54 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 
 
 def create_queue(args: argparse.Namespace) -> int:
-    cluster = open_cluster(args)
+    schema = parse_schema(args.schema)
+    keys = [c.get("name") for c in schema if c.get("sort_order")]
+    if keys:
+        raise CliError(f"--schema: column(s) {keys} have a sort_order, which makes a sorted table, not a queue "
+                       f"(an ordered table): drop sort_order from the queue's columns, or make a sorted table with "
+                       f"`opsd table create PATH --sorted-by ...`")
+    if not 1 <= args.partitions <= MAX_TABLET_COUNT:
+        raise CliError(f"--partitions must be from 1 to {MAX_TABLET_COUNT} (YTsaurus' tablet limit), "
+                       f"got {args.partitions}")
+    cluster = open_cluster(args, create=True)
     cluster.create("table", args.path, recursive=True, attributes={
-        "dynamic": True, "schema": parse_schema(args.schema), "tablet_count": args.partitions})
+        "dynamic": True, "schema": schema, "tablet_count": args.partitions})
     print(f"created queue {args.path} with {args.partitions} partition(s)")
     return 0
-
-
-def parse_schema(text: str) -> list[dict[str, Any]]:
-    """A YT schema from JSON (`[{"name": ..., "type": ...}]`) or the compact `name:type,name:type`."""
-    if text.lstrip().startswith("["):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as e:
-            raise CliError(f"--schema: invalid JSON: {e.msg} (column {e.colno})") from None
-    columns = []
-    for item in text.split(","):
-        name, sep, type_name = item.strip().partition(":")
-        if not (sep and name and type_name):
-            raise CliError(f"--schema: {item.strip()!r} is not name:type (e.g. data:string,n:int64)")
-        columns.append({"name": name, "type": type_name})
-    return columns
 
 
 # -- produce ------------------------------------------------------------------------------------------
 
 
 def produce_rows(args: argparse.Namespace) -> int:
+    """Append rows. A file is checked whole (JSON and schema) before the first insert, so bad input appends
+    nothing; standard input may be endless, so a failure there says what was appended and how to resume."""
+    for flag, value in (("--count", args.count), ("--rate", args.rate)):
+        if value is not None and value < 0:
+            raise CliError(f"{flag} must be >= 0, got {value}")
     cluster = open_cluster(args)
     schema = TableSchema.from_yt(require_kind(cluster, args.path, ORDERED).attributes["schema"])
+    tablets = len(cluster.get_tablet_infos(args.path))
+    if args.partition is not None and not 0 <= args.partition < tablets:
+        raise CliError(f"--partition {args.partition}: {args.path} has partitions 0..{tablets - 1}")
     batch_rows = batch_rows_for(args.rate)
+    if args.file is not None:
+        with open(args.file, encoding="utf-8") as f:
+            for batch in json_line_batches(f, args.file, batch_rows, row_decoder(schema)):
+                _check_fits(schema, args.path, batch)
     with _input(args) as (lines, source):
         batches = (generated_batches(schema, args.count, batch_rows) if args.count is not None
-                   else json_line_batches(lines, source, batch_rows))
-        written = _append(cluster, args.path, paced(batches, args.rate), args.partition, args.count)
+                   else json_line_batches(lines, source, batch_rows, row_decoder(schema)))
+        written = _append(cluster, args.path, paced(batches, args.rate), args.partition, args.count, source)
     print(f"appended {written} rows to {args.path}")
     return 0
+
+
+def _check_fits(schema: TableSchema, path: str, batch: Batch) -> None:
+    try:
+        to_arrow_table(schema, batch.rows, path)
+    except SchemaError as e:
+        raise SchemaError(f"{e} [input lines {batch.first}-{batch.last}; nothing was appended]") from None
 
 
 @contextlib.contextmanager
@@ -111,18 +127,24 @@ def _input(args: argparse.Namespace) -> Iterator[tuple[TextIO, str]]:
 
 
 def _append(cluster: Cluster, path: str, batches: Iterator[Batch], partition: int | None,
-            total: int | None) -> int:
-    """Insert each batch atomically; a rejected batch is reported with its input lines."""
-    written = 0
+            total: int | None, source: str) -> int:
+    """Insert each batch atomically; a failure says what was appended before it and how to resume."""
+    written, done_through, rejected = 0, 0, ""
     with _progress(total) as advance:
-        for batch in batches:
-            try:
+        try:
+            for batch in batches:
+                rejected = f"input lines {batch.first}-{batch.last} rejected; "
                 cluster.insert_rows(path, batch.rows, tablet_index=partition)
-            except SchemaError as e:
-                raise SchemaError(f"{e} [input lines {batch.first}-{batch.last} rejected; "
-                                  f"{written} rows appended before them]") from None
-            written += len(batch.rows)
-            advance(len(batch.rows))
+                rejected = ""
+                written += len(batch.rows)
+                done_through = batch.last
+                advance(len(batch.rows))
+        except (CliError, ClusterError) as e:
+            if not written:
+                raise type(e)(f"{e} [{rejected}nothing was appended]") from None
+            raise type(e)(f"{e} [{rejected}{written} rows, input lines 1-{done_through} of {source}, were appended "
+                          f"before this; to resume, append from line {done_through + 1} on, e.g. "
+                          f"tail -n +{done_through + 1} FILE | opsd queue produce {path}]") from None
     return written
 
 
@@ -205,21 +227,33 @@ def _report_table(path: str, report: list[PartitionReport]) -> Table:
 
 def trim_queue(args: argparse.Namespace) -> int:
     cluster = open_cluster(args)
-    for partition, count in trim_targets(cluster, args).items():
-        cluster.trim_rows(args.path, partition, count)
+    targets = trim_targets(cluster, args)
+    trimmed = {t.tablet_index: t.trimmed_row_count for t in cluster.get_tablet_infos(args.path)}
+    for partition, count in targets.items():  # every partition is checked before any is trimmed
+        if count > trimmed[partition] and not args.past_vital_consumers:
+            cluster.check_vital_consumers(args.path, partition, count)
+    for partition, count in targets.items():
+        if count <= trimmed[partition]:
+            print(f"{args.path} partition {partition}: already trimmed to row {trimmed[partition]}; nothing to do")
+            continue
+        cluster.trim_rows(args.path, partition, count, past_vital_consumers=args.past_vital_consumers)
         print(f"{args.path} partition {partition}: trimmed to row {count}")
     return 0
 
 
 def trim_targets(cluster: Cluster, args: argparse.Namespace) -> dict[int, int]:
     """Partition -> trimmed row count: `--count` for one partition, or a consumer's committed offsets."""
+    partitions = {t.tablet_index for t in cluster.get_tablet_infos(args.path)}
+    if args.partition is not None and args.partition not in partitions:
+        raise CliError(f"--partition {args.partition}: {args.path} has partitions 0..{len(partitions) - 1}")
     if args.count is not None:
         if args.partition is None:
             raise CliError("trim --count needs --partition")
+        if args.count < 0:
+            raise CliError(f"--count must be >= 0, got {args.count}")
         return {args.partition: args.count}
     if not cluster.list_queue_consumer_registrations(queue_path=args.path, consumer_path=args.to_consumer):
         raise NotRegisteredError(f"consumer {args.to_consumer} is not registered for queue {args.path}")
     offsets = cluster.get_consumer_offsets(args.to_consumer, args.path)
-    partitions = ([args.partition] if args.partition is not None
-                  else [t.tablet_index for t in cluster.get_tablet_infos(args.path)])
-    return {p: offsets.get(p, 0) for p in partitions}
+    chosen = [args.partition] if args.partition is not None else sorted(partitions)
+    return {p: offsets.get(p, 0) for p in chosen}

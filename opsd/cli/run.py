@@ -6,20 +6,30 @@ import argparse
 
 from opsd.cli.common import CliError
 from opsd.config.load import ConfigError
+from opsd.config.reference import config_reference
+from opsd.telemetry.http import PortInUseError
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    run = subparsers.add_parser("run", help="run the pipelines of a config file until SIGTERM")
-    run.add_argument("config", help="opsd YAML config (cluster, spark, http, checks, pipelines)")
+    run = subparsers.add_parser(
+        "run", help="run the pipelines of a config file until SIGTERM",
+        description="Run the pipelines of a config file until SIGTERM or Ctrl-C, then stop them gracefully.",
+        epilog="The config file (YAML), key by key with defaults:\n\n" + config_reference())
+    run.add_argument("config", help="opsd YAML config file; its keys are listed below")
+    run.add_argument("--check", action="store_true",
+                     help="check the config and each pipeline (queue, consumer, checkpoint, functions, sink table and "
+                          "schema) without starting any query; exit 1 on a problem")
     run.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from opsd.runtime.daemon import run
+    from opsd.runtime.daemon import check, run
     from opsd.telemetry.logs import configure_logging
 
-    configure_logging()
+    configure_logging("WARNING" if args.check else "INFO")
     try:
-        return run(args.config)
+        return check(args.config) if args.check else run(args.config)
     except ConfigError as e:
         raise CliError(str(e)) from None
+    except PortInUseError as e:
+        raise CliError(f"{e}: set http.port in {args.config} (0 = any free port)") from None

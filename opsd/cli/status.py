@@ -7,15 +7,22 @@ import json
 import urllib.error
 import urllib.request
 
-from rich.console import Console
+from rich import box
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from opsd.cli.common import CliError
+from opsd.observe.status import state_word
+
+#: The table's columns and their alignment.
+COLUMNS = (("query", "left"), ("state", "left"), ("batch", "right"), ("backlog", "right"), ("restarts", "right"))
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     status = subparsers.add_parser("status", help="print a running daemon's pipelines")
-    status.add_argument("--url", default="http://127.0.0.1:9108", help="the daemon's HTTP address")
+    status.add_argument("--url", default="http://127.0.0.1:9108",
+                        help="the daemon's HTTP address (http.host and http.port of its config)")
     status.add_argument("--json", action="store_true", help="print the raw /status document")
     status.set_defaults(handler=status_command)
 
@@ -29,17 +36,30 @@ def status_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(document, indent=2))
         return 0
-    Console().print(status_table(document))
+    console = Console()
+    console.print(status_view(document, console.width))
     return 0
 
 
-def status_table(document: dict) -> Table:
-    """The `/status` document as a table for people."""
-    table = Table(title="opsd pipelines")
-    for column in ("query", "active", "last batch", "backlog rows", "restarts", "stalled", "exception"):
-        table.add_column(column)
+def status_view(document: dict, width: int = 80) -> Group:
+    """The `/status` document for people, `width` columns wide at most: a table with one short column per fact and
+    values never cut (only a name too long for `width` folds), then a line per failed query naming its exception's
+    class (`--json` has the message)."""
     queries = document.get("queries", document)
-    for name, q in sorted(queries.items()):
-        table.add_row(name, str(q.get("active")), str(q.get("last_batch_id")), str(q.get("backlog_rows")),
-                      str(q.get("restarts")), str(q.get("stalled")), (q.get("exception_class") or ""))
-    return table
+    rows = [[name, state_word(q), _count(q.get("last_batch_id"), "-"), _count(q.get("backlog_rows"), "unknown"),
+             _count(q.get("restarts"), "0")] for name, q in sorted(queries.items())]
+    widths = [max([len(header)] + [len(row[i]) for row in rows]) for i, (header, _) in enumerate(COLUMNS)]
+    # Each column is padded by one space on either side and separated from the next by one character.
+    widths[0] = max(len(COLUMNS[0][0]), min(widths[0], width - sum(widths[1:]) - 3 * len(COLUMNS) + 1))
+    table = Table(title="opsd pipelines", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    for (header, justify), column_width in zip(COLUMNS, widths, strict=True):
+        table.add_column(header, justify=justify, overflow="fold", width=column_width)
+    for row in rows:
+        table.add_row(*row)
+    errors = [Text(f"{name}: {q['exception_class']}", overflow="fold")
+              for name, q in sorted(queries.items()) if q.get("exception_class")]
+    return Group(table, *errors)
+
+
+def _count(value: int | None, missing: str) -> str:
+    return missing if value is None else f"{value:,}"

@@ -30,9 +30,12 @@ def load_config(path: str | Path) -> OpsdConfig:
     """Read and validate a YAML config; raises :class:`ConfigError` listing every problem."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise ConfigError(path, [f"cannot read: {error.strerror or error}"]) from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(path, [f"not UTF-8 text: byte 0x{error.object[error.start]:02x} at offset {error.start} "
+                                 f"(save the file as UTF-8)"]) from error
     except yaml.YAMLError as error:
         raise ConfigError(path, [f"not valid YAML: {error}"]) from error
     if not isinstance(data, dict):

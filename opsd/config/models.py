@@ -6,7 +6,7 @@ something in opsd reads it. Loading and its error messages: `opsd.config.load`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TextIO
 
 from pydantic import (
     BaseModel,
@@ -21,6 +21,7 @@ from pydantic import (
 
 from opsd.config.durations import parse_duration_seconds, spark_interval
 from opsd.observe.readiness import ProgressPolicy
+from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from streaming_core.options import CONSUMER_PATH, TUNING_PATH
 from streaming_core.tuning import default_tuning_path
 
@@ -81,6 +82,31 @@ class HttpSettings(_Model):
     port: int = Field(default=9108, ge=0, le=65535, description="port to bind; 0 = any free port")
 
 
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+PythonLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)]
+SparkLevel = Annotated[Literal["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"], BeforeValidator(_upper)]
+
+
+class LoggingSettings(_Model):
+    """opsd's log stream on stderr: opsd's own events, third-party Python loggers and Spark's JVM, one format."""
+
+    level: PythonLevel = Field("INFO", description="opsd's level: INFO has one line per micro-batch and state change")
+    format: Literal["auto", "json", "console"] = Field(
+        "auto", description="json: one JSON object per line; console: for people; auto: console on a terminal, "
+                            "else json")
+    spark_level: SparkLevel = Field("WARN", description="level of Spark's JVM (log4j2) loggers")
+    levels: dict[str, PythonLevel] = Field(
+        default_factory=dict, description="levels of Python loggers by name, e.g. {apscheduler: INFO}, over opsd's "
+                                          f"defaults ({', '.join(f'{k}: {v}' for k, v in THIRD_PARTY_LEVELS.items())})")
+
+    def json_lines(self, stream: TextIO) -> bool:
+        """Whether lines written to `stream` are JSON."""
+        return self.format == "json" or (self.format == "auto" and renders_json(stream))
+
+
 class ChecksSettings(_Model):
     """Intervals of the periodic checks, and the progress window of the watchdog and `/readyz`."""
 
@@ -90,6 +116,18 @@ class ChecksSettings(_Model):
         3.0, description="a query is silent (watchdog, /readyz) after stall_factor x its trigger interval ...")
     min_progress_window_seconds: PositiveFloat = Field(
         60.0, description="... or after this many seconds, whichever is longer")
+    desync_seconds: PositiveFloat = Field(
+        15.0, description="how often checkpoints, consumers and queues are compared (offset desync)")
+    lag_seconds: PositiveFloat = Field(
+        15.0, description="how often backlog, lag in seconds and time to drain are measured")
+    lag_window_seconds: PositiveFloat = Field(
+        300.0, description="rates behind time to drain are averaged over this window")
+    lag_history_seconds: PositiveFloat = Field(
+        3600.0, description="how far back the sampled offset-to-time history reaches (lag of queues without "
+                            "$timestamp); older unread rows show at least this lag")
+    heal: bool = Field(
+        True, description="heal the offset desync of the pipelines opsd runs (advance the consumer to the "
+                          "committed batch's end while the query is idle or stopped)")
 
     def progress_policy(self) -> ProgressPolicy:
         return ProgressPolicy(stall_factor=self.stall_factor, min_window_seconds=self.min_progress_window_seconds)
@@ -104,9 +142,12 @@ class SourceConfig(_Model):
         default_factory=dict, description="source options (yt: consumer_path, max_rows_per_partition, ...)")
 
     @model_validator(mode="after")
-    def _yt_needs_path(self) -> SourceConfig:
+    def _yt_needs_path_and_consumer(self) -> SourceConfig:
         if self.format == "yt" and not self.path:
             raise ValueError("a 'yt' source needs 'path' (the queue, e.g. //home/project/queue)")
+        if self.format == "yt" and not self.options.get(CONSUMER_PATH):
+            raise ValueError(f"a 'yt' source needs options.{CONSUMER_PATH} (the consumer whose offsets the query "
+                             f"reads and acknowledges, e.g. //home/project/consumer)")
         return self
 
 
@@ -220,6 +261,18 @@ class PipelineConfig(_Model):
         return self.sink.options.get(TUNING_PATH) or self.source_tuning_path()
 
 
+class WatchConfig(_Model):
+    """A query opsd does not run (a job run elsewhere, SPYT's JVM connector too) whose desync and lag it watches."""
+
+    name: PipelineName = Field(description="the query's name in metrics, /status and `opsd desync heal NAME`")
+    checkpoint_location: str = Field(description="its checkpointLocation: local path, file:// or yt:///...")
+    queue: str | None = Field(None, description="the queue it reads; null = every yt source of the checkpoint")
+    consumer: str | None = Field(
+        None, description="its consumer; null = the consumer_path in the checkpoint's offsets (SPYT's have none)")
+    heal: bool = Field(False, description="heal its offset desync automatically (off: opsd does not know when "
+                                          "the job runs; `opsd desync heal` heals on demand)")
+
+
 class OpsdConfig(_Model):
     """The whole file."""
 
@@ -228,11 +281,14 @@ class OpsdConfig(_Model):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     checks: ChecksSettings = Field(default_factory=ChecksSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
     pipelines: list[PipelineConfig] = Field(min_length=1, description="the queries to run")
+    watch: list[WatchConfig] = Field(
+        default_factory=list, description="queries run elsewhere whose checkpoints opsd watches (desync, lag)")
 
     @model_validator(mode="after")
     def _unique_names(self) -> OpsdConfig:
-        problem = duplicate_names([p.name for p in self.pipelines])
+        problem = duplicate_names([p.name for p in self.pipelines] + [w.name for w in self.watch])
         if problem:
             raise ValueError(problem)
         return self

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 from opsd.config.models import OpsdConfig
+from opsd.telemetry.logs import spark_java_options
+
+#: Where the driver JVM's options go; opsd adds the ones that shape Spark's logs (`opsd.telemetry.logs`).
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def spark_defaults(config: OpsdConfig) -> dict[str, str]:
@@ -14,12 +20,20 @@ def spark_defaults(config: OpsdConfig) -> dict[str, str]:
     DStreams setting that Structured Streaming ignores, kept so sessions match the seeds. What stops a query
     gracefully is opsd itself: on SIGTERM it lets the running micro-batch finish (for at most
     `SparkSettings.graceful_timeout_seconds`), then stops the query (`opsd.runtime.runner`).
+
+    Spark's console progress bar is off (it would cut into opsd's log lines and the demo's view), and the driver
+    JVM logs in opsd's format at `logging.spark_level` (`opsd.telemetry.logs.spark_java_options`).
     """
     defaults = {
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.streaming.adaptiveExecution.enabled": "true",
         "spark.streaming.stopGracefullyOnShutdown": "true",
     }
     if not any(p.stateful for p in config.pipelines):
         defaults["spark.sql.streaming.minBatchesToRetain"] = "2"
-    return {**defaults, **config.spark.conf}
+    conf = {**defaults, **config.spark.conf}
+    # The user's own JVM options come after opsd's, so that a -D of theirs wins.
+    conf[JAVA_OPTIONS] = " ".join(filter(None, [spark_java_options(
+        config.logging.spark_level, config.logging.json_lines(sys.stderr)), config.spark.conf.get(JAVA_OPTIONS)]))
+    return conf

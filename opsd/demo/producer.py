@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming_core.cluster import Cluster, TableSchema
+from streaming_core.cluster.schema import VARIANT_PREFIX, variant_alternatives
 
 #: Rows per insert when no rate limits them: large enough to amortise a transaction, small enough to
 #: keep one insert's memory bounded.
@@ -68,10 +69,13 @@ _INT_BITS = {"int8": 7, "int16": 15, "int32": 31, "int64": 63, "uint8": 8, "uint
 _SIMPLE_SAMPLES: dict[str, Callable[[int], Any]] = {
     "string": lambda i: f"row-{i}", "utf8": lambda i: f"row-{i}", "json": lambda i: json.dumps({"row": i}),
     "uuid": lambda i: str(uuid.UUID(int=i)), "double": lambda i: i / 2, "float": lambda i: i / 2,
-    "bool": lambda i: i % 2 == 0, "boolean": lambda i: i % 2 == 0, "interval": lambda i: i,
+    "bool": lambda i: i % 2 == 0, "boolean": lambda i: i % 2 == 0, "interval": lambda i: i, "interval64": lambda i: i,
     "date": lambda i: dt.date(2024, 1, 1) + dt.timedelta(days=i % 3650),
     "datetime": lambda i: dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i),
     "timestamp": lambda i: dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=i),
+    "date32": lambda i: dt.date(1900, 1, 1) + dt.timedelta(days=i % 3650),
+    "datetime64": lambda i: dt.datetime(1900, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i),
+    "timestamp64": lambda i: dt.datetime(1900, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=i),
     "yson": lambda i: None, "any": lambda i: None, "null": lambda i: None, "void": lambda i: None,
 }
 
@@ -93,6 +97,9 @@ def sample_value(type_v3: Any, i: int) -> Any:
         return {f"_{k + 1}": sample_value(e["type"], i) for k, e in enumerate(type_v3["elements"])}
     if name == "dict":
         return {sample_value(type_v3["key"], i): sample_value(type_v3["value"], i)}
+    if name == "variant":  # the first alternative held (the Arrow form: a struct of `_v<name>`)
+        alternatives = variant_alternatives(type_v3)
+        return {VARIANT_PREFIX + n: sample_value(t, i) if k == 0 else None for k, (n, t) in enumerate(alternatives)}
     if name == "decimal":
         digits = int(type_v3["precision"]) - int(type_v3["scale"])
         return decimal.Decimal(i % (10 ** digits))
@@ -109,6 +116,7 @@ class Producer:
     rate: float
     produced: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
 
     def run(self) -> None:
         for batch in paced(generated_batches(self.schema, 10**12, batch_rows_for(self.rate)), self.rate):
@@ -117,10 +125,12 @@ class Producer:
             self.cluster.insert_rows(self.queue, batch.rows)
             self.produced += len(batch.rows)
 
-    def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.run, name="opsd-producer", daemon=True)
-        thread.start()
-        return thread
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="opsd-producer", daemon=True)
+        self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop producing; returns once the insert in flight (if any) is done, so `produced` is final."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -1,66 +1,95 @@
 """`opsd demo`, run: produce into the demo's queue while opsd runs its pipeline, show it live, then drain and sum up.
 
 A producer at a fixed rate; the seed listing 3 pipeline (`data` -> `data_length`) run by opsd's runner with its
-metrics endpoint (`opsd.runtime.lifecycle`, as `opsd run`); a live terminal view with the backlog as a bar; then
-a drain, a graceful stop and a summary (rows in, rows out, batches, batch durations). Exit 0 when every produced
-row reached the result table.
+metrics endpoint (`opsd.runtime.lifecycle`, as `opsd run`); a live view (`opsd.demo.view`); then a drain, a
+graceful stop and a summary (rows in, rows out, batches, batch durations). The terminal belongs to the view: opsd's
+logs and everything Spark prints go to a log file next to the cluster root (`<root>.log`). Exit 0 when every
+produced row reached the result table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.live import Live
 
 from opsd.demo.producer import Producer
-from opsd.demo.scenario import QUEUE, QUEUE_SCHEMA, DemoSettings, demo_config, prepare_cluster, rows_in_result
-from opsd.demo.view import summary, view
-from opsd.runtime.lifecycle import running
+from opsd.demo.scenario import (
+    PIPELINE,
+    QUEUE,
+    QUEUE_SCHEMA,
+    DemoSettings,
+    demo_config,
+    prepare_cluster,
+    rows_in_result,
+)
+from opsd.demo.view import Display, Snapshot, summary
+from opsd.runtime.lifecycle import Running, running
 from opsd.runtime.runner import Runner
-from streaming_core.cluster import TableSchema
+from opsd.telemetry.logs import configure_logging
+from streaming_core.cluster import Cluster, TableSchema
 
 DRAIN_TIMEOUT_SECONDS = 60.0
+REFRESH_SECONDS = 0.5
+
+
+def log_file_for(root: Path) -> Path:
+    """Where the demo's logs go: beside the cluster root, which is wiped at every start."""
+    return root.with_name(root.name + ".log")
 
 
 def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
     """Run the demo; see the module docstring. Ctrl-C ends the producing phase early."""
     console = console or Console()
     root = Path(settings.root).resolve()
+    log_file = log_file_for(root)
     cluster = prepare_cluster(root, settings.partitions)
     producer = Producer(cluster, QUEUE, TableSchema.from_yt(QUEUE_SCHEMA), settings.rate)
+    log_file.write_text("")
+    with open(log_file, "a", encoding="utf-8") as log_stream, contextlib.ExitStack() as restore:
+        configure_logging("INFO", stream=log_stream, json_lines=True)
+        restore.callback(configure_logging, "WARNING")
+        console.print(f"opsd demo: starting Spark; logs in {log_file}", soft_wrap=True)
+        with running(demo_config(settings, root), spark_output=log_file) as app:
+            app.runner.start()
+            producer.start()
+            last = _watch(app, cluster, producer, settings, Display(console), str(log_file))
+            durations = batch_durations(app.runner)
+    console.print(summary(last, durations))
+    return 0 if last.written >= last.produced else 1
+
+
+def _watch(app: Running, cluster: Cluster, producer: Producer, settings: DemoSettings, display: Display,
+           log_file: str) -> Snapshot:
+    """Show the run while producing, then while draining, then once more after the graceful stop; returns the
+    last snapshot (taken after the listener's queued events were recorded, so it counts every finished batch)."""
     started = time.monotonic()
-    with running(demo_config(settings, root)) as app:
-        app.runner.start()
-        producer.start()
+
+    def snapshot() -> Snapshot:
+        queries = app.monitor.recorder.status.to_json()["queries"]
+        query = app.runner.supervisors[0].query
+        return Snapshot(time.monotonic() - started, producer.produced, rows_in_result(cluster),
+                        queries.get(PIPELINE, {}), app.monitor.url, log_file,
+                        query.status["message"] if query is not None else "starting the query")
+
+    with display:
         try:
-            with Live(console=console, refresh_per_second=4) as live:
-
-                def refresh() -> None:
-                    live.update(view(producer.produced, rows_in_result(cluster),
-                                     app.monitor.recorder.status.to_json()["queries"], app.monitor.url))
-
-                try:
-                    while not settings.duration or time.monotonic() - started < settings.duration:
-                        refresh()
-                        time.sleep(0.5)
-                except KeyboardInterrupt:
-                    pass
-                producer.stop()
-                deadline = time.monotonic() + DRAIN_TIMEOUT_SECONDS
-                while rows_in_result(cluster) < producer.produced and time.monotonic() < deadline:
-                    refresh()
-                    time.sleep(0.5)
-                refresh()
-        finally:
-            producer.stop()
-            app.stop()
-        durations = batch_durations(app.runner)
-    written = rows_in_result(cluster)
-    console.print()
-    console.print(summary(producer.produced, written, durations, time.monotonic() - started))
-    return 0 if written >= producer.produced else 1
+            while not settings.duration or time.monotonic() - started < settings.duration:
+                display.show(snapshot())
+                time.sleep(REFRESH_SECONDS)
+        except KeyboardInterrupt:
+            pass
+        producer.stop()
+        deadline = time.monotonic() + DRAIN_TIMEOUT_SECONDS
+        while rows_in_result(cluster) < producer.produced and time.monotonic() < deadline:
+            display.show(snapshot())
+            time.sleep(REFRESH_SECONDS)
+        app.stop()
+        last = snapshot()
+        display.show(last)
+    return last
 
 
 def batch_durations(runner: Runner) -> list[float]:

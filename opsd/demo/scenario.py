@@ -8,6 +8,7 @@ from pathlib import Path
 
 from opsd.config.models import (
     HttpSettings,
+    LoggingSettings,
     OpsdConfig,
     PipelineConfig,
     SinkConfig,
@@ -61,9 +62,10 @@ def demo_config(settings: DemoSettings, root: Path) -> OpsdConfig:
         trigger=TriggerConfig(processing_time="1 second"),
         checkpoint_location=CHECKPOINT,
     )
-    spark = SparkSettings(master="local[2]", app_name="opsd-demo", conf={"spark.ui.showConsoleProgress": "false"})
-    return OpsdConfig(cluster=f"local://{root}", spark=spark,
-                      http=HttpSettings(port=settings.port), pipelines=[pipeline])
+    # Spark's logs go to the demo's log file, as JSON lines like opsd's own.
+    return OpsdConfig(cluster=f"local://{root}", spark=SparkSettings(master="local[2]", app_name="opsd-demo"),
+                      http=HttpSettings(port=settings.port), logging=LoggingSettings(format="json"),
+                      pipelines=[pipeline])
 
 
 def rows_in_result(cluster: Cluster) -> int:

@@ -1,14 +1,46 @@
-"""What the demo shows: the live terminal view (counters, the backlog as a bar) and the closing summary."""
+"""What the demo shows: its rows of facts (counters and what opsd knows of the query), the backlog bar, the live
+display (redrawn in place on a terminal, plain periodic lines when piped) and the closing summary.
+
+Every fact is one entry of `ROWS`: a label and how to read it from a `Snapshot`. A fact opsd learns later (desync,
+lag, OOM risk) is one more entry reading its field of the query's `/status` entry.
+"""
 
 from __future__ import annotations
 
 import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
 
-from rich.console import Group
-from rich.progress import BarColumn, Progress, TextColumn
+from rich.console import Console, Group
+from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
-from opsd.demo.scenario import PIPELINE
+from opsd.observe.status import state_word
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the demo knows at one moment; `query` is the pipeline's entry of opsd's `/status` document."""
+
+    elapsed_seconds: float
+    produced: int
+    written: int
+    query: Mapping[str, Any]
+    url: str | None
+    log_file: str
+    #: What Spark says the query is doing now ("Processing new data", "Waiting for next trigger").
+    activity: str = "-"
+
+    @property
+    def batches(self) -> int:
+        return batches_done(self.query.get("last_batch_id"))
+
+    @property
+    def backlog(self) -> int | None:
+        return self.query.get("backlog_rows")
 
 
 def batches_done(last_batch_id: int | None) -> int:
@@ -16,28 +48,113 @@ def batches_done(last_batch_id: int | None) -> int:
     return 0 if last_batch_id is None else last_batch_id + 1
 
 
-def view(produced: int, written: int, status: dict, url: str | None) -> Group:
-    """The live terminal view: counters and the backlog as a bar."""
-    table = Table.grid(padding=(0, 2))
-    q = status.get(PIPELINE, {})
-    for label, value in (("metrics", f"{url}/metrics" if url else "-"), ("rows produced", produced),
-                         ("rows written", written), ("batches", batches_done(q.get("last_batch_id"))),
-                         ("query active", q.get("active"))):
-        table.add_row(label, str(value))
-    backlog = Progress(TextColumn("backlog"), BarColumn(), TextColumn("{task.completed:,.0f} rows"))
-    backlog.add_task("backlog", total=max(produced, 1), completed=max(0, produced - written))
-    return Group(table, backlog)
+def _count(value: int | None) -> str:
+    return "unknown" if value is None else f"{value:,}"
 
 
-def summary(rows_in: int, rows_out: int, durations: list[float], elapsed: float) -> Table:
+def _last_batch(s: Snapshot) -> str:
+    last = s.query.get("last_progress") or {}
+    if not last:
+        return "none yet"
+    duration = last.get("duration_seconds")
+    took = f" in {duration:.2f} s" if duration is not None else ""
+    return f"#{last['batch_id']}: {last['num_input_rows']:,} rows{took}"
+
+
+#: The facts shown, in order: (label, how to read it). Adding a fact is adding a line here.
+ROWS: tuple[tuple[str, Callable[[Snapshot], str]], ...] = (
+    ("rows produced", lambda s: f"{s.produced:,}"),
+    ("rows written", lambda s: f"{s.written:,}"),
+    ("batches done", lambda s: f"{s.batches:,}"),
+    ("last batch", _last_batch),
+    ("backlog rows", lambda s: _count(s.backlog)),
+    ("query", lambda s: state_word(s.query) if s.query else "starting"),
+    ("activity", lambda s: s.activity),
+    ("max rows/partition", lambda s: _count(s.query.get("max_rows_per_partition"))),
+    ("dyn batch size", lambda s: _count(s.query.get("dyn_batch_size"))),
+    ("metrics", lambda s: f"{s.url}/metrics" if s.url else "-"),
+    ("logs", lambda s: s.log_file),
+)
+BAR_WIDTH = 40
+
+
+def facts(snapshot: Snapshot) -> list[tuple[str, str]]:
+    return [(label, read(snapshot)) for label, read in ROWS]
+
+
+def backlog_bar(backlog: int | None, scale: int, width: int = BAR_WIDTH) -> str:
+    """The backlog as a bar against `scale` (the largest backlog seen): empty at 0 rows, full at the peak; drawn
+    with two characters, so it reads the same without colours."""
+    filled = 0 if not backlog or scale <= 0 else max(1, round(width * min(backlog, scale) / scale))
+    return "█" * filled + "░" * (width - filled)
+
+
+def frame(snapshot: Snapshot, scale: int) -> Group:
+    """The view on a terminal: the facts as a grid, the backlog bar below."""
+    grid = Table.grid(padding=(0, 2))
+    for label, value in facts(snapshot):
+        grid.add_row(label, value)
+    bar = Text(f"backlog {backlog_bar(snapshot.backlog, scale)} {_count(snapshot.backlog)} rows")
+    return Group(Text(f"opsd demo, {snapshot.elapsed_seconds:.0f} s"), grid, bar)
+
+
+def line(snapshot: Snapshot) -> str:
+    """The view as one plain line, for output that is not a terminal."""
+    return f"[{snapshot.elapsed_seconds:6.1f} s] " + " | ".join(f"{label} {value}" for label, value in facts(snapshot))
+
+
+class Display:
+    """Shows snapshots: redrawn in place on a terminal (rich `Live`), one plain line every `every_seconds` (and the
+    last one) otherwise. Use as a context manager; `show` may be called as often as wanted."""
+
+    def __init__(self, console: Console, every_seconds: float = 2.0, clock: Callable[[], float] = time.monotonic):
+        self.console = console
+        self.every_seconds = every_seconds
+        self.clock = clock
+        self.peak = 0
+        self._live = Live(console=console, refresh_per_second=4, auto_refresh=False) if console.is_terminal else None
+        self._printed_at: float | None = None
+        self._pending: str | None = None
+
+    def __enter__(self) -> Display:
+        if self._live is not None:
+            self._live.start()
+        return self
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.peak = max(self.peak, snapshot.backlog or 0)
+        if self._live is not None:
+            self._live.update(frame(snapshot, self.peak), refresh=True)
+            return
+        self._pending = line(snapshot)
+        now = self.clock()
+        if self._printed_at is None or now - self._printed_at >= self.every_seconds:
+            self._print_pending(now)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()
+        elif self._pending is not None:
+            self._print_pending(self.clock())
+
+    def _print_pending(self, now: float) -> None:
+        file: TextIO = self.console.file
+        print(self._pending, file=file, flush=True)
+        self._pending, self._printed_at = None, now
+
+
+def summary(snapshot: Snapshot, durations: list[float]) -> Table:
+    """The closing table; its counts are the last snapshot's, so they agree with the view's last frame."""
     table = Table(title="opsd demo summary")
     table.add_column("what")
     table.add_column("value", justify="right")
-    table.add_row("rows in (produced)", f"{rows_in:,}")
-    table.add_row("rows out (result table)", f"{rows_out:,}")
-    table.add_row("elapsed seconds", f"{elapsed:.1f}")
+    table.add_row("rows in (produced)", f"{snapshot.produced:,}")
+    table.add_row("rows out (result table)", f"{snapshot.written:,}")
+    table.add_row("elapsed seconds", f"{snapshot.elapsed_seconds:.1f}")
+    table.add_row("batches", f"{snapshot.batches:,}")
     if durations:
-        table.add_row("batches", str(len(durations)))
+        table.add_row("batches that read rows", f"{len(durations):,}")
         table.add_row("batch duration p50 / max (s)", f"{statistics.median(durations):.2f} / {max(durations):.2f}")
-    table.add_row("result", "OK: every row arrived" if rows_out >= rows_in else "MISSING ROWS")
+    ok = snapshot.written >= snapshot.produced
+    table.add_row("result", "OK: every row arrived" if ok else "MISSING ROWS")
     return table

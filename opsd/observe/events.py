@@ -70,6 +70,10 @@ _LEADING_CLASS = re.compile(r"^\s*([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)(?::|
 # A Python exception line inside a traceback starts at column 0: "ValueError: kaboom".
 _PYTHON_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 _PYTHON_WRAPPERS = {"PythonException", "StreamingQueryException"}
+_TRACEBACK = "Traceback (most recent call last):"
+# What follows a Python traceback in Spark's text: the JVM stack, the SQL state, the query description.
+_END_OF_PYTHON = ("\tat ", " SQLSTATE:", "=== Streaming Query ===")
+_MAX_MESSAGE = 500
 
 
 def exception_class(text: str) -> str:
@@ -82,22 +86,31 @@ def exception_class(text: str) -> str:
     """
     match = _LEADING_CLASS.match(text)
     leading = match.group(1).rsplit(".", 1)[-1] if match else "Unknown"
-    if leading in _PYTHON_WRAPPERS and "Traceback (most recent call last):" in text:
-        python_class = _last_python_exception(text.split("Traceback (most recent call last):", 1)[1])
-        if python_class:
-            return python_class
-    return leading
+    python = python_failure(text) if leading in _PYTHON_WRAPPERS or leading == "Unknown" else None
+    return python[0] if python is not None else leading
 
 
-def _last_python_exception(traceback_text: str) -> str | None:
-    """The last unindented ``Class: message`` line before the JVM stack trace starts."""
+def failure_message(text: str) -> str:
+    """One line that says what failed: the product's own `Class: message` from the Python traceback in Spark's
+    text when there is one (it names the option, path or row at fault), else the text's first line."""
+    python = python_failure(text)
+    if python is not None:
+        return f"{python[0]}: {python[1]}" if python[1] else python[0]
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first[:_MAX_MESSAGE]
+
+
+def python_failure(text: str) -> tuple[str, str] | None:
+    """The last Python exception of the last traceback in `text`: (simple class name, first message line)."""
+    if _TRACEBACK not in text:
+        return None
     found = None
-    for line in traceback_text.splitlines():
-        if line.startswith("\tat "):
+    for line in text.rsplit(_TRACEBACK, 1)[1].splitlines():
+        if line.startswith(_END_OF_PYTHON):
             break
         match = _PYTHON_EXCEPTION_LINE.match(line)
         if match:
-            found = match.group(1).rsplit(".", 1)[-1]
+            found = (match.group(1).rsplit(".", 1)[-1], line[match.end():].strip()[:_MAX_MESSAGE])
     return found
 
 

@@ -1,4 +1,4 @@
-"""A StreamingQueryListener that never blocks or breaks Spark, and the thread that records its events.
+"""The listener: a StreamingQueryListener that never blocks or breaks Spark, and the thread that records its events.
 
 Spark calls listener callbacks on its listener-bus thread (through Py4J for Python listeners); a
 slow or raising callback delays or spams every other listener of the application. So the callbacks
@@ -116,7 +116,11 @@ class OpsdListener(StreamingQueryListener):
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Record what is queued (within ``timeout``) and stop the consumer thread."""
+        """Record what is queued (within ``timeout``) and stop the consumer thread.
+
+        A consumer still busy after ``timeout`` is kept (and logged), so that a later `stop` waits for it again
+        instead of leaving it running unseen.
+        """
         thread = self._thread
         if thread is None:
             return
@@ -125,6 +129,9 @@ class OpsdListener(StreamingQueryListener):
         except queue.Full:
             log.warning("listener_stop_queue_full", pending=self._queue.qsize())
         thread.join(timeout)
+        if thread.is_alive():
+            log.warning("listener_stop_timed_out", pending=self._queue.qsize(), timeout_seconds=timeout)
+            return
         self._thread = None
 
     def flush(self, timeout: float = 10.0) -> bool:

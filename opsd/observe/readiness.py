@@ -51,8 +51,8 @@ def evaluate_readiness(statuses: Iterable[QueryStatus], now: float, policy: Prog
     """Ready when every known query is active and heard from (progress or idle) within its window.
 
     A query that stopped cleanly (no exception) does not block readiness: it finished on purpose
-    (``availableNow``, a user's ``stop()``). A failed query, one in a crash loop, one registered but
-    not started yet, and a silent one do.
+    (``availableNow``, a user's ``stop()``). A query stopped for good on a failure, a failed query, one in a
+    crash loop, one registered but not started yet, and a silent one do.
     """
     problems: list[NotReady] = []
     for status in statuses:
@@ -63,6 +63,8 @@ def evaluate_readiness(statuses: Iterable[QueryStatus], now: float, policy: Prog
 
 
 def _readiness_problem(status: QueryStatus, now: float, policy: ProgressPolicy) -> NotReady | None:
+    if status.permanent_failure:
+        return NotReady(status.name, "failed_permanently", status.permanent_failure)
     if status.crash_loop:
         return NotReady(status.name, "crash_loop", status.exception_class or "")
     if status.failed:

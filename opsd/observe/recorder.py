@@ -8,14 +8,22 @@ two views can never disagree.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import singledispatchmethod
+from typing import Any
 
 import structlog
 
-from opsd.observe.events import QueryEvent, QueryIdle, QueryProgressed, QueryStarted, QueryTerminated
+from opsd.observe.events import (
+    QueryEvent,
+    QueryIdle,
+    QueryProgressed,
+    QueryStarted,
+    QueryTerminated,
+    failure_message,
+)
 from opsd.observe.progress import BatchProgress
-from opsd.observe.status import StatusStore
+from opsd.observe.status import QueryStatus, StatusStore
 from opsd.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -55,9 +63,11 @@ class Recorder:
             terminated_at=None,
             exception=None,
             exception_class=None,
+            error=None,
             stalled=False,
         )
         self.metrics.query_up.labels(query=name).set(1)
+        self._counters_from_zero(name)
         log.info("query_started", query=name, query_id=event.id, run_id=event.run_id)
 
     @record.register
@@ -76,12 +86,13 @@ class Recorder:
             backlog_rows=progress.backlog_rows,
         )
         self._export_progress(progress)
-        log.debug(
-            "batch_progress",
+        log.info(
+            "batch_completed",
             query=progress.query,
             batch_id=progress.batch_id,
-            input_rows=progress.num_input_rows,
+            rows=progress.num_input_rows,
             duration_seconds=progress.durations_seconds.get("triggerExecution"),
+            backlog_rows=progress.backlog_rows,
         )
 
     @record.register
@@ -100,12 +111,14 @@ class Recorder:
     def _terminated(self, event: QueryTerminated) -> None:
         name = self.status.name_for(event.id)
         exception_class = event.exception_class
+        error = None if event.exception is None else failure_message(event.exception)
         self.status.update(
             name,
             active=False,
             terminated_at=self.clock(),
             exception=event.exception,
             exception_class=exception_class,
+            error=error,
         )
         self.metrics.query_up.labels(query=name).set(0)
         self.metrics.query_terminations.labels(query=name).inc()
@@ -119,6 +132,7 @@ class Recorder:
             query_id=event.id,
             exception_class=exception_class,
             error_class=event.error_class,
+            error=error,
         )
 
     def _export_progress(self, progress: BatchProgress) -> None:
@@ -153,11 +167,21 @@ class Recorder:
         """A query that was already running when opsd attached (it saw no start event for it)."""
         self.status.update(name or query_id, id=query_id, run_id=run_id, active=True, started_at=self.clock())
         self.metrics.query_up.labels(query=name or query_id).set(1)
+        self._counters_from_zero(name or query_id)
 
     def register(self, query: str, trigger_interval_seconds: float | None = None) -> None:
         """Make a pipeline known before it starts, so readiness waits for it."""
-        self.status.update(query, trigger_interval_seconds=trigger_interval_seconds)
+        self.status.update(query, trigger_interval_seconds=trigger_interval_seconds, permanent_failure=None)
         self.metrics.query_up.labels(query=query).set(0)
+        self.metrics.query_failed_permanently.labels(query=query).set(0)
+        self._counters_from_zero(query)
+
+    def _counters_from_zero(self, query: str) -> None:
+        """Make the query's lifecycle counters exist at 0 from its start: Prometheus' increase() over a counter
+        whose first sample is already 1 is 0, so an alert on the first restart or termination would never fire.
+        (Failures are labelled by an exception class not known in advance; their alert handles new series.)"""
+        for counter in (self.metrics.query_restarts, self.metrics.query_terminations):
+            counter.labels(query=query)
 
     def record_restart(self, query: str, *, crash_loop: bool) -> None:
         """The runner restarted a failed query; ``crash_loop`` when its backoff is at the cap."""
@@ -168,10 +192,18 @@ class Recorder:
         self.record_crash_loop(query, crash_loop)
         log.warning("query_restarted", query=query, restarts=restarts, crash_loop=crash_loop)
 
+    def record_permanent_failure(self, query: str, exception_class: str, message: str) -> None:
+        """The runner stopped the query for good: its failure cannot pass by restarting."""
+        self.status.update(query, permanent_failure=message, exception_class=exception_class, error=message)
+        self.metrics.query_failed_permanently.labels(query=query).set(1)
+
     def record_crash_loop(self, query: str, crash_loop: bool) -> None:
         """Set or clear the crash-loop flag (the runner clears it once the backoff resets)."""
+        previous = self.status.get(query)
         self.status.update(query, crash_loop=crash_loop)
         self.metrics.query_crash_loop.labels(query=query).set(int(crash_loop))
+        if not crash_loop and previous and previous.crash_loop:
+            log.info("query_crash_loop_ended", query=query)
 
     def record_stalled(self, query: str, stalled: bool) -> None:
         """The watchdog's verdict for one query."""
@@ -180,14 +212,68 @@ class Recorder:
         self.metrics.query_stalled.labels(query=query).set(int(stalled))
         if stalled and not (previous and previous.stalled):
             log.warning("query_stalled", query=query)
+        elif not stalled and previous and previous.stalled:
+            log.info("query_progressing_again", query=query)
 
     def record_tuning(
         self, query: str, *, max_rows_per_partition: int | None = None, dyn_batch_size: int | None = None
     ) -> None:
-        """Current live-tuning values of a query (None leaves a value unchanged)."""
+        """Current live-tuning values of a query (None leaves a value unchanged); a change is logged."""
+        previous = self.status.get(query) or QueryStatus(query)
         if max_rows_per_partition is not None:
             self.status.update(query, max_rows_per_partition=max_rows_per_partition)
             self.metrics.tuning_max_rows_per_partition.labels(query=query).set(max_rows_per_partition)
         if dyn_batch_size is not None:
             self.status.update(query, dyn_batch_size=dyn_batch_size)
             self.metrics.tuning_dyn_batch_size.labels(query=query).set(dyn_batch_size)
+        current = self.status.get(query) or previous
+        if (current.max_rows_per_partition, current.dyn_batch_size) != (previous.max_rows_per_partition,
+                                                                        previous.dyn_batch_size):
+            log.info("tuning_in_force", query=query, max_rows_per_partition=current.max_rows_per_partition,
+                     dyn_batch_size=current.dyn_batch_size)
+
+    def record_desync(self, query: str, queue: str, view: Mapping[str, Any]) -> None:
+        """One queue's desync, as the desync check's JSON-ready `view` (`state`, `partitions: {p: {state,
+        difference_rows, ...}}`); logs `desync_state_changed` for every partition whose state changed."""
+        current = self.status.get(query)
+        before = dict((current.desync or {}) if current else {})
+        old = (before.get(queue) or {}).get("partitions", {})
+        for partition, now in view.get("partitions", {}).items():
+            labels = {"query": query, "queue": queue, "partition": partition}
+            self.metrics.desync_rows.labels(**labels).set(now["difference_rows"])
+            previous = (old.get(partition) or {}).get("state")
+            if previous and previous != now["state"]:
+                self.metrics.desync_state.labels(**labels, state=previous).set(0)
+            self.metrics.desync_state.labels(**labels, state=now["state"]).set(1)
+            if previous != now["state"]:
+                log.info("desync_state_changed", query=query, queue=queue, partition=int(partition),
+                         state=now["state"], previous=previous, difference_rows=now["difference_rows"])
+        last_heal = (before.get(queue) or {}).get("last_heal")
+        before[queue] = {**view, "last_heal": last_heal}
+        self.status.update(query, desync=before)
+
+    def record_heal(self, query: str, queue: str, outcome: str, moves: Mapping[str, Any]) -> None:
+        """A heal of a queue's consumer and its outcome (`moves`: `{partition: [old, new]}`)."""
+        self.metrics.desync_heals.labels(query=query, queue=queue, outcome=outcome).inc()
+        current = self.status.get(query)
+        desync = dict((current.desync or {}) if current else {})
+        desync[queue] = {**desync.get(queue, {}), "last_heal": {"outcome": outcome, "at": self.clock(), "moves": moves}}
+        self.status.update(query, desync=desync)
+
+    def record_lag(self, query: str, view: Mapping[str, Any]) -> None:
+        """A query's backlog, lag and time to drain, as the lag check's JSON-ready `view` (`queues: {queue:
+        {partition: {unread_rows, lag_seconds}}}`, the rates and `time_to_drain_seconds`, `"+Inf"` when not
+        draining; None where unknown)."""
+        m = self.metrics
+        for queue, partitions in view.get("queues", {}).items():
+            for partition, lag in partitions.items():
+                labels = {"query": query, "queue": queue, "partition": partition}
+                m.queue_unread_rows.labels(**labels).set(lag["unread_rows"])
+                if lag["lag_seconds"] is not None:
+                    m.queue_lag_seconds.labels(**labels).set(lag["lag_seconds"])
+        for family, key in ((m.queue_input_rows_per_second, "input_rows_per_second"),
+                            (m.queue_read_rows_per_second, "processed_rows_per_second"),
+                            (m.time_to_drain_seconds, "time_to_drain_seconds")):
+            if view.get(key) is not None:
+                family.labels(query=query).set(float(view[key]))
+        self.status.update(query, lag=dict(view))

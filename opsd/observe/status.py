@@ -31,12 +31,19 @@ class QueryStatus:
     backlog_rows: int | None = None
     exception: str | None = None
     exception_class: str | None = None
+    # One line that says what failed: the product's own message when Spark's text holds one.
+    error: str | None = None
+    # Why opsd stopped the query for good (a failure that a restart cannot fix), None while it may run.
+    permanent_failure: str | None = None
     restarts: int = 0
     crash_loop: bool = False
     stalled: bool = False
     trigger_interval_seconds: float | None = None
     max_rows_per_partition: int | None = None
     dyn_batch_size: int | None = None
+    # Per queue: the desync check's view (state, partitions, last heal) and the lag check's (backlog, lag, drain).
+    desync: Mapping[str, Any] | None = None
+    lag: Mapping[str, Any] | None = None
 
     @property
     def progress_since(self) -> float | None:
@@ -110,3 +117,13 @@ class StatusStore:
     def to_json(self) -> dict[str, Any]:
         """The ``/status`` document."""
         return {"queries": {name: asdict(status) for name, status in sorted(self.snapshot().items())}}
+
+
+def state_word(query: Mapping[str, Any]) -> str:
+    """A query's state in a word or two, the most urgent first, from its entry of the `/status` document (what
+    `opsd status` and the demo show)."""
+    if query.get("active"):
+        return "crash loop" if query.get("crash_loop") else "stalled" if query.get("stalled") else "running"
+    if query.get("exception_class") or query.get("exception"):
+        return "failed"
+    return "stopped" if query.get("started_at") is not None else "not started"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,18 +13,28 @@ from pathlib import Path
 import structlog
 
 from opsd.config.load import load_config
-from opsd.runtime.lifecycle import running
+from opsd.runtime.failures import Failure
+from opsd.runtime.lifecycle import running, session_for
+from opsd.runtime.preflight import preflight
+from opsd.telemetry.logs import configure_logging
 
 log = structlog.get_logger(__name__)
 
 
 @contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM and SIGINT set `stop` instead of killing the process (main thread only)."""
+def stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
+    """SIGTERM and SIGINT set `stop` instead of killing the process (main thread only); yields the signals
+    received."""
+    received: list[int] = []
+
+    def handle(signum: int, frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
     handled = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in handled}
+    previous = {s: signal.signal(s, handle) for s in handled}
     try:
-        yield
+        yield received
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -33,16 +44,40 @@ def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
     """Run every pipeline of the config until SIGTERM/SIGINT (or `stop`), or until all have finished.
 
     The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too.
-    On the way out the running micro-batches finish (see `opsd.runtime.lifecycle`).
+    On the way out the running micro-batches finish (see `opsd.runtime.lifecycle`). Exit code: 1 when a
+    pipeline gave up or failed for good, 130 after Ctrl-C (SIGINT) as shells expect, else 0.
     """
     config = load_config(config_path)
+    configure_logging(config.logging.level, json_lines=config.logging.json_lines(sys.stderr),
+                      levels=config.logging.levels)
     stop = stop or threading.Event()
     in_main = threading.current_thread() is threading.main_thread()
-    with stop_on_signals(stop) if in_main else contextlib.nullcontext(), running(config) as app:
+    with stop_on_signals(stop) if in_main else contextlib.nullcontext([]) as received, running(config) as app:
+        for name, problems in preflight(config, app.spark).items():
+            if problems:
+                log.error("pipeline_preflight_failed", query=name, problems=[str(p) for p in problems])
+                app.runner.refuse(name, Failure("PreflightError", "; ".join(map(str, problems)), permanent=True))
         log.info("opsd_started", pipelines=[p.name for p in config.pipelines], url=app.monitor.url)
         if not stop.is_set():
             app.runner.start()
             app.runner.wait(stop)
     gave_up = [s.name for s in app.runner.supervisors if s.gave_up]
-    log.info("opsd_stopped", gave_up=gave_up)
-    return 1 if gave_up else 0
+    failed = [s.name for s in app.runner.supervisors if s.permanent_failure]
+    log.info("opsd_stopped", gave_up=gave_up, failed_permanently=failed)
+    if gave_up or failed:
+        return 1
+    return 128 + signal.SIGINT if signal.SIGINT in received else 0
+
+
+def check(config_path: str | Path) -> int:
+    """`opsd run --check`: validate the config and pre-flight every pipeline, start no query; 1 on any problem."""
+    config = load_config(config_path)
+    spark = session_for(config)
+    try:
+        found = [problem for problems in preflight(config, spark).values() for problem in problems]
+    finally:
+        spark.stop()
+    for problem in found:
+        print(f"problem: {problem}")
+    print(f"{len(config.pipelines)} pipeline(s) checked: " + (f"{len(found)} problem(s)" if found else "ready to run"))
+    return 1 if found else 0

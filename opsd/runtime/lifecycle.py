@@ -1,25 +1,32 @@
 """The lifecycle of a running config: session -> monitor -> runner, torn down in reverse whatever happens.
 
-`opsd run` and `opsd demo` both run inside `running(config)`. On the way out — a clean exit, an exception,
-Ctrl-C — the pipelines stop gracefully (the running micro-batch finishes, for at most the config's graceful
-timeout), queued listener events are recorded, the monitor detaches and the session stops; each step runs even
-when an earlier one failed.
+`opsd run` and `opsd demo` both run inside `running(config)`. A taken HTTP port fails it before Spark starts
+(`opsd.telemetry.http.PortInUseError`). On the way out — a clean exit, an exception, Ctrl-C — the pipelines stop
+gracefully (the running micro-batch finishes, for at most the config's graceful timeout), queued listener events
+are recorded, the monitor detaches and the session stops; each step runs even when an earlier one failed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import structlog
 from pyspark.sql import SparkSession
 
+from opsd.checks.desync.check import DesyncCheck, targets_for
+from opsd.checks.lag.check import LagCheck
 from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
 from opsd.config.spark import spark_defaults
-from opsd.runtime.monitor import Monitor, attach
+from opsd.runtime.monitor import Monitor, attach, recent_progress
 from opsd.runtime.runner import Runner
+from opsd.telemetry.http import check_port_free
+from opsd.telemetry.logs import children_write_to
 from streaming_core import build_session
 
 log = structlog.get_logger(__name__)
@@ -35,12 +42,20 @@ def session_for(config: OpsdConfig) -> SparkSession:
 
 
 def monitor_for(spark: SparkSession, config: OpsdConfig) -> Monitor:
-    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines."""
-    monitor = attach(spark, host=config.http.host, port=config.http.port, policy=config.checks.progress_policy(),
-                     watchdog_seconds=config.checks.watchdog_seconds)
+    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines and the
+    offset desync and lag of its pipelines and watched queries (desync healed where the config enables it)."""
+    checks = config.checks
+    monitor = attach(spark, host=config.http.host, port=config.http.port, policy=checks.progress_policy(),
+                     watchdog_seconds=checks.watchdog_seconds, desync_seconds=checks.desync_seconds,
+                     lag_seconds=checks.lag_seconds)
     check = TuningCheck(config, monitor.recorder)
     monitor.scheduler.run_check("tuning", check.run)  # values known from the start, not after one interval
-    monitor.scheduler.add_check("tuning", check.run, config.checks.tuning_seconds)
+    monitor.scheduler.add_check("tuning", check.run, checks.tuning_seconds)
+    targets, progress = targets_for(config), recent_progress(spark)
+    desync = DesyncCheck(config.cluster, monitor.recorder, targets, progress)
+    monitor.scheduler.add_check("desync", desync.run, checks.desync_seconds)
+    lag = LagCheck(config.cluster, monitor.recorder, targets, progress, checks)
+    monitor.scheduler.add_check("lag", lag.run, checks.lag_seconds)
     return monitor
 
 
@@ -66,16 +81,37 @@ class Running:
 
 
 @contextlib.contextmanager
-def running(config: OpsdConfig) -> Iterator[Running]:
-    """Build the session, attach the monitor and make the runner; tear all of it down on exit (module docstring)."""
+def running(config: OpsdConfig, spark_output: Path | None = None) -> Iterator[Running]:
+    """Build the session, attach the monitor and make the runner; tear all of it down on exit (module docstring).
+
+    With `spark_output`, whatever Spark's JVM and its Python workers print goes to that file, not to this process's
+    terminal (the demo draws its view there).
+    """
+    check_port_free(config.http.host, config.http.port)  # a taken port fails now, not after Spark's start-up
     with contextlib.ExitStack() as teardown:
-        spark = session_for(config)
+        with children_write_to(spark_output) if spark_output else contextlib.nullcontext(), _keeping_ctrl_c():
+            spark = session_for(config)
         teardown.callback(_logged, "spark_stop", spark.stop)
         monitor = monitor_for(spark, config)
         teardown.callback(_logged, "monitor_detach", monitor.detach)
         app = Running(config, spark, monitor, Runner(spark, list(config.pipelines), monitor.recorder))
         teardown.callback(_logged, "pipelines_stop", app.stop)
         yield app
+
+
+@contextlib.contextmanager
+def _keeping_ctrl_c() -> Iterator[None]:
+    """Put back the SIGINT handler a new SparkContext replaces: PySpark's cancels every running job before it
+    raises KeyboardInterrupt, so Ctrl-C would kill the running micro-batch instead of letting opsd stop gracefully
+    (the daemon's handler, or the demo's KeyboardInterrupt)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def _logged(step: str, func: Callable[[], object]) -> None:

@@ -1,22 +1,28 @@
 """`opsd.attach(spark)`: opsd's monitoring for any Spark session with one call, and `detach()` to undo it.
 
 Wires the pieces together: metrics (one registry), the status store, the recorder, the listener that
-never blocks Spark, the HTTP endpoint and the scheduled checks (the stalled-query watchdog; later checks
-plug in with `Monitor.scheduler.add_check`). `opsd run` and `opsd demo` use the same object.
+never blocks Spark, the HTTP endpoint and the scheduled checks (the stalled-query watchdog, the offset desync and lag
+of the running queries found from their progress; later checks plug in with `Monitor.scheduler.add_check`).
+`opsd run` and `opsd demo` use the same object.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
+from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
+from opsd.checks.lag.check import LagCheck
 from opsd.checks.scheduler import CheckScheduler
 from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy, readiness_probe
@@ -24,6 +30,7 @@ from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
+from streaming_core.options import CONF_CLUSTER
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +71,8 @@ def attach(
     port: int | None = 0,
     policy: ProgressPolicy | None = None,
     watchdog_seconds: float = 10.0,
+    desync_seconds: float = 15.0,
+    lag_seconds: float = 15.0,
     clock: Callable[[], float] = time.time,
 ) -> Monitor:
     """Monitor every streaming query of `spark`. `port=None` serves no HTTP (metrics stay in `registry`).
@@ -89,6 +98,9 @@ def attach(
         spark.streams.addListener(listener)
         undo.callback(spark.streams.removeListener, listener)
         scheduler.add_check("watchdog", Watchdog(recorder, policy, clock=clock).run, watchdog_seconds)
+        cluster, progress = spark.conf.get(CONF_CLUSTER, None), recent_progress(spark)
+        scheduler.add_check("desync", DesyncCheck(cluster, recorder, progress=progress).run, desync_seconds)
+        scheduler.add_check("lag", LagCheck(cluster, recorder, progress=progress, clock=clock).run, lag_seconds)
         scheduler.start()
         undo.callback(scheduler.shutdown, wait=False)
         if http:
@@ -96,3 +108,19 @@ def attach(
         undo.pop_all()
     log.info("opsd_attached", url=http.url if http else None)
     return Monitor(spark, metrics, recorder, listener, scheduler, http)
+
+
+def recent_progress(spark: SparkSession) -> Callable[[], Mapping[str, list[dict[str, Any]]]]:
+    """The progress events the desync and lag checks read for queries whose checkpoint location opsd does not know,
+    by query name: the last one when it read rows (the common case, one event to fetch), else the recent ones (an
+    idle query's last batch with data lies further back)."""
+    def events(query: StreamingQuery) -> list[dict[str, Any]]:
+        last = query.lastProgress
+        if last is not None and last["numInputRows"] > 0:
+            return [json.loads(last.json)]
+        return [json.loads(p.json) for p in query.recentProgress]
+
+    def read() -> Mapping[str, list[dict[str, Any]]]:
+        return {q.name or q.id: events(q) for q in spark.streams.active}
+
+    return read

@@ -1,5 +1,6 @@
-"""Keep pipelines running: start each query, restart it after a failure with capped exponential backoff,
-and stop them all gracefully (the running micro-batch finishes) on shutdown.
+"""The runner (supervisor): start each query, restart it after a failure that can pass with capped exponential
+backoff, stop it for good after one that cannot (`opsd.runtime.failures`), and stop them all gracefully (the
+running micro-batch finishes) on shutdown.
 
 Deciding (`Backoff`) is separate from acting (`Supervisor`), so the restart policy is tested with plain
 numbers and the supervisor with a real Spark session.
@@ -18,6 +19,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from opsd.config.models import PipelineConfig, RestartPolicy
 from opsd.observe.recorder import Recorder
+from opsd.runtime.failures import Failure, classify
 from opsd.runtime.pipeline import start_query
 
 log = structlog.get_logger(__name__)
@@ -75,6 +77,8 @@ class Supervisor:
         self._thread = threading.Thread(target=self._run, name=f"opsd-{pipeline.name}", daemon=True)
         self.finished = threading.Event()
         self.gave_up = False
+        #: Set when the pipeline stopped for good on a failure that a restart cannot fix.
+        self.permanent_failure: Failure | None = None
 
     @property
     def name(self) -> str:
@@ -89,6 +93,12 @@ class Supervisor:
         self.recorder.register(self.name, self.pipeline.trigger.interval_seconds)
         self._thread.start()
 
+    def refuse(self, failure: Failure) -> None:
+        """Do not start the pipeline at all: its pre-flight found a failure that a start cannot get past."""
+        self.recorder.register(self.name, self.pipeline.trigger.interval_seconds)
+        self.fail_permanently(failure)
+        self.finished.set()
+
     def _run(self) -> None:
         failures = 0
         try:
@@ -101,8 +111,12 @@ class Supervisor:
                 except Exception as e:
                     if self._stopping.is_set():
                         return
+                    failure = classify(e)
+                    if failure.permanent:
+                        self.fail_permanently(failure)
+                        return
                     failures = 1 if self._clock() - started > self._healthy_after else failures + 1
-                    if not self._restart_after(e, failures):
+                    if not self._restart_after(failure, failures):
                         return
         finally:
             self.finished.set()
@@ -113,14 +127,21 @@ class Supervisor:
             if self._crash_loop and self._clock() - started > self._healthy_after:
                 self._set_crash_loop(False)
 
-    def _restart_after(self, error: Exception, failures: int) -> bool:
+    def fail_permanently(self, failure: Failure) -> None:
+        """Stop the pipeline for good (a restart would fail the same way): say so in logs, metrics and status."""
+        self.permanent_failure = failure
+        log.error("pipeline_failed_permanently", query=self.name, exception_class=failure.exception_class,
+                  error=failure.message)
+        self.recorder.record_permanent_failure(self.name, failure.exception_class, failure.message)
+
+    def _restart_after(self, failure: Failure, failures: int) -> bool:
         if self.backoff.gives_up(failures):
             self.gave_up = True
-            log.error("pipeline_gave_up", query=self.name, failures=failures, error=_first_line(error))
+            log.error("pipeline_gave_up", query=self.name, failures=failures, error=failure.message)
             return False
         delay = self.backoff.delay(failures)
         log.warning("pipeline_failed", query=self.name, failures=failures, retry_in_seconds=delay,
-                    error=_first_line(error))
+                    exception_class=failure.exception_class, error=failure.message)
         if self.backoff.at_cap(failures):
             self._set_crash_loop(True)  # visible while waiting out the capped delay, not only after it
         if self._stopping.wait(delay):
@@ -177,14 +198,20 @@ class Runner:
         self.supervisors = [Supervisor(spark, p, recorder) for p in pipelines]
 
     def start(self) -> None:
+        """Start every pipeline that was not refused."""
         for s in self.supervisors:
-            s.start()
+            if not s.finished.is_set():
+                s.start()
+
+    def refuse(self, name: str, failure: Failure) -> None:
+        next(s for s in self.supervisors if s.name == name).refuse(failure)
 
     def all_finished(self) -> bool:
-        return all(s.finished.is_set() for s in self.supervisors)
+        """Every pipeline ended by itself, and none for good on a failure (that one stays visible until a stop)."""
+        return all(s.finished.is_set() and s.permanent_failure is None for s in self.supervisors)
 
     def wait(self, stop: threading.Event, poll_seconds: float = 0.5) -> None:
-        """Block until `stop` is set or every pipeline has finished by itself."""
+        """Block until `stop` is set or every pipeline has finished by itself (see `all_finished`)."""
         while not stop.wait(poll_seconds) and not self.all_finished():
             pass
 
@@ -196,10 +223,3 @@ class Runner:
             t.start()
         for t in stoppers:
             t.join()
-
-
-def _first_line(error: BaseException) -> str:
-    """A one-line reason; for errors raised in the JVM, the Java exception rather than Py4J's wrapper."""
-    java = getattr(error, "java_exception", None)
-    text = (java.toString() if java is not None else str(error)).strip()
-    return text.splitlines()[0][:500] if text else type(error).__name__

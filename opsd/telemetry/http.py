@@ -1,12 +1,15 @@
 """opsd's HTTP endpoint: `/metrics`, `/healthz`, `/readyz` and `/status`, served from callables.
 
 A stdlib `ThreadingHTTPServer` in a daemon thread: no extra dependency, and a slow scrape never blocks the
-driver. Port 0 binds an ephemeral port, exposed as `OpsHttpServer.port`. The server knows nothing of queries:
-the caller passes what renders each document (`opsd.runtime.monitor` wires the status store and readiness).
+driver. Port 0 binds an ephemeral port, exposed as `OpsHttpServer.port`. A port taken by another process is a
+`PortInUseError` naming host and port; `check_port_free` finds it before anything slow (Spark) has started. The
+server knows nothing of queries: the caller passes what renders each document (`opsd.runtime.monitor` wires the
+status store and readiness).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 from collections.abc import Callable
@@ -21,6 +24,33 @@ from opsd.telemetry.families import CONTENT_TYPE
 log = structlog.get_logger(__name__)
 
 _JSON = "application/json"
+
+
+class PortInUseError(OSError):
+    """The endpoint's port is taken; the message names it (the caller adds which option chooses another)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(errno.EADDRINUSE, f"port {port} on {host} is already in use")
+        self.host = host
+        self.port = port
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _bind(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    try:
+        return ThreadingHTTPServer((host, port), handler)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise PortInUseError(host, port) from e
+        raise
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise `PortInUseError` when the endpoint could not bind `host:port` now (port 0 is always free)."""
+    if port:
+        _bind(host, port, BaseHTTPRequestHandler).server_close()
 
 
 #: `/readyz`: (ready, JSON document); `/status`: a JSON document.
@@ -46,7 +76,7 @@ class OpsHttpServer:
         self.exposition = exposition
         self.status = status
         self.readiness = readiness
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._server = _bind(host, port, _handler_for(self))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 

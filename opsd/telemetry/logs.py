@@ -1,17 +1,22 @@
-"""structlog configuration, done once at opsd's entry point (``opsd run``, ``attach``).
+"""structlog configuration, done once at opsd's entry point (``opsd run``, ``opsd demo``), and Spark's JVM logs.
 
 JSON lines when stderr is not a terminal (Kubernetes, files), a readable console renderer on one.
 Standard-library loggers (APScheduler, py4j) go through the same processors, so every line has
-the same shape and passes the same secret redaction.
+the same shape and passes the same secret redaction; their chatter (APScheduler's "Running job" at every
+check run, py4j's callbacks) is held back to warnings by default (`THIRD_PARTY_LEVELS`). Spark's own (log4j2)
+lines are written by the JVM; `spark_java_options` gives them the same keys and format (`log4j2.properties`),
+and `children_write_to` sends all a child process prints (the JVM's start-up notes included) to a file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
@@ -24,6 +29,10 @@ _AUTH_VALUE = re.compile(r"\b(OAuth|Bearer|Basic)\s+[^\s'\",]+", re.IGNORECASE)
 _HANDLER_NAME = "opsd"
 # Tokens shorter than this are too likely to occur in ordinary text to be replaced safely.
 _MIN_SECRET_LENGTH = 8
+#: Levels of third-party loggers unless the caller says otherwise: their INFO lines are routine chatter.
+THIRD_PARTY_LEVELS = {"apscheduler": "WARNING", "py4j": "WARNING"}
+#: The log4j2 configuration that Spark's JVM gets in sessions opsd builds.
+LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 class SecretRedactor:
@@ -64,16 +73,18 @@ class SecretRedactor:
 
 
 def configure_logging(
-    level: str | int = "INFO", stream: TextIO | None = None, json_lines: bool | None = None
+    level: str | int = "INFO", stream: TextIO | None = None, json_lines: bool | None = None,
+    levels: Mapping[str, str | int] | None = None,
 ) -> None:
     """Configure structlog and the standard-library root logger.
 
-    ``json_lines`` defaults to "stream is not a TTY". Calling it again replaces the previous
-    configuration (its handler is found by name), so tests and re-entry stay clean.
+    ``json_lines`` defaults to "stream is not a TTY"; ``levels`` sets named loggers' levels over
+    `THIRD_PARTY_LEVELS`. Calling it again replaces the previous configuration (its handler is found
+    by name), so tests and re-entry stay clean.
     """
     stream = stream or sys.stderr
     if json_lines is None:
-        json_lines = not stream.isatty()
+        json_lines = renders_json(stream)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -104,6 +115,43 @@ def configure_logging(
     for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level if isinstance(level, int) else level.upper())
-    # py4j logs every callback at INFO/DEBUG; only its problems are worth a line.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    root.setLevel(_level(level))
+    for name, named_level in {**THIRD_PARTY_LEVELS, **(levels or {})}.items():
+        logging.getLogger(name).setLevel(_level(named_level))
+
+
+def renders_json(stream: TextIO) -> bool:
+    """The default format: JSON lines unless a person reads `stream` on a terminal."""
+    return not stream.isatty()
+
+
+def spark_java_options(level: str = "WARN", json_lines: bool = True) -> str:
+    """JVM options (`spark.driver.extraJavaOptions`) that make Spark log through `LOG4J2_CONFIG`: at `level`,
+    as JSON lines or console lines on stderr."""
+    return (f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()} -Dopsd.spark.logLevel={level.lower()} "
+            f"-Dopsd.spark.logFormat={'json' if json_lines else 'console'}")
+
+
+@contextlib.contextmanager
+def children_write_to(path: Path) -> Iterator[None]:
+    """Point this process's stdout and stderr file descriptors at `path` (appended) while inside: a child process
+    started meanwhile (Spark's JVM, and the Python workers it starts) keeps writing there for good. Python's own
+    `sys.stdout` / `sys.stderr` write to the file too until the block ends."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    with open(path, "ab") as target:
+        for fd in saved:
+            os.dup2(target.fileno(), fd)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+def _level(level: str | int) -> int | str:
+    return level if isinstance(level, int) else level.upper()

@@ -101,6 +101,11 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         _Q,
     ),
     MetricDefinition(
+        "opsd_query_failed_permanently", _G,
+        "1 when opsd stopped the query for good: its failure cannot pass by restarting (see /status for why).",
+        _Q,
+    ),
+    MetricDefinition(
         "opsd_query_stalled", _G,
         "1 when the watchdog sees no progress while the sources have backlog.",
         _Q,
@@ -136,6 +141,52 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "opsd_source_backlog_rows", _G,
         "Rows waiting in a queue partition (latest minus end offset).",
         _QP, "rows",
+    ),
+    # Offset desync: the checkpoint's newest committed batch against the consumer (opsd.checks.desync).
+    MetricDefinition(
+        "opsd_desync_rows", _G,
+        "The checkpoint's next row minus the consumer's offset: rows the consumer lags the committed batch "
+        "(negative when the consumer is ahead of the checkpoint).",
+        _QP, "rows",
+    ),
+    MetricDefinition(
+        "opsd_desync_state", _G,
+        "1 for the partition's desync state (in_sync, lagging_one_batch, stuck, consumer_ahead, behind_trim), "
+        "0 for the state it left.",
+        (*_QP, "state"),
+    ),
+    MetricDefinition(
+        "opsd_desync_heals_total", _C,
+        "Heals of a lagging consumer, by outcome (healed, nothing_to_heal, conflict, refused_*).",
+        ("query", "queue", "outcome"),
+    ),
+    # Backlog and lag read from the cluster (opsd.checks.lag), beside the progress-reported backlog above.
+    MetricDefinition(
+        "opsd_queue_unread_rows", _G,
+        "Rows of a queue partition the query has not read: the queue's end minus the next row to read.",
+        _QP, "rows",
+    ),
+    MetricDefinition(
+        "opsd_queue_lag_seconds", _G,
+        "Age of the next row to read ($timestamp, else the sampled offset-to-time history); 0 when nothing is "
+        "unread.",
+        _QP, "seconds",
+    ),
+    MetricDefinition(
+        "opsd_queue_input_rows_per_second", _G,
+        "Rows written to the query's queues per second, averaged over the lag window.",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_queue_read_rows_per_second", _G,
+        "Rows the query moved past per second (next row to read), averaged over the lag window.",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_time_to_drain_seconds", _G,
+        "Backlog / (read rate - input rate): when the backlog is gone at the current rates; +Inf when it is not "
+        "draining.",
+        _Q, "seconds",
     ),
     # Live tuning.
     MetricDefinition(
@@ -194,6 +245,7 @@ class Metrics:
         self.query_failures: Family = made["opsd_query_failures_total"]
         self.query_restarts: Family = made["opsd_query_restarts_total"]
         self.query_crash_loop: Family = made["opsd_query_crash_loop"]
+        self.query_failed_permanently: Family = made["opsd_query_failed_permanently"]
         self.query_stalled: Family = made["opsd_query_stalled"]
         self.state_rows: Family = made["opsd_state_rows"]
         self.state_memory_bytes: Family = made["opsd_state_memory_bytes"]
@@ -201,6 +253,14 @@ class Metrics:
         self.source_latest_offset: Family = made["opsd_source_latest_offset"]
         self.source_end_offset: Family = made["opsd_source_end_offset"]
         self.source_backlog_rows: Family = made["opsd_source_backlog_rows"]
+        self.desync_rows: Family = made["opsd_desync_rows"]
+        self.desync_state: Family = made["opsd_desync_state"]
+        self.desync_heals: Family = made["opsd_desync_heals_total"]
+        self.queue_unread_rows: Family = made["opsd_queue_unread_rows"]
+        self.queue_lag_seconds: Family = made["opsd_queue_lag_seconds"]
+        self.queue_input_rows_per_second: Family = made["opsd_queue_input_rows_per_second"]
+        self.queue_read_rows_per_second: Family = made["opsd_queue_read_rows_per_second"]
+        self.time_to_drain_seconds: Family = made["opsd_time_to_drain_seconds"]
         self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
         self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]
         self.listener_events: Family = made["opsd_listener_events_total"]

@@ -22,13 +22,16 @@ from .errors import (
     NotRegisteredError,
     SchemaError,
     TrimmedRowsError,
+    UnreachableClusterError,
+    VitalConsumerError,
 )
 from .schema import Column, TableSchema
 
 __all__ = [
     "AlreadyExistsError", "Cluster", "ClusterError", "Column", "ConflictError", "InvalidUriError",
     "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "SchemaError", "TableSchema",
-    "TabletInfo", "Transaction", "TrimmedRowsError", "connect", "default_uri", "resolve_uri",
+    "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError", "connect",
+    "default_uri", "resolve_uri",
 ]
 
 #: Root of the embedded cluster when neither the URI nor `OPSD_CLUSTER_ROOT` names one.
@@ -61,13 +64,23 @@ def resolve_uri(uri: str | None) -> str:
     raise InvalidUriError(f"cluster URI {uri!r}: expected local:///path or yt://proxy")
 
 
-def connect(uri: str | None = None, *, token: str | None = None) -> Cluster:
-    """Open the cluster named by `uri` (see the module docstring). Cheap: no I/O until first use."""
+def connect(uri: str | None = None, *, token: str | None = None, must_exist: bool = False) -> Cluster:
+    """Open the cluster named by `uri` (see the module docstring). Cheap: no I/O until first use.
+
+    An embedded cluster comes into being at its first write; with `must_exist`, a root where nothing was ever
+    created (a typo in a `local:///` URI, say) raises `NoSuchPathError` naming the root instead.
+    """
     resolved = resolve_uri(uri)
     if resolved.startswith("local://"):
         from .embedded import EmbeddedCluster
+        from .embedded.sqlite_store import DB_FILE
 
-        return EmbeddedCluster(resolved[len("local://"):])
+        root = resolved[len("local://"):]
+        if must_exist and not (Path(root) / DB_FILE).exists():
+            raise NoSuchPathError(f"no embedded cluster at {root}: nothing was ever created there (a typo in the "
+                                  f"cluster URI? queues and consumers are created with `opsd queue create`, "
+                                  f"`opsd consumer create`)")
+        return EmbeddedCluster(root)
     from .ytsaurus import YtsaurusCluster
 
     return YtsaurusCluster(resolved[len("yt://"):], token=token)

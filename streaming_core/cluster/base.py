@@ -20,9 +20,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import SchemaError
+from .errors import SchemaError, VitalConsumerError
 from .schema import TableSchema
 
+#: YTsaurus' limit on the tablets of one table (`MaxTabletCount`); the embedded cluster keeps it too.
+MAX_TABLET_COUNT = 10_000
 #: Row sizes are bounded by default so that one Arrow batch never outgrows the JVM's direct memory.
 DEFAULT_CHUNK_ROWS = 65_536
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
@@ -158,6 +160,13 @@ class Cluster(abc.ABC):
     def remove(self, path: str, *, recursive: bool = False, force: bool = False) -> None: ...
 
     @abc.abstractmethod
+    def move(self, source: str, destination: str, *, force: bool = False) -> None:
+        """Move a node in one step; `force` replaces a node at `destination` (else `AlreadyExistsError`).
+
+        The embedded cluster moves static tables only.
+        """
+
+    @abc.abstractmethod
     def list(self, path: str) -> list[str]:
         """Names of a map node's children, sorted."""
 
@@ -199,9 +208,33 @@ class Cluster(abc.ABC):
         Raises `TrimmedRowsError` when part of the range is already trimmed.
         """
 
+    def trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int, *,
+                  past_vital_consumers: bool = False) -> None:
+        """Drop rows `[0, trimmed_row_count)` of a tablet. Trimming never goes backwards.
+
+        Like YTsaurus, a trim past the offset of a consumer registered as vital for the partition is refused
+        with `VitalConsumerError` (nothing is trimmed), unless `past_vital_consumers` says to drop them anyway.
+        """
+        if not past_vital_consumers:
+            self.check_vital_consumers(path, tablet_index, trimmed_row_count)
+        self._trim_rows(path, tablet_index, trimmed_row_count)
+
+    def check_vital_consumers(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
+        """Raise `VitalConsumerError` if a vital consumer has not read rows below `trimmed_row_count` yet."""
+        for reg in self.list_queue_consumer_registrations(queue_path=path):
+            if not reg.vital or (reg.partitions is not None and tablet_index not in reg.partitions):
+                continue
+            offset = self.get_consumer_offsets(reg.consumer_path, path).get(tablet_index, 0)
+            if trimmed_row_count > offset:
+                raise VitalConsumerError(
+                    f"{path}: cannot trim partition {tablet_index} to row {trimmed_row_count}: the vital consumer "
+                    f"{reg.consumer_path} has read only up to row {offset}, so rows [{offset}, {trimmed_row_count})"
+                    f" would be lost to it; trim to at most {offset}, or drop them anyway with "
+                    f"`opsd queue trim --past-vital-consumers` (past_vital_consumers=True)")
+
     @abc.abstractmethod
-    def trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
-        """Drop rows `[0, trimmed_row_count)` of a tablet. Trimming never goes backwards."""
+    def _trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
+        """The backend's trim, without the vital-consumer check."""
 
     # -- consumers --------------------------------------------------------------------------------
 

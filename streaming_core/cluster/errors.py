@@ -33,3 +33,11 @@ class NotRegisteredError(ClusterError):
 
 class InvalidUriError(ClusterError):
     """A cluster URI that names no known backend."""
+
+
+class VitalConsumerError(ClusterError):
+    """A trim would drop rows that a consumer registered as vital has not read yet."""
+
+
+class UnreachableClusterError(ClusterError):
+    """The cluster cannot be reached at all (the proxy does not resolve, or refuses connections)."""

@@ -25,7 +25,12 @@ _SIMPLE: dict[str, pa.DataType] = {
     "yson": pa.binary(), "any": pa.binary(),
     "date": pa.date32(), "datetime": pa.timestamp("us", tz="UTC"), "timestamp": pa.timestamp("us", tz="UTC"),
     "interval": pa.int64(), "null": pa.null(), "void": pa.null(),
+    # The wide (signed, 64-bit) date types hold the same units as their narrow twins.
+    "date32": pa.date32(), "datetime64": pa.timestamp("us", tz="UTC"), "timestamp64": pa.timestamp("us", tz="UTC"),
+    "interval64": pa.int64(),
 }
+#: Prefix of a variant's members on the Arrow (and Spark) side, as SPYT names them: `_v<name>`, `_v_<i>`.
+VARIANT_PREFIX = "_v"
 #: Old-style (`type`) names whose type_v3 name differs.
 _OLD_TO_V3 = {"boolean": "bool", "any": "yson"}
 
@@ -52,11 +57,15 @@ def is_optional(type_v3: Any) -> bool:
     return isinstance(type_v3, Mapping) and type_v3.get("type_name") == "optional"
 
 
+#: Type names of the composite types: YSON-encoded on the Spark side unless type_v3 is on.
+COMPOSITE_TYPES = frozenset({"list", "struct", "tuple", "dict", "variant"})
+
+
 def is_composite(type_v3: Any) -> bool:
-    """True for lists, structs, tuples, dicts, tagged and variant types (optional unwrapped)."""
-    while is_optional(type_v3):
+    """True for lists, structs, tuples, dicts and variants (optional and tagged unwrapped)."""
+    while isinstance(type_v3, Mapping) and type_v3.get("type_name") in ("optional", "tagged"):
         type_v3 = type_v3["item"]
-    return isinstance(type_v3, Mapping) and type_v3.get("type_name") not in (None, "decimal")
+    return isinstance(type_v3, Mapping) and type_v3.get("type_name") in COMPOSITE_TYPES
 
 
 def arrow_type(type_v3: Any, column: str = "?") -> pa.DataType:
@@ -92,7 +101,20 @@ def _arrow_type(type_v3: Any, column: str) -> pa.DataType:
         return pa.map_(arrow_type(type_v3["key"], column), _arrow_field("value", type_v3["value"], column))
     if name == "tagged":
         return arrow_type(type_v3["item"], column)
+    if name == "variant":
+        return pa.struct([pa.field(VARIANT_PREFIX + n, arrow_type(t, column), nullable=True)
+                          for n, t in variant_alternatives(type_v3)])
     raise SchemaError(f"column {column!r}: YT type {name!r} is not supported")
+
+
+def variant_alternatives(type_v3: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """A variant's (name, type) alternatives: its members, or its elements named `_1`, `_2`, ...
+
+    On the Arrow side a variant is a struct whose one non-null field is the alternative held (`_v<name>`).
+    """
+    if "members" in type_v3:
+        return [(m["name"], m["type"]) for m in type_v3["members"]]
+    return [(f"_{i + 1}", e["type"]) for i, e in enumerate(type_v3["elements"])]
 
 
 def _arrow_field(name: str, type_v3: Any, column: str) -> pa.Field:

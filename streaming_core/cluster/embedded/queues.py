@@ -56,7 +56,7 @@ class QueueMixin:
         finally:
             conn.close()
 
-    def trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
+    def _trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
         path = normalize_path(path)
         with WriteTxn(self._conn) as conn:
             _, _, attrs = table(conn, path, ORDERED)

@@ -2,8 +2,8 @@
 and static tables written and read whole. `insert_rows` also appends to queues (through `queues.append`).
 
 Sorted rows are stored by `sorted_store`; static tables are Arrow IPC chunks in the `static_chunks` SQL
-table, which only this module touches. `publish` moves a static table's chunks into a dynamic table (the
-transactional sink's commit).
+table, which only this module touches. A static table with key columns is read in key order. `publish`
+moves a static table's chunks into a dynamic table (the transactional sink's commit).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, SORTED, STATIC
-from ..schema import TIMESTAMP, to_arrow_table
+from ..schema import TIMESTAMP, TableSchema, to_arrow_table
 from . import queues, sorted_store
 from .arrow_chunks import rebatch, slices
 from .nodes import normalize_path, table
@@ -65,7 +65,19 @@ class TableMixin:
         if kind == SORTED:
             yield from sorted_store.read(conn, path, schema).to_batches(max_chunksize=max_rows)
             return
-        yield from rebatch(_static_pieces(conn, path), max_rows, DEFAULT_CHUNK_BYTES)
+        pieces = _static_pieces(conn, path)
+        if schema.key_columns:
+            pieces = _in_key_order(pieces, schema)
+        yield from rebatch(pieces, max_rows, DEFAULT_CHUNK_BYTES)
+
+
+def _in_key_order(pieces: Iterator[pa.RecordBatch], schema: TableSchema) -> Iterator[pa.RecordBatch]:
+    """A sorted static table's rows in key order, whatever order parallel writers appended them in.
+
+    The embedded cluster sorts when reading (in memory): static tables here are small.
+    """
+    data = pa.Table.from_batches(list(pieces), schema=schema.arrow_schema())
+    yield from data.sort_by([(k, "ascending") for k in schema.key_columns]).to_batches()
 
 
 # -- shared with transactions and the tree (each takes the connection to run on and a normalized path) -----
@@ -132,6 +144,11 @@ def _static_pieces(conn: sqlite3.Connection, path: str) -> Iterator[pa.RecordBat
     blobs = [d for (d,) in conn.execute(f"SELECT {chunk_bytes('static_chunks')} FROM static_chunks WHERE path=? "
                                         "ORDER BY seq", (path,))]
     return (b for d in blobs for b in decode_batch(d).to_batches())
+
+
+def move_static(conn: sqlite3.Connection, source: str, destination: str) -> None:
+    """Give a static table's rows to its new path (the node itself is moved by `tree`)."""
+    conn.execute("UPDATE static_chunks SET path=? WHERE path=?", (destination, source))
 
 
 def drop_static(conn: sqlite3.Connection, path: str) -> None:

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ..base import DOCUMENT, MAP_NODE, ORDERED, SORTED, TABLE, NodeInfo, table_kind
+from ..base import DOCUMENT, MAP_NODE, MAX_TABLET_COUNT, ORDERED, SORTED, STATIC, TABLE, NodeInfo, table_kind
 from ..errors import AlreadyExistsError, ClusterError, NoSuchPathError, SchemaError
 from ..schema import TableSchema
 from . import consumers, queues, sorted_store, tables
@@ -19,7 +19,7 @@ from .sqlite_store import WriteTxn
 
 
 class TreeMixin:
-    """`exists`, `create`, `remove`, `list`, `get` and `set` of `EmbeddedCluster`."""
+    """`exists`, `create`, `remove`, `move`, `list`, `get` and `set` of `EmbeddedCluster`."""
 
     _conn: sqlite3.Connection
 
@@ -33,6 +33,8 @@ class TreeMixin:
 
     def create(self, node_type, path, *, recursive=False, ignore_existing=False, attributes=None) -> None:
         path = normalize_path(path)
+        if path == "//":
+            raise ClusterError("//: the root exists already; name a node below it, e.g. //home/app/queue")
         attrs = dict(attributes or {})
         value = attrs.pop("value", None)
         if node_type not in (MAP_NODE, TABLE, DOCUMENT):
@@ -73,6 +75,21 @@ class TreeMixin:
         node_path, _ = split_attr(path)
         node_type, attrs, _ = node(self._conn, node_path)
         return NodeInfo(path=path, type=node_type, kind=table_kind(attrs), attributes={**attrs, "path": node_path})
+
+    def move(self, source: str, destination: str, *, force: bool = False) -> None:
+        source, destination = normalize_path(source), normalize_path(destination)
+        with WriteTxn(self._conn) as conn:
+            node_type, attrs, _ = node(conn, source)
+            if table_kind(attrs) != STATIC:
+                raise ClusterError(f"{source}: the embedded cluster moves static tables only, found "
+                                   f"{table_kind(attrs) or node_type}")
+            if conn.execute("SELECT 1 FROM nodes WHERE path=?", (destination,)).fetchone():
+                if not force:
+                    raise AlreadyExistsError(f"{destination}: node already exists (move with force=True to replace it)")
+                self.remove(destination, recursive=True)
+            _ensure_parent(conn, destination, recursive=False)
+            conn.execute("UPDATE nodes SET path=? WHERE path=?", (destination, source))
+            tables.move_static(conn, source, destination)
 
     def list(self, path: str) -> list[str]:
         path = normalize_path(path)
@@ -129,8 +146,9 @@ def _table_attrs(path: str, attrs: dict[str, Any]) -> dict[str, Any]:
     attrs["dynamic"] = bool(attrs.get("dynamic", False))
     if table_kind({**attrs, "type": TABLE}) == ORDERED:
         count = attrs.setdefault("tablet_count", 1)
-        if not isinstance(count, int) or count < 1:
-            raise SchemaError(f"{path}: tablet_count must be a positive integer, got {count!r}")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_TABLET_COUNT:
+            raise SchemaError(f"{path}: tablet_count must be an integer from 1 to {MAX_TABLET_COUNT} (YTsaurus' "
+                              f"limit), got {count!r}")
     return attrs
 
 

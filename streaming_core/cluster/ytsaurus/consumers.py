@@ -47,7 +47,7 @@ class ConsumerMixin:
 
     def get_consumer_offsets(self, consumer_path: str, queue_path: str) -> dict[int, int]:
         query = (f"[partition_index], [offset] FROM [{consumer_path}]"
-                 f" WHERE [queue_path] = {_quote(queue_path)}")
+                 f" WHERE [queue_cluster] = {_quote(self.name)} AND [queue_path] = {_quote(queue_path)}")
         with self._errors(consumer_path):
             rows = self._client.select_rows(query, **WIRE)
         return {int(r["partition_index"]): int(r["offset"]) for r in rows}

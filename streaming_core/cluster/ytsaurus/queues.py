@@ -66,7 +66,7 @@ class QueueMixin:
             rows = list(self._client.select_rows(query, **WIRE))
         return sorted(rows, key=lambda r: int(r[ROW_INDEX]))
 
-    def trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
+    def _trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
         """Trim, skipping the call when the tablet is already trimmed that far (never backwards)."""
         if self.get_tablet_infos(path)[tablet_index].trimmed_row_count >= trimmed_row_count:
             return

@@ -15,7 +15,9 @@ send or parse. The representations, per column type_v3 (YTsaurus docs, "Data typ
   value in a one-element list;
 - `uuid`: its text form (`uuid_mode=text_yql`), since the Arrow side holds it as a UTF-8 string;
 - `yson` / `any`: the YSON value itself, held as YSON-encoded bytes on the Arrow side;
-- `tagged<T>`: T's value.
+- `tagged<T>`: T's value;
+- `variant`: `[name, value]` over a struct, `[index, value]` over a tuple (Arrow: a struct of `_v<name>`);
+- `date32` / `datetime64` / `timestamp64` / `interval64`: as their narrow twins, in 64-bit range.
 
 Writes convert the Python values of a conformed Arrow table (`Table.to_pylist()`); reads convert parsed
 YSON into values `pa.array` accepts for the column's Arrow type (integers for dates and timestamps).
@@ -35,7 +37,15 @@ import yt.yson as yson
 
 from ..base import ORDERED, NodeInfo, Registration
 from ..errors import SchemaError
-from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema, is_optional, to_arrow_table
+from ..schema import (
+    ROW_INDEX,
+    TABLET_INDEX,
+    VARIANT_PREFIX,
+    TableSchema,
+    is_optional,
+    to_arrow_table,
+    variant_alternatives,
+)
 
 #: The YSON format attributes of every row-carrying call; each is the server's default but one
 #: (`uuid_mode`), set anyway so that a changed default cannot change the wire representation.
@@ -126,6 +136,8 @@ def to_wire(type_v3: Any) -> Convert | None:
         return _tuple_to_wire([to_wire(e["type"]) for e in type_v3["elements"]])
     if name == "dict":
         return _dict_to_wire(to_wire(type_v3["key"]), to_wire(type_v3["value"]))
+    if name == "variant":
+        return _variant_to_wire([(n, to_wire(t)) for n, t in variant_alternatives(type_v3)], "members" in type_v3)
     if name == "decimal":
         precision, scale = int(type_v3["precision"]), int(type_v3["scale"])
         return _nullable(lambda v: encode_decimal(v, precision, scale))
@@ -165,6 +177,15 @@ def _dict_to_wire(key: Convert | None, value: Convert | None) -> Convert:
     return _nullable(lambda v: [[_apply(key, k), _apply(value, x)] for k, x in v])
 
 
+def _variant_to_wire(alternatives: list[tuple[str, Convert | None]], by_name: bool) -> Convert:
+    """Arrow holds a variant as a struct with one field set (`_v<name>`); YTsaurus as `[name or index, value]`."""
+    def convert(v: dict[str, Any]) -> list[Any]:
+        held = next((i for i, (n, _) in enumerate(alternatives) if v.get(VARIANT_PREFIX + n) is not None), 0)
+        name, item = alternatives[held]
+        return [name if by_name else held, _apply(item, v.get(VARIANT_PREFIX + name))]
+    return _nullable(convert)
+
+
 def _date_days(value: dt.date) -> int:
     return (value - _EPOCH_DAY).days
 
@@ -178,9 +199,9 @@ def _timestamp_micros(value: dt.datetime) -> int:
 
 
 _WRITE_SCALARS: dict[str, Convert] = {
-    "date": _nullable(_date_days),
-    "datetime": _nullable(_datetime_seconds),
-    "timestamp": _nullable(_timestamp_micros),
+    "date": _nullable(_date_days), "date32": _nullable(_date_days),
+    "datetime": _nullable(_datetime_seconds), "datetime64": _nullable(_datetime_seconds),
+    "timestamp": _nullable(_timestamp_micros), "timestamp64": _nullable(_timestamp_micros),
     "yson": _nullable(yson.loads),
     "any": _nullable(yson.loads),
 }
@@ -207,6 +228,8 @@ def from_wire(type_v3: Any) -> Convert:
         return _tuple_from_wire([from_wire(e["type"]) for e in type_v3["elements"]])
     if name == "dict":
         return _dict_from_wire(from_wire(type_v3["key"]), from_wire(type_v3["value"]))
+    if name == "variant":
+        return _variant_from_wire([(n, from_wire(t)) for n, t in variant_alternatives(type_v3)])
     if name == "decimal":
         precision, scale = int(type_v3["precision"]), int(type_v3["scale"])
         return _non_null(lambda v: decode_decimal(yson.get_bytes(v), precision, scale))
@@ -244,6 +267,14 @@ def _dict_from_wire(key: Convert, value: Convert) -> Convert:
     return _non_null(lambda v: [(key(k), value(x)) for k, x in v])
 
 
+def _variant_from_wire(alternatives: list[tuple[str, Convert]]) -> Convert:
+    def convert(v: Any) -> dict[str, Any]:
+        tag, item = v
+        held = alternatives[tag][0] if isinstance(tag, int) else str(tag)
+        return {VARIANT_PREFIX + n: convert_item(item) if n == held else None for n, convert_item in alternatives}
+    return _non_null(convert)
+
+
 def _yson_bytes(value: Any) -> bytes:
     """The value as YSON bytes, its attributes kept: a `yson` column holds any YSON, attributes included."""
     return yson.dumps(value)
@@ -251,6 +282,7 @@ def _yson_bytes(value: Any) -> bytes:
 
 _READ_SCALARS: dict[str, Convert] = {
     "datetime": _non_null(lambda v: int(v) * 1_000_000),
+    "datetime64": _non_null(lambda v: int(v) * 1_000_000),
     "yson": _non_null(_yson_bytes),
     "any": _non_null(_yson_bytes),
     "null": lambda _: None,

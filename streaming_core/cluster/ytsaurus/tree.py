@@ -12,7 +12,7 @@ from .rows import plain
 
 
 class TreeMixin:
-    """`exists`, `create`, `remove`, `list`, `get` and `set` of `YtsaurusCluster`."""
+    """`exists`, `create`, `remove`, `move`, `list`, `get` and `set` of `YtsaurusCluster`."""
 
     _client: Any
     _errors: Callable[[str], AbstractContextManager[None]]
@@ -38,6 +38,10 @@ class TreeMixin:
     def remove(self, path: str, *, recursive: bool = False, force: bool = False) -> None:
         with self._errors(path):
             self._client.remove(path, recursive=recursive, force=force)
+
+    def move(self, source: str, destination: str, *, force: bool = False) -> None:
+        with self._errors(source):
+            self._client.move(source, destination, force=force)
 
     def list(self, path: str) -> list[str]:
         with self._errors(path):

@@ -1,0 +1,85 @@
+"""Collect lag samples: per query the next row to read of each partition — the committed checkpoint's end, or the
+consumer's offset when that is further (the source's own rule) — from the desync check's facts, and the
+`$timestamp` of that row where the queue has the column.
+
+A row's `$timestamp` costs one read, so `Timestamps` remembers it while the row stays a partition's next one and
+reads at most a budget of new ones per run; the partitions past the budget get their lag from the sampled history
+(`opsd.checks.lag.evaluate`) until a later run reads them.
+
+`$timestamp` is read as YTsaurus writes it (a hybrid timestamp, unix seconds in the bits above 30) and as the
+embedded cluster writes it (microseconds since the epoch); the two are told apart by magnitude.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from opsd.checks.desync.facts import QueueFacts
+from opsd.checks.lag.facts import PartitionSample, QuerySample
+from streaming_core.cluster import Cluster, ClusterError
+from streaming_core.cluster.schema import TIMESTAMP
+
+#: Hybrid YTsaurus timestamps are above this (2**30 x unix seconds); microseconds since 1970 stay far below it.
+_HYBRID_TIMESTAMP_FLOOR = 1 << 55
+
+
+def timestamp_seconds(value: int) -> float:
+    """A `$timestamp` value as unix seconds (see the module docstring)."""
+    return float(value >> 30) if value >= _HYBRID_TIMESTAMP_FLOOR else value / 1e6
+
+
+def written_at(cluster: Cluster, queue: str, partition: int, row: int) -> float | None:
+    """The `$timestamp` of one row, None when it is gone or not there."""
+    try:
+        for batch in cluster.read_tablet(queue, partition, row, row + 1, columns=[TIMESTAMP]):
+            if batch.num_rows:
+                return timestamp_seconds(batch.column(0)[0].as_py())
+    except ClusterError:
+        return None
+    return None
+
+
+class Timestamps:
+    """The `$timestamp` of each partition's next row to read, kept while that row stays the next one."""
+
+    #: New rows' timestamps read per run at most.
+    BUDGET = 256
+
+    def __init__(self, budget: int = BUDGET) -> None:
+        self.budget = budget
+        self._known: dict[tuple[str, int], tuple[int, float | None]] = {}
+        self._left = budget
+
+    def start_run(self) -> None:
+        self._left = self.budget
+
+    def of(self, cluster: Cluster, queue: str, partition: int, row: int) -> float | None:
+        known = self._known.get((queue, partition))
+        if known is not None and known[0] == row:
+            return known[1]
+        if self._left <= 0:
+            return None
+        self._left -= 1
+        stamp = written_at(cluster, queue, partition, row)
+        self._known[(queue, partition)] = (row, stamp)
+        return stamp
+
+
+def collect(cluster: Cluster, facts: Iterable[QueueFacts], at: float,
+            timestamps: Timestamps | None = None) -> list[QuerySample]:
+    """One sample per query at time `at`, over all its queues."""
+    timestamps = timestamps or Timestamps()
+    timestamps.start_run()
+    by_query: dict[str, list[PartitionSample]] = {}
+    stamped: dict[str, bool] = {}
+    for f in facts:
+        if f.queue not in stamped and f.partitions:
+            stamped[f.queue] = TIMESTAMP in cluster.get_schema(f.queue).names
+        parts = by_query.setdefault(f.query, [])
+        for p in f.partitions:
+            next_row = max(p.checkpoint_next, p.consumer_offset)
+            first_unread = max(next_row, p.trimmed_row_count)
+            stamp = timestamps.of(cluster, f.queue, p.partition, first_unread) \
+                if first_unread < p.row_count and stamped[f.queue] else None
+            parts.append(PartitionSample(f.queue, p.partition, next_row, p.row_count, p.trimmed_row_count, stamp))
+    return [QuerySample(query, at, tuple(parts)) for query, parts in by_query.items()]

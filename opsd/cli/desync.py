@@ -1,0 +1,127 @@
+"""`opsd desync show | heal`: a query's checkpoint against its consumer and queue, and the heal of a lagging consumer.
+
+A query is named by its pipeline or `watch:` name in a config file (`QUERY --config FILE`), or given directly by
+its checkpoint (`--checkpoint LOCATION`, with `--queue` and `--consumer` where the offsets do not name them, as
+SPYT's do not). A heal advances the consumer to the newest committed batch's end with the source's own
+compare-and-set advance, and is refused while a batch runs or when the facts are unsafe (see
+`opsd.checks.desync.decide`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+
+from rich.console import Console
+from rich.table import Table
+
+from opsd.checks.desync.apply import apply
+from opsd.checks.desync.check import collect_target, targets_for, view
+from opsd.checks.desync.collect import DesyncTarget
+from opsd.checks.desync.decide import HealDecision, HealOutcome, decide
+from opsd.checks.desync.evaluate import QueueDesync, evaluate
+from opsd.cli.common import CliError
+from opsd.config.load import ConfigError, load_config
+from streaming_core.checkpoint import newest_batch
+from streaming_core.cluster import connect, default_uri
+
+#: Outcomes of `opsd desync heal` that exit 0.
+FINE = (HealOutcome.HEALED, HealOutcome.NOTHING_TO_HEAL)
+
+
+def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    desync = subparsers.add_parser("desync", help="compare a query's checkpoint with its consumer; heal the consumer")
+    commands = desync.add_subparsers(dest="desync_command", required=True, metavar="COMMAND")
+    target = argparse.ArgumentParser(add_help=False)
+    target.add_argument("query", nargs="?", help="a pipeline or watch name of --config")
+    target.add_argument("--config", help="the opsd config file that names QUERY")
+    target.add_argument("--checkpoint", metavar="LOCATION", help="a checkpoint location instead of QUERY")
+    target.add_argument("--queue", help="with --checkpoint: the queue (default: every yt source of the checkpoint)")
+    target.add_argument("--consumer", help="with --checkpoint: the consumer (default: the offsets' consumer_path)")
+
+    show = commands.add_parser("show", parents=[common, target], help="per partition: state, checkpoint, consumer")
+    show.add_argument("--json", action="store_true", help="print JSON for scripts")
+    show.set_defaults(handler=show_desync)
+
+    heal = commands.add_parser("heal", parents=[common, target],
+                               help="advance a lagging consumer to the committed batch's end")
+    heal.add_argument("--dry-run", action="store_true", help="say what would move, change nothing")
+    heal.add_argument("--stopped", action="store_true",
+                      help="the query is stopped: heal even though rows are waiting past the checkpoint")
+    heal.set_defaults(handler=heal_desync)
+
+
+def resolve_target(args: argparse.Namespace) -> tuple[str | None, DesyncTarget]:
+    """(cluster URI, target) from `QUERY --config` or `--checkpoint`; `CliError` names what is missing."""
+    if bool(args.query) == bool(args.checkpoint):
+        raise CliError("name a query (QUERY --config FILE) or a checkpoint (--checkpoint LOCATION), not both")
+    if args.checkpoint:
+        return args.cluster, DesyncTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
+    if not args.config:
+        raise CliError(f"query {args.query!r}: give the config file that names it (--config FILE)")
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        raise CliError(str(e)) from None
+    found = [t for t in targets_for(config) if t.query == args.query]
+    if not found:
+        raise CliError(f"{args.config}: no pipeline with a checkpoint_location nor watch entry named {args.query!r}")
+    return args.cluster or config.cluster, found[0]
+
+
+def show_desync(args: argparse.Namespace) -> int:
+    uri, target = resolve_target(args)
+    with connect(uri or default_uri()) as cluster:
+        desyncs = [evaluate(f) for f in collect_target(cluster, target)]
+    if args.json:
+        print(json.dumps({d.facts.queue: view(d) for d in desyncs}, indent=2))
+    else:
+        Console().print(desync_table(desyncs))
+    return 0
+
+
+def heal_desync(args: argparse.Namespace) -> int:
+    uri, target = resolve_target(args)
+    code = 0
+    with connect(uri or default_uri()) as cluster:
+        for facts in collect_target(cluster, target, stopped=args.stopped):
+            decision = decide(evaluate(facts))
+            if args.dry_run:
+                moves = {p: (next(x.consumer_offset for x in facts.partitions if x.partition == p), new)
+                         for p, new in decision.target.items()}
+                outcome = decision.outcome
+            else:
+                result = apply(cluster, decision, lambda: newest_batch(target.checkpoint, cluster.uri))
+                moves, outcome = result.moves, result.outcome
+            print(heal_line(replace(decision, outcome=outcome), moves, dry_run=args.dry_run, problem=facts.problem))
+            code = code or (0 if outcome in FINE else 1)
+    return code
+
+
+def heal_line(decision: HealDecision, moves: dict[int, tuple[int, int]], *, dry_run: bool,
+              problem: str | None) -> str:
+    """One line per queue: the moves made (or that would be), else the outcome and the problem behind it."""
+    head = f"{decision.query}: {decision.queue or '?'} via {decision.consumer or '?'}: "
+    if not moves:
+        return head + decision.outcome.value + (f": {problem}" if problem else "")
+    listed = ", ".join(f"partition {p} {old} -> {new}" for p, (old, new) in sorted(moves.items()))
+    verb = "would move" if dry_run else "moved"
+    return f"{head}{verb} {listed} (end of committed batch {decision.committed_batch})"
+
+
+def desync_table(desyncs: list[QueueDesync]) -> Table:
+    """Per queue and partition: state, the checkpoint's next row, the consumer, their difference, queue counters."""
+    table = Table(title="offset desync")
+    for column in ("query", "queue", "partition", "state", "checkpoint next", "consumer", "difference",
+                   "rows", "trimmed"):
+        table.add_column(column)
+    for d in desyncs:
+        f = d.facts
+        if f.problem:
+            table.add_row(f.query, f.queue, "", "problem", f.problem)
+        for p in d.partitions:
+            table.add_row(f.query, f.queue, str(p.facts.partition), p.state.value, str(p.facts.checkpoint_next),
+                          str(p.facts.consumer_offset), str(p.difference_rows), str(p.facts.row_count),
+                          str(p.facts.trimmed_row_count))
+    return table

@@ -1,0 +1,132 @@
+"""`opsd doctor`: what is wrong with my streaming job and what do I do — for a running daemon (`--url`, the
+default), a config file (`--config`) or offline for one checkpoint with its queue and consumer (`--checkpoint`).
+
+A table for people (per query: state, desync per partition, backlog, lag, time to drain, tuning values, last
+failure; then each finding with its advice), `--json` for scripts. Exit 0 healthy, 1 something needs action,
+2 the doctor itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from opsd.checks.desync.collect import DesyncTarget
+from opsd.config.load import load_config
+from opsd.doctor.diagnose import diagnose
+from opsd.doctor.gather import from_config, from_status, from_targets
+from opsd.doctor.report import Report
+from streaming_core.cluster import connect
+
+DEFAULT_URL = "http://127.0.0.1:9108"
+HEALTHY, NEEDS_ACTION, DOCTOR_FAILED = 0, 1, 2
+
+
+def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    doctor = subparsers.add_parser("doctor", parents=[common],
+                                   help="diagnose streaming queries and say what to do (exit 0 healthy, 1 action)")
+    where = doctor.add_mutually_exclusive_group()
+    where.add_argument("--url", help=f"a running daemon (default {DEFAULT_URL})")
+    where.add_argument("--config", help="an opsd config file: its pipelines and watched queries, read offline")
+    where.add_argument("--checkpoint", metavar="LOCATION", help="one checkpoint, read offline")
+    doctor.add_argument("--queue", help="with --checkpoint: the queue (default: every yt source of the checkpoint)")
+    doctor.add_argument("--consumer", help="with --checkpoint: the consumer (default: the offsets' consumer_path)")
+    doctor.add_argument("--json", action="store_true", help="print JSON for scripts")
+    doctor.set_defaults(handler=doctor_command)
+
+
+def doctor_command(args: argparse.Namespace) -> int:
+    try:
+        report = examine(args)
+    except Exception as e:  # the doctor failing is an answer too: exit 2, never a traceback
+        print(f"opsd doctor: failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return DOCTOR_FAILED
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        console = Console()
+        console.print(queries_table(report))
+        console.print(findings_table(report))
+    return HEALTHY if report.healthy else NEEDS_ACTION
+
+
+def examine(args: argparse.Namespace) -> Report:
+    if args.config:
+        config = load_config(args.config)
+        with connect(args.cluster or config.cluster) as cluster:
+            queries = from_config(cluster, config, time.time())
+        return diagnose(args.config, queries, lambda q: f"opsd desync heal {q} --config {args.config}")
+    if args.checkpoint:
+        target = DesyncTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
+        with connect(args.cluster) as cluster:
+            queries = from_targets(cluster, [target], time.time())
+        flags = "".join(f" --{k} {v}" for k, v in (("queue", args.queue), ("consumer", args.consumer),
+                                                    ("cluster", args.cluster)) if v)
+        return diagnose(args.checkpoint, queries, lambda q: f"opsd desync heal --checkpoint {q}{flags}")
+    url = (args.url or DEFAULT_URL).rstrip("/")
+    try:
+        with urllib.request.urlopen(url + "/status", timeout=5) as response:
+            document = json.load(response)
+    except (urllib.error.URLError, OSError) as e:
+        raise ConnectionError(f"no opsd daemon answers at {url}: {e}") from None
+    return diagnose(url, from_status(document), lambda q: f"opsd desync heal {q} --config <the daemon's config>")
+
+
+def queries_table(report: Report) -> Table:
+    table = Table(title=f"opsd doctor: {report.source}")
+    for column in ("query", "state", "desync", "backlog rows", "max lag", "time to drain", "max_rows / dynBatch",
+                   "last failure"):
+        table.add_column(column)
+    for q in report.queries:
+        f = q.facts
+        lag = f.get("lag") or {}
+        table.add_row(q.query, _state(f), _desync(f), _text(lag.get("backlog_rows")), _max_lag(lag),
+                      _seconds(lag.get("time_to_drain_seconds")),
+                      f"{_text(f.get('max_rows_per_partition'))} / {_text(f.get('dyn_batch_size'))}",
+                      f.get("exception_class") or "")
+    return table
+
+
+def findings_table(report: Report) -> Table:
+    table = Table(title="healthy" if report.healthy else "needs action")
+    for column in ("query", "severity", "finding", "advice"):
+        table.add_column(column)
+    for finding in report.findings:
+        table.add_row(finding.query, finding.severity.value, finding.what, finding.advice)
+    return table
+
+
+def _state(facts: dict[str, Any]) -> str:
+    if "active" not in facts:
+        return "offline"
+    return "active" if facts["active"] else ("failed" if facts.get("exception_class") else "stopped")
+
+
+def _desync(facts: dict[str, Any]) -> str:
+    parts = []
+    for queue, d in (facts.get("desync") or {}).items():
+        states = ", ".join(f"{p}:{x['state']}" for p, x in (d.get("partitions") or {}).items())
+        parts.append(f"{queue} {states or d.get('problem') or ''}")
+    return "\n".join(parts)
+
+
+def _max_lag(lag: dict[str, Any]) -> str:
+    known = [p["lag_seconds"] for parts in (lag.get("queues") or {}).values() for p in parts.values()
+             if p["lag_seconds"] is not None]
+    return _seconds(max(known)) if known else "-"
+
+
+def _seconds(value: Any) -> str:
+    return "-" if value is None else (value if isinstance(value, str) else f"{float(value):.1f}s")
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None else str(value)

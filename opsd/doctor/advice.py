@@ -1,0 +1,97 @@
+"""Advice: a query's facts (the `/status` shape) into findings, each with the command to run or the value to set.
+Pure: no cluster, no clock.
+
+Desync states follow `opsd.checks.desync.evaluate`; `lagging_one_batch` is the documented late acknowledgement and
+needs no action (a heal tidies it), the others do. A backlog that does not drain, a failed, crash-looping or
+stalled query need action too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opsd.doctor.report import Finding, Severity
+
+#: `opsd desync heal ...` for a query, as the user can run it where the doctor's facts came from.
+HealCommand = Callable[[str], str]
+
+
+def findings(query: str, facts: Mapping[str, Any], heal_command: HealCommand) -> list[Finding]:
+    found: list[Finding] = []
+
+    def add(severity: Severity, what: str, advice: str) -> None:
+        found.append(Finding(query, severity, what, advice))
+
+    if facts.get("exception_class") and not facts.get("active"):
+        add(Severity.ACTION, f"the query failed: {facts['exception_class']}: {_first_line(facts.get('exception'))}",
+            "read the failure in opsd's log (event query_failed), fix its cause; opsd restarts the query")
+    if facts.get("crash_loop"):
+        add(Severity.ACTION, f"the query is crash looping ({facts.get('restarts', 0)} restarts)",
+            "its restart backoff is at the cap: fix the failure above; restarts alone will not")
+    if facts.get("stalled"):
+        add(Severity.ACTION, "the query makes no progress although rows are waiting",
+            "look for a hung sink or lost executors (Spark UI, executor logs); restart the query if it stays stuck")
+    for queue, desync in (facts.get("desync") or {}).items():
+        found.extend(Finding(query, sev, what, advice) for sev, what, advice in _desync(queue, desync,
+                                                                                      heal_command(query)))
+    found.extend(Finding(query, sev, what, advice) for sev, what, advice in _lag(facts))
+    return found
+
+
+def _desync(queue: str, desync: Mapping[str, Any], heal: str) -> list[tuple[Severity, str, str]]:
+    if desync.get("problem"):
+        return [(Severity.ACTION, f"{queue}: desync unknown: {desync['problem']}",
+                 "fix the checkpoint location, queue or consumer named above (watch: / --queue / --consumer)")]
+    consumer = desync.get("consumer")
+    out = []
+    by_state: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for partition, p in sorted((desync.get("partitions") or {}).items(), key=lambda item: int(item[0])):
+        by_state.setdefault(p["state"], []).append((partition, p))
+    if "lagging_one_batch" in by_state:
+        parts = _names(by_state["lagging_one_batch"])
+        out.append((Severity.INFO, f"{queue}: consumer {consumer} is one batch behind the checkpoint on {parts} "
+                    "(the late acknowledgement of an idle query or an availableNow run; it holds the queue's trim)",
+                    f"heal it: {heal}"))
+    if "stuck" in by_state:
+        rows = sum(p["difference_rows"] for _, p in by_state["stuck"])
+        out.append((Severity.ACTION, f"{queue}: consumer {consumer} has not followed several committed batches on "
+                    f"{_names(by_state['stuck'])} ({rows} rows behind)",
+                    "its acknowledgements fail (look for consumer_advance_conflict in the query's log: is another "
+                    f"job moving the same consumer?); then heal it: {heal}"))
+    for partition, p in by_state.get("consumer_ahead", []):
+        out.append((Severity.ACTION, f"{queue}: consumer {consumer} is ahead of the checkpoint on partition "
+                    f"{partition}: rows [{p['checkpoint_next']}, {p['consumer_offset']}) would be skipped at restart",
+                    "if another job read those rows, give each job its own consumer; if not, move the consumer "
+                    "back to the checkpoint before restarting (a heal never moves a consumer backwards)"))
+    for partition, p in by_state.get("behind_trim", []):
+        out.append((Severity.ACTION, f"{queue}: rows [{p['checkpoint_next']}, {p['trimmed_row_count']}) of partition "
+                    f"{partition} were trimmed before the query read them: its next batch cannot be replayed",
+                    f"register the consumer as vital (opsd consumer register {queue} {consumer} --vital) so trimming "
+                    "waits for it, and restart the query with a new checkpointLocation (it starts at the consumer)"))
+    return out
+
+
+def _lag(facts: Mapping[str, Any]) -> list[tuple[Severity, str, str]]:
+    lag = facts.get("lag") or {}
+    if lag.get("time_to_drain_seconds") != "+Inf" or not lag.get("backlog_rows"):
+        return []
+    cap = facts.get("max_rows_per_partition")
+    now = f" (now {cap})" if cap else " (now unlimited)"
+    arrive, read = _rate(lag.get("input_rows_per_second")), _rate(lag.get("processed_rows_per_second"))
+    return [(Severity.ACTION, f"the backlog of {lag['backlog_rows']} rows is not draining: rows arrive at "
+             f"{arrive}, the query reads {read}",
+             f"raise max_rows_per_partition{now} in the query's tuning document (streaming_core.tuning.write_tuning) "
+             "if batches are short, else give the query more executors or cores")]
+
+
+def _names(parts: list[tuple[str, Mapping[str, Any]]]) -> str:
+    return "partition" + ("s " if len(parts) > 1 else " ") + ", ".join(p for p, _ in parts)
+
+
+def _rate(value: float | None) -> str:
+    return "? rows/s" if value is None else f"{value:.0f} rows/s"
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""

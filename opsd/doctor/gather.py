@@ -1,0 +1,49 @@
+"""Gather the doctor's facts, per query in the `/status` shape: from a running daemon's `/status` document, or
+offline from a config or a checkpoint, with the checks' own collect and evaluate steps (never apply).
+
+Offline there is one sample only: lag in seconds comes from `$timestamp` where the queue has it, and time to drain is
+unknown unless nothing is unread; a config also gives the tuning values in force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opsd.checks.desync.check import collect_target, targets_for
+from opsd.checks.desync.check import view as desync_view
+from opsd.checks.desync.collect import DesyncTarget
+from opsd.checks.desync.evaluate import evaluate as evaluate_desync
+from opsd.checks.lag.check import view as lag_view
+from opsd.checks.lag.collect import collect as collect_lag
+from opsd.checks.lag.evaluate import evaluate as evaluate_lag
+from opsd.checks.tuning.collect import collect as collect_tuning
+from opsd.checks.tuning.collect import sources_for
+from opsd.config.models import OpsdConfig
+from streaming_core.cluster import Cluster
+
+
+def from_status(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The queries of a daemon's `/status` document."""
+    return {name: dict(q) for name, q in (document.get("queries") or {}).items()}
+
+
+def from_targets(cluster: Cluster, targets: Iterable[DesyncTarget], at: float) -> dict[str, dict[str, Any]]:
+    """Desync and lag of each target, read now."""
+    facts = [f for t in targets for f in collect_target(cluster, t)]
+    queries: dict[str, dict[str, Any]] = {}
+    for f in facts:
+        queries.setdefault(f.query, {"desync": {}})["desync"][f.queue] = desync_view(evaluate_desync(f))
+    for sample in collect_lag(cluster, facts, at):
+        queries[sample.query]["lag"] = lag_view(evaluate_lag(sample, (), window_seconds=0))
+    return queries
+
+
+def from_config(cluster: Cluster, config: OpsdConfig, at: float) -> dict[str, dict[str, Any]]:
+    """Every pipeline and watched query of a config: desync, lag and the tuning values in force."""
+    queries = {p.name: {} for p in config.pipelines} | from_targets(cluster, targets_for(config), at)
+    for pipeline in config.pipelines:
+        values = collect_tuning(cluster, sources_for(pipeline, dict(config.spark.conf)))
+        queries[pipeline.name].update(max_rows_per_partition=values.max_rows_per_partition,
+                                      dyn_batch_size=values.dyn_batch_size)
+    return queries

@@ -1,0 +1,81 @@
+"""`opsd run` with a pipeline that can never start: pre-flight refuses it (no restart loop), the daemon keeps the
+others running and says why on /readyz, /status and /metrics; `opsd run --check` finds the same without starting."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from streaming_core.cluster import connect
+from tests.conftest import make_queue
+from tests.helpers_pipelines import wait_until
+from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows
+from tests.test_opsd_daemon import OPSD, START_SECONDS, WAIT_SECONDS, free_port, http_status, opsd, rows
+
+pytestmark = pytest.mark.spark
+
+QUEUE, CONSUMER, RESULT, MISSING = "//home/f/queue", "//home/f/consumer", "//home/f/result", "//home/f/missing"
+
+
+def test_a_pipeline_that_can_never_start_is_refused_and_named_while_the_others_run(tmp_path: Path) -> None:
+    cluster_uri = f"local://{tmp_path / 'cluster'}"
+    with connect(cluster_uri) as cluster:
+        make_queue(cluster, QUEUE, consumer=CONSUMER)
+        make_table(cluster, RESULT, COPY_SCHEMA)
+        cluster.insert_rows(QUEUE, rows(0, 100))
+    port = free_port()
+
+    def pipeline(name: str, sink: str) -> dict:
+        return {"name": name, "source": {"path": QUEUE, "options": {"consumer_path": CONSUMER}},
+                "sink": {"format": "yt", "path": sink}, "trigger": {"processing_time": "1 second"},
+                "checkpoint_location": str(tmp_path / f"cp-{name}")}
+
+    config_file = tmp_path / "opsd.yaml"
+    config_file.write_text(yaml.safe_dump({
+        "cluster": cluster_uri, "http": {"port": port},
+        "spark": {"master": "local[2]", "conf": {"spark.ui.showConsoleProgress": False}},
+        "pipelines": [pipeline("good", RESULT), pipeline("broken", MISSING)]}))
+
+    check = opsd("run", "--check", str(config_file), timeout=180)
+    assert check.returncode == 1, check.stderr[-2000:]
+    assert f"pipeline 'broken': sink: {MISSING}" in check.stdout and "pipeline 'good'" not in check.stdout
+
+    stderr = tmp_path / "stderr.log"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: process.poll() is not None or http_status(f"{url}/metrics") == 200, START_SECONDS,
+                   "the endpoint to answer")
+        with connect(cluster_uri) as cluster:
+            wait_until(lambda: len(ordered_rows(cluster, RESULT)) >= 100, WAIT_SECONDS, "the good pipeline's rows")
+        assert process.poll() is None, "a refused pipeline keeps the daemon up, its failure visible"
+        with pytest.raises(Exception) as not_ready:
+            opsd_json(f"{url}/readyz")
+        assert "503" in str(not_ready.value)
+        status = opsd_json(f"{url}/status")["queries"]["broken"]
+        assert MISSING in status["permanent_failure"] and status["restarts"] == 0
+        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+            assert 'opsd_query_failed_permanently{query="broken"} 1.0' in response.read().decode()
+
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(90) == 1, "a pipeline failed for good: the daemon's exit says so"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+    events = [json.loads(line) for line in stderr.read_text().splitlines() if line.startswith("{")]
+    refused = [e for e in events if e["event"] == "pipeline_preflight_failed"]
+    assert [e["query"] for e in refused] == ["broken"] and MISSING in refused[0]["problems"][0]
+    assert not [e for e in events if e["event"] == "query_restarted"]
+
+
+def opsd_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.load(response)

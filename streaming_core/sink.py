@@ -1,8 +1,11 @@
 """Writers of the `yt` data source: micro-batches and DataFrames into dynamic (and static) tables.
 
 Guarantees (see the architecture):
-- at-least-once (default): each Spark task inserts its rows in calls of at most `dynBatchSize` rows;
-  a replayed batch may write its rows again.
+- at-least-once (default): a replayed batch may write its rows again. On the embedded cluster, whose tablet
+  transactions take any number of rows, tasks stage their rows and the commit publishes the whole batch at once
+  (as below, without a marker): a batch that fails on its data (a value that does not fit a column) leaves
+  nothing of itself in the target. On YTsaurus (at most 100,000 rows per tablet per transaction) each task
+  inserts its rows in calls of at most `dynBatchSize` rows, so the rows of the tasks that succeeded stay.
 - transactional (`spark.yt.streaming.transactional=true`): tasks stage their rows in the cluster; the
   commit (in the driver's runner process) publishes every staged row of the batch into the target and
   records the marker `(query, batch id)` in one tablet transaction (`Transaction.publish_table`: the
@@ -66,6 +69,10 @@ class SinkPlan:
     schema: TableSchema
     kind: str
     yson_columns: frozenset[str] = field(default_factory=frozenset)
+    #: Where tasks stage their rows for the commit to publish the whole batch at once (None: tasks insert): always
+    #: when transactional, and at-least-once too where a tablet transaction takes any number of rows (the
+    #: embedded cluster), so that a batch that fails on its data leaves nothing of itself in the target.
+    staging_root: str | None = None
 
 
 def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool,
@@ -74,12 +81,14 @@ def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool,
     with connect(options.cluster) as cluster:
         info = require_kind(cluster, options.path, *kinds)
         schema = TableSchema.from_yt(info.attributes["schema"])
+        unbounded_transactions = cluster.max_rows_per_tablet_transaction is None
     if overwrite and info.kind == ORDERED:
         raise SchemaError(f"{options.path}: output mode 'complete' rewrites the result and needs a sorted "
                           f"(keyed) dynamic table; an ordered table only takes 'append'")
     yson = frozenset() if options.write_type_v3 else frozenset(
         c.name for c in schema.columns if is_composite(c.type_v3))
-    plan = SinkPlan(options, schema, info.kind, yson)
+    stage = options.transactional or (unbounded_transactions and info.kind != STATIC)
+    plan = SinkPlan(options, schema, info.kind, yson, staging_root=_staging_root(options) if stage else None)
     _check_fits(plan, arrow_schema_for_spark(df_schema))
     return plan
 
@@ -171,7 +180,7 @@ def chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
         yield pa.Table.from_batches(pending)
 
 
-def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: str | None) -> WrittenPart:
+def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: str | None = None) -> WrittenPart:
     """Called in a Spark worker: insert the task's rows in chunks, or stage them below `staging_root`."""
     with connect(plan.options.cluster) as cluster:
         size = chunk_rows(plan, cluster)
@@ -214,7 +223,11 @@ def query_key(options: SinkOptions) -> str:
 
 
 def _staging_root(options: SinkOptions) -> str:
-    digest = hashlib.sha1(query_key(options).encode()).hexdigest()[:16]
+    """The query's staging directory: named by its checkpoint (stable across restarts, so a restart finds what a
+    crashed run staged); an at-least-once query with neither checkpoint nor name gets one of its own."""
+    key = query_key(options) if options.transactional else (
+        options.checkpoint_location or options.query_name or uuid.uuid4().hex)
+    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
     return f"{options.path}_staging/{digest}"
 
 
@@ -249,7 +262,7 @@ def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int)
                 rows = sum(tx.publish_table(path, options.path) for path in staged)
                 tx.insert_rows(log_path, [{**key, "rows": rows, "committed_at": time.time()}])
                 done = True
-        _drop_staging(cluster, staged + _leftovers(cluster, options, staged))
+        drop_staging(cluster, plan.staging_root)  # what it held is published now, or orphaned by a killed attempt
     return done
 
 
@@ -264,7 +277,7 @@ def publish_write(plan: SinkPlan, parts: list[WrittenPart | None], staging_root:
                     if part and part.staging_path:
                         tx.publish_table(part.staging_path, plan.options.path)
         finally:
-            cluster.remove(staging_root, recursive=True, force=True)
+            drop_staging(cluster, staging_root)
 
 
 def check_transaction_size(cluster: Cluster, path: str, rows: int, batch_id: int | None) -> None:
@@ -287,32 +300,20 @@ def check_transaction_size(cluster: Cluster, path: str, rows: int, batch_id: int
             f"{limit} rows per tablet ({tablets} tablets): {fix}")
 
 
-def _leftovers(cluster: Cluster, options: SinkOptions, staged: list[str]) -> list[str]:
-    """Staging tables of this query that no commit will read: tasks of attempts killed before their commit.
-
-    Batches of a query run one after another, so at a commit every other staging table is an orphan.
-    """
-    root = _staging_root(options)
-    if not cluster.exists(root):
-        return []
-    return [path for path in (f"{root}/{name}" for name in cluster.list(root)) if path not in staged]
-
-
 def abort_batch(plan: SinkPlan, parts: list[WrittenPart | None]) -> None:
-    """Drop what the failed batch staged; at-least-once writes cannot be taken back (and need not be)."""
-    staged = [p.staging_path for p in parts if p and p.staging_path]
-    if staged:
+    """Drop what the failed batch staged, the failed tasks' tables too (a query's batches run one after another, so
+    nothing else is staged under its root); direct at-least-once inserts cannot be taken back (and need not be)."""
+    if plan.staging_root is not None:
         with connect(plan.options.cluster) as cluster:
-            _drop_staging(cluster, staged)
+            drop_staging(cluster, plan.staging_root)
 
 
-def _drop_staging(cluster: Cluster, paths: list[str]) -> None:
-    for path in paths:
-        cluster.remove(path, force=True)
-    if paths:
-        parent = paths[0].rsplit("/", 1)[0]
-        if cluster.exists(parent) and cluster.get(parent + "/@type") == MAP_NODE and not cluster.list(parent):
-            cluster.remove(parent, force=True)
+def drop_staging(cluster: Cluster, root: str) -> None:
+    """Remove a staging directory with everything in it, and `<path>_staging` too once it is empty."""
+    cluster.remove(root, recursive=True, force=True)
+    parent = root.rsplit("/", 1)[0]
+    if cluster.exists(parent) and cluster.get(parent + "/@type") == MAP_NODE and not cluster.list(parent):
+        cluster.remove(parent, force=True)
 
 
 class YtStreamWriter(DataSourceStreamArrowWriter):
@@ -323,13 +324,14 @@ class YtStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenPart:
         """Called in a Spark worker for each partition of the micro-batch."""
-        return write_rows(self.plan, iterator, _staging_root(self.plan.options) if self.plan.options.transactional
-                          else None)
+        return write_rows(self.plan, iterator, self.plan.staging_root)
 
     def commit(self, messages: list[WrittenPart | None], batchId: int) -> None:
         """Called once per micro-batch after every task succeeded (runner process)."""
         if self.plan.options.transactional:
             commit_batch(self.plan, messages, batchId)
+        elif self.plan.staging_root is not None:
+            publish_write(self.plan, messages, self.plan.staging_root)
         record_batch_stats(self.plan, messages, batchId)
 
     def abort(self, messages: list[WrittenPart | None], batchId: int) -> None:
@@ -361,4 +363,4 @@ class YtBatchWriter(DataSourceArrowWriter):
         """Called when a task failed: what every task staged (failed ones too) is dropped, the target untouched."""
         if self.staging_root:
             with connect(self.plan.options.cluster) as cluster:
-                cluster.remove(self.staging_root, recursive=True, force=True)
+                drop_staging(cluster, self.staging_root)

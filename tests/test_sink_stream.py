@@ -155,3 +155,20 @@ class TestDynBatchSize:
             query.stop()
         assert first == [4] * 5
         assert stored_chunks(yt.root, f"{yt_root}/out")[len(first):] == [9, 9, 2]
+
+
+def test_an_at_least_once_batch_that_fails_on_its_data_leaves_nothing_and_names_the_row(spark, yt, yt_root):
+    """One task's value does not fit an int32 column: the other task's rows must not stay in the table."""
+    make_queue(yt, f"{yt_root}/q", consumer=f"{yt_root}/c")
+    yt.insert_rows(f"{yt_root}/q", [{"data": f"r{i}", "n": i} for i in range(200)], tablet_index=0)
+    yt.insert_rows(f"{yt_root}/q", [{"data": "r0", "n": 1}, {"data": "big", "n": 2**40}], tablet_index=1)
+    make_table(yt, f"{yt_root}/out", [{"name": "data", "type": "string"}, {"name": "n", "type": "int32"}])
+
+    query = to_yt(read_queue(spark, f"{yt_root}/q", f"{yt_root}/c"), f"{yt_root}/out", f"yt:/{yt_root}/cp")
+    with pytest.raises(StreamingQueryException) as failure:
+        query.awaitTermination(300)
+
+    assert "column 'n'" in str(failure.value) and str(2**40) in str(failure.value)
+    assert ordered_rows(yt, f"{yt_root}/out") == []
+    assert yt.get_consumer_offsets(f"{yt_root}/c", f"{yt_root}/q") == {}
+    assert not yt.exists(f"{yt_root}/out_staging") or not yt.list(f"{yt_root}/out_staging")

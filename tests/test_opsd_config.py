@@ -204,7 +204,20 @@ def test_seed_best_practices_for_stateless_pipelines(tmp_path: Path) -> None:
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.streaming.adaptiveExecution.enabled": "true",
         "spark.streaming.stopGracefullyOnShutdown": "true",
+        "spark.ui.enabled": "true",
+        "spark.ui.port": "4040",
+        "spark.executor.processTreeMetrics.enabled": "true",
+        "spark.executor.metrics.pollingInterval": "200ms",
+        "spark.eventLog.logStageExecutorMetrics": "true",
     }
+
+
+def test_the_spark_ui_port_is_configurable_and_the_users_conf_can_still_turn_the_ui_off() -> None:
+    config = OpsdConfig.model_validate({
+        "spark": {"ui_port": 4999, "conf": {"spark.ui.enabled": "false"}},
+        "pipelines": [{"name": "p", "source": {"path": "//q"}, "sink": {"format": "console"}}]})
+    assert spark_defaults(config)["spark.ui.port"] == "4999"
+    assert spark_defaults(config)["spark.ui.enabled"] == "false"
 
 
 def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_path: Path) -> None:
@@ -218,14 +231,14 @@ def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_
 def test_keys_that_nothing_reads_yet_are_refused(tmp_path: Path) -> None:
     """Intervals of checks that do not exist and autotuner bounds would do nothing: a user must not rely on them."""
     problems = problems_of(tmp_path, """
-checks: {desync_seconds: 30, oom_risk_seconds: 30, autotune_seconds: 30}
+checks: {desync_seconds: 30, autotune_seconds: 30}
 pipelines:
   - name: p
     source: {path: //q}
     sink: {format: console}
     tuning: {max_rows_per_partition: {min: 1, max: 10}, dyn_batch_size: {min: 1, max: 10}}
 """)
-    for key in ("checks.desync_seconds", "checks.oom_risk_seconds", "checks.autotune_seconds",
+    for key in ("checks.desync_seconds", "checks.autotune_seconds",
                 "pipeline 'p' (pipelines[0]): tuning"):
         assert any(p.startswith(f"{key}: Extra inputs are not permitted") for p in problems), (key, problems)
 

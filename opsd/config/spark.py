@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from opsd.config.models import OpsdConfig
 
+#: The Spark UI and its REST API on, with the memory peaks the OOM check reads: per stage, including the process
+#: tree (Python workers), polled every 200 ms (the default, on heartbeats only, misses short peaks).
+MEMORY_METRICS_CONF = {
+    "spark.ui.enabled": "true",
+    "spark.executor.processTreeMetrics.enabled": "true",
+    "spark.executor.metrics.pollingInterval": "200ms",
+    "spark.eventLog.logStageExecutorMetrics": "true",
+}
+
 
 def spark_defaults(config: OpsdConfig) -> dict[str, str]:
     """The seeds' best practices for streaming, overridden by the user's ``spark.conf``.
@@ -13,9 +22,12 @@ def spark_defaults(config: OpsdConfig) -> dict[str, str]:
     of streaming adaptive execution. The seeds also set `spark.streaming.stopGracefullyOnShutdown`; it is a
     DStreams setting that Structured Streaming ignores, kept so sessions match the seeds. What stops a query
     gracefully is opsd itself: on SIGTERM it lets the running micro-batch finish (for at most
-    `SparkSettings.graceful_timeout_seconds`), then stops the query (`opsd.runtime.runner`).
+    `SparkSettings.graceful_timeout_seconds`), then stops the query (`opsd.runtime.runner`). opsd's sessions
+    keep the Spark UI on (`build_session` turns it off for others): its REST API serves the memory peaks.
     """
     defaults = {
+        **MEMORY_METRICS_CONF,
+        "spark.ui.port": str(config.spark.ui_port),
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.streaming.adaptiveExecution.enabled": "true",
         "spark.streaming.stopGracefullyOnShutdown": "true",

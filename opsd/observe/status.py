@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from opsd.observe.progress import PartitionOffsets
+
 
 @dataclass(frozen=True)
 class QueryStatus:
@@ -29,6 +31,8 @@ class QueryStatus:
     last_heartbeat_at: float | None = None
     last_progress: Mapping[str, Any] | None = None
     backlog_rows: int | None = None
+    # Per yt partition, where the last batch ended and the latest offset it saw: the next batch's plan.
+    partitions: tuple[PartitionOffsets, ...] = ()
     exception: str | None = None
     exception_class: str | None = None
     restarts: int = 0
@@ -37,6 +41,8 @@ class QueryStatus:
     trigger_interval_seconds: float | None = None
     max_rows_per_partition: int | None = None
     dyn_batch_size: int | None = None
+    oom_risk: float | None = None
+    safe_max_rows_per_partition: int | None = None
 
     @property
     def progress_since(self) -> float | None:

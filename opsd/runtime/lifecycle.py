@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import structlog
 from pyspark.sql import SparkSession
 
+from opsd.checks.oom.check import OomCheck
+from opsd.checks.oom.collect import SparkRest
 from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
 from opsd.config.spark import spark_defaults
@@ -35,12 +37,20 @@ def session_for(config: OpsdConfig) -> SparkSession:
 
 
 def monitor_for(spark: SparkSession, config: OpsdConfig) -> Monitor:
-    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines."""
+    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines and the
+    OOM risk of their next batches (from the Spark UI's REST API, when the UI is on)."""
     monitor = attach(spark, host=config.http.host, port=config.http.port, policy=config.checks.progress_policy(),
                      watchdog_seconds=config.checks.watchdog_seconds)
     check = TuningCheck(config, monitor.recorder)
     monitor.scheduler.run_check("tuning", check.run)  # values known from the start, not after one interval
     monitor.scheduler.add_check("tuning", check.run, config.checks.tuning_seconds)
+    context = spark.sparkContext
+    if context.uiWebUrl is None:
+        log.warning("oom_check_disabled", reason="spark.ui.enabled=false", effect="no memory peaks to read")
+    else:
+        oom = OomCheck(config, monitor.recorder, SparkRest(context.uiWebUrl, context.applicationId),
+                       dict(context.getConf().getAll()))
+        monitor.scheduler.add_check("oom", oom.run, config.checks.oom_risk_seconds)
     return monitor
 
 

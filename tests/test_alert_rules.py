@@ -23,7 +23,7 @@ CHART_README = ROOT / "helm" / "opsd" / "README.md"
 EXPECTED_ALERTS = {
     "OpsdQueryDown", "OpsdQueryCrashLooping", "OpsdQueryStalled", "OpsdBacklogGrowing",
     "OpsdHighBatchDuration", "OpsdWatermarkDelayHigh", "OpsdQueryFailures", "OpsdChecksFailing",
-    "OpsdListenerDroppingEvents", "OpsdMetricsAbsent",
+    "OpsdListenerDroppingEvents", "OpsdMetricsAbsent", "OpsdOomRiskHigh",
 }
 
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,

@@ -45,7 +45,7 @@ def test_a_batch_peak_is_the_highest_over_the_stages_submitted_while_it_ran():
     def stage(when, heap, python=0):
         return {"submissionTime": f"2026-11-22T10:00:{when:02d}.000GMT",
                 "peakExecutorMetrics": {"JVMHeapMemory": heap, "DirectPoolMemory": 10,
-                                        "ProcessTreePythonVMemory": python}}
+                                        "ProcessTreePythonRSSMemory": python}}
     start = 1795341600.0  # 2026-11-22T10:00:00Z
     stages = [stage(1, 100), stage(5, 300, python=70), stage(30, 900), {"submissionTime": None}]
     assert stage_peaks(stages, start, start + 10) == {"jvm_heap": 300.0, "direct": 10.0, "python_worker": 70.0}

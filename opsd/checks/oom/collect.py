@@ -26,8 +26,11 @@ from streaming_core.cluster import Cluster
 POOL_METRICS = {
     "jvm_heap": "JVMHeapMemory",
     "direct": "DirectPoolMemory",
-    # The address space is what `spark.executor.pyspark.memory` limits (RLIMIT_AS), so virtual memory, not RSS.
-    "python_worker": "ProcessTreePythonVMemory",
+    # `spark.executor.pyspark.memory` limits each worker's address space (RLIMIT_AS), but the process tree's
+    # virtual memory sums every Python process (the daemon, the streaming source's runner, idle workers), each
+    # with hundreds of MB of reserved address space: over the limit before any batch. Resident memory of the tree
+    # is the closer measure of what the batch takes.
+    "python_worker": "ProcessTreePythonRSSMemory",
 }
 DEFAULT_JVM_MEMORY = "1g"
 SAMPLE_ROWS = 1000
@@ -39,7 +42,7 @@ _MAX_DIRECT = re.compile(r"-XX:MaxDirectMemorySize=(\S+)")
 class SparkRest:
     """The few REST calls of one Spark application's UI (`spark.sparkContext.uiWebUrl`, `applicationId`)."""
 
-    def __init__(self, ui_url: str, app_id: str, timeout_seconds: float = 5.0) -> None:
+    def __init__(self, ui_url: str, app_id: str, timeout_seconds: float = 30.0) -> None:
         self.base = f"{ui_url.rstrip('/')}/api/v1/applications/{app_id}"
         self.timeout = timeout_seconds
 

@@ -161,11 +161,9 @@ def overview_rows() -> tuple[Row, ...]:
                 Target(f"opsd_oom_risk{{{Q}}}", "{{query}} {{pool}}"),
             ), unit="percentunit", width=8),
             Panel("Memory peak: predicted, observed, limit",
-                  "Per pool: the next batch's predicted peak, the last batch's measured peak, the pool's limit.", (
-                Target(f"opsd_oom_predicted_peak_bytes{{{Q}}}", "{{query}} {{pool}} predicted"),
-                Target(f"opsd_oom_observed_peak_bytes{{{Q}}}", "{{query}} {{pool}} observed"),
-                Target(f"opsd_oom_limit_bytes{{{Q}}}", "{{query}} {{pool}} limit"),
-            ), unit="bytes", width=8),
+                  "Per pool: the next batch's predicted peak, the last batch's measured peak, the pool's limit.",
+                  tuple(Target(f"opsd_oom_{series}_bytes{{{Q}}}", f"{{{{query}}}} {{{{pool}}}} {series}")
+                        for series in ("predicted_peak", "observed_peak", "limit")), unit="bytes", width=8),
             Panel("Next batch size", "Planned bytes of the next micro-batch (backlog under the cap in force).", (
                 Target(f"opsd_oom_batch_bytes{{{Q}}}", "{{query}}"),
             ), unit="bytes", width=8),

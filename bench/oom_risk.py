@@ -101,7 +101,7 @@ def pandas_udf(df, batch_id: int) -> None:
         import pandas as pd
         return pd.DataFrame({"rows": [len(pdf)], "chars": [int(pdf["data"].str.len().sum())]})
 
-    df.groupBy(F.lit(0)).applyInPandas(whole_group, "rows long, chars long").collect()
+    df.withColumn("group", F.lit("all")).groupBy("group").applyInPandas(whole_group, "rows long, chars long").collect()
 
 
 def run_child(workload: str, rows: int) -> dict[str, Any]:

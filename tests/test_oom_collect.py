@@ -14,6 +14,8 @@ MB = 1 << 20
 @pytest.mark.parametrize(("text", "pool"), [
     ("SparkException: Job aborted ... java.lang.OutOfMemoryError: Java heap space\n\tat x", "jvm_heap"),
     ("java.lang.OutOfMemoryError: GC overhead limit exceeded", "jvm_heap"),
+    ("Lost task 0.0 in stage 0.0 (TID 0) (host executor driver): TaskResultLost (result lost from block manager)",
+     "jvm_heap"),
     ("java.lang.OutOfMemoryError: Direct buffer memory", "direct"),
     ("org.apache.arrow.memory.OutOfMemoryException: Failure allocating buffer", "direct"),
     ("PythonException: An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"

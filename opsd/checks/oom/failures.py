@@ -2,8 +2,8 @@
 
 Pure. Spark's failure text carries the JVM's `OutOfMemoryError` (heap, or direct buffer memory), Arrow's
 `OutOfMemoryException` / `ArrowMemoryError`, a task result the driver had no heap to fetch, a Python
-`MemoryError` (a worker over `spark.executor.pyspark.memory`), a Python worker that died without a traceback (killed by its limit or by the
-kernel's OOM killer), or the driver's JVM gone from under py4j.
+`MemoryError` (a worker over `spark.executor.pyspark.memory`), a Python worker that died without a traceback
+(killed by its limit or by the kernel's OOM killer), or the driver's JVM gone from under py4j.
 """
 
 from __future__ import annotations

@@ -92,3 +92,11 @@ def test_the_finding_names_the_pool_and_the_cap_only_when_the_risk_is_over_the_t
     text = finding(big)
     assert "jvm_heap" in text and f"max_rows_per_partition <= {big.safe_max_rows_per_partition}" in text
     assert finding(small) is None
+
+
+def test_state_held_in_the_heap_adds_to_the_heaps_prediction_whatever_the_batch():
+    seen = {"jvm_heap": [Observation(i, s, 100 * MB + 3.0 * s + 50 * MB, state_bytes=50 * MB)
+                         for i, s in enumerate([10 * MB, 20 * MB, 40 * MB])]}
+    batch = PlannedBatch({0: 100_000}, 100, None)
+    grown = evaluate("q", batch, {"jvm_heap": LIMIT}, seen, state_bytes=200 * MB)
+    assert grown.pools[0].predicted_peak_bytes == pytest.approx(100 * MB + 3.0 * 10_000_000 + 200 * MB, rel=1e-6)

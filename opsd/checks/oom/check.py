@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from opsd.checks.oom.collect import SparkRest, pool_limits, sample_bytes_per_row, stage_peaks
-from opsd.checks.oom.evaluate import POOLS, Evaluation, ModelSettings, Observation, evaluate, planned_batch
+from opsd.checks.oom.evaluate import HEAP, POOLS, Evaluation, ModelSettings, Observation, evaluate, planned_batch
 from opsd.checks.oom.failures import memory_pool_of_failure
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
@@ -78,7 +78,9 @@ class OomCheck:
         batch = planned_batch({p.partition: p.end for p in status.partitions if p.end is not None},
                               {p.partition: p.latest for p in status.partitions if p.latest is not None},
                               status.max_rows_per_partition, bytes_per_row)
-        result = evaluate(status.name, batch, self.limits, memory.observations, self.target_risk, self.settings)
+        state = (status.last_progress or {}).get("state_memory_bytes") or 0.0
+        result = evaluate(status.name, batch, self.limits, memory.observations, self.target_risk, self.settings,
+                          state_bytes=state)
         memory.last_evaluation = result
         for pool in result.pools:
             self.recorder.record_oom_pool(status.name, pool.pool, risk=pool.risk,
@@ -101,8 +103,10 @@ class OomCheck:
             return
         duration = progress.get("duration_seconds") or 0.0
         peaks = stage_peaks(stages, started - WINDOW_SLACK_SECONDS, started + duration + WINDOW_SLACK_SECONDS)
+        state = progress.get("state_memory_bytes") or 0.0
         for pool, peak in peaks.items():
-            memory.observations[pool].append(Observation(batch_id, rows * bytes_per_row, peak))
+            memory.observations[pool].append(
+                Observation(batch_id, rows * bytes_per_row, peak, state_bytes=state if pool == HEAP else 0.0))
 
     def _observe_failure(self, status: QueryStatus, memory: _QueryMemory) -> None:
         """A new failure whose cause is memory: the batch that was planned died at the pool's limit."""

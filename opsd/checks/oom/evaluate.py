@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from streaming_core.offsets import batch_end
 
 #: The memory pools opsd watches: the JVM heap, the JVM's direct memory, the Python workers.
 POOLS = ("jvm_heap", "direct", "python_worker")
+HEAP = POOLS[0]
 
 #: Risk reported above this is capped: past "certainly out of memory" a bigger number tells nothing.
 MAX_RISK = 10.0
@@ -32,12 +33,14 @@ _MIN_SPREAD = 0.05  # relative spread of batch sizes below which the slope canno
 
 @dataclass(frozen=True)
 class Observation:
-    """One batch as measured: its bytes read and the pool's peak; `failed` when it died of this pool's memory."""
+    """One batch as measured: its bytes read and the pool's peak; `failed` when it died of this pool's memory.
+    `state_bytes`: what the query's state stores held then (heap only: the fit is of the peak without it)."""
 
     batch_id: int
     batch_bytes: float
     peak_bytes: float
     failed: bool = False
+    state_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ def fit(observations: Sequence[Observation], limit_bytes: float, settings: Model
     newest = max(o.batch_id for o in observations)
     recency = [0.5 ** ((newest - o.batch_id) / settings.half_life_batches) for o in observations]
     x = [o.batch_bytes for o in observations]
-    y = [max(o.peak_bytes, limit_bytes) if o.failed else o.peak_bytes for o in observations]
+    y = [(max(o.peak_bytes, limit_bytes) if o.failed else o.peak_bytes) - o.state_bytes for o in observations]
     if max(x) - min(x) <= _MIN_SPREAD * max(max(x), 1.0):
         slope = prior.bytes_per_batch_byte
         base = _weighted_median([yi - slope * xi for xi, yi in zip(x, y, strict=True)], recency)
@@ -145,8 +148,12 @@ def fit(observations: Sequence[Observation], limit_bytes: float, settings: Model
 
 def evaluate(query: str, batch: PlannedBatch, limits: Mapping[str, float],
              observations: Mapping[str, Sequence[Observation]], target_risk: float = 0.7,
-             settings: ModelSettings = ModelSettings()) -> Evaluation:
-    """Risk per pool with a limit (`limits`: pool -> bytes) for the planned batch, and the safe cap."""
+             settings: ModelSettings = ModelSettings(), state_bytes: float = 0.0) -> Evaluation:
+    """Risk per pool with a limit (`limits`: pool -> bytes) for the planned batch, and the safe cap.
+
+    `state_bytes` is what the query's state stores hold now (`memoryUsedBytes` of its stateful operators): the
+    HDFS state store lives in the heap, so it adds to the heap's predicted peak whatever the batch's size.
+    """
     pools = []
     for pool in POOLS:
         limit = limits.get(pool)
@@ -154,6 +161,8 @@ def evaluate(query: str, batch: PlannedBatch, limits: Mapping[str, float],
             continue
         seen = observations.get(pool, ())
         model = fit(seen, limit, settings)
+        if pool == HEAP:
+            model = replace(model, base=model.base + state_bytes)
         last = max(seen, key=lambda o: o.batch_id, default=None)
         pools.append(PoolRisk(pool, limit, model.predict(batch.bytes), None if last is None else last.peak_bytes,
                               model))

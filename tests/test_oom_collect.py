@@ -21,6 +21,9 @@ MB = 1 << 20
     ("PythonException: An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
      "  File \"x.py\", line 1, in f\nMemoryError\n", "python_worker"),
     ("org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)", "python_worker"),
+    ("PythonException: Traceback ...\nnumpy.core._exceptions._ArrayMemoryError: Unable to allocate 30.5 MiB for an "
+     "array with shape (2, 2000000) and data type object\n", "python_worker"),
+    ("Traceback ...\npyarrow.lib.ArrowMemoryError: malloc of size 67108864 failed\n", "python_worker"),
     ("py4j.protocol.Py4JNetworkError: Answer from Java side is empty", "jvm_heap"),
     ("PythonException: ... ValueError: kaboom", None),
     (None, None),

@@ -26,10 +26,10 @@ from streaming_core.cluster import Cluster
 POOL_METRICS = {
     "jvm_heap": "JVMHeapMemory",
     "direct": "DirectPoolMemory",
-    # `spark.executor.pyspark.memory` limits each worker's address space (RLIMIT_AS), but the process tree's
-    # virtual memory sums every Python process (the daemon, the streaming source's runner, idle workers), each
-    # with hundreds of MB of reserved address space: over the limit before any batch. Resident memory of the tree
-    # is the closer measure of what the batch takes.
+    # `spark.executor.pyspark.memory` is the executor's total, split among its cores' workers, each limited in
+    # address space (RLIMIT_AS). The process tree's virtual memory sums every Python process (the daemon, the
+    # streaming source's runner, idle workers), each with hundreds of MB of reserved address space: over the
+    # limit before any batch. Resident memory of the tree is the closer measure of what the batches take.
     "python_worker": "ProcessTreePythonRSSMemory",
 }
 DEFAULT_JVM_MEMORY = "1g"

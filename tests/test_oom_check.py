@@ -12,6 +12,7 @@ from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
 from opsd.config.models import OpsdConfig
 from tests.conftest import make_queue
+from tests.helpers_pipelines import wait_until
 
 ROWS_PER_PARTITION = 3000
 CAP = 1000
@@ -28,8 +29,9 @@ def watched(spark, yt, yt_root, cluster_uri, tmp_path):
     monitor = opsd.attach(spark, registry=CollectorRegistry(), port=None)
     query = (spark.readStream.format("yt").option("consumer_path", consumer).option("max_rows_per_partition", CAP)
              .load(queue).writeStream.format("noop").queryName("oom_watched")
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(once=True).start())
-    query.awaitTermination(120)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(processingTime="1 hour").start())
+    wait_until(lambda: query.lastProgress is not None, 120, "the first capped batch")  # the next is an hour away
+    query.stop()
     monitor.listener.flush(10)
     config = OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [
         {"name": "oom_watched", "source": {"path": queue}, "sink": {"format": "console"}}]})

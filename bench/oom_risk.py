@@ -176,7 +176,7 @@ def matrix(workloads: tuple[str, ...], sizes: tuple[int, ...]) -> list[dict[str,
         seen: dict[str, list[Observation]] = {pool: [] for pool in POOLS}
         for index, rows in enumerate(sizes):
             half = rows // TABLETS
-            batch = planned_batch({t: -1 for t in range(TABLETS)}, {t: half - 1 for t in range(TABLETS)}, half,
+            batch = planned_batch([PartitionOffsets(QUEUE, t, None, -1, half - 1) for t in range(TABLETS)], half,
                                   per_row)
             before = evaluate(workload, batch, limits, seen)
             started = time.perf_counter()

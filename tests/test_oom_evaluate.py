@@ -12,9 +12,15 @@ from opsd.checks.oom.evaluate import (
     fit,
     planned_batch,
 )
+from opsd.observe.progress import PartitionOffsets
 
 MB = 1024 * 1024
 LIMIT = 512 * MB
+
+
+def _batch(*rows, cap=None):
+    """A planned batch of one queue, 100 bytes a row, with these rows per partition."""
+    return PlannedBatch({("//q", i): r for i, r in enumerate(rows)}, 100, cap)
 
 
 def _line(sizes, base=100 * MB, slope=3.0):
@@ -58,15 +64,18 @@ def test_a_batch_that_died_of_the_pool_counts_as_a_peak_at_its_limit():
     assert fit(seen, LIMIT).predict(60 * MB) >= 0.9 * LIMIT
 
 
-def test_the_planned_batch_follows_the_sources_cap_rule():
-    batch = planned_batch({0: 99, 1: 499, 2: 10}, {0: 1099, 1: 549, 2: 10}, 300, bytes_per_row=100)
-    assert batch.rows_per_partition == {0: 300, 1: 50, 2: 0}
-    assert batch.bytes == 35_000
-    assert planned_batch({0: -1}, {0: 999}, None, 1).rows == 1000
+def test_the_planned_batch_follows_the_sources_cap_rule_per_queue():
+    read = [PartitionOffsets("//a", 0, None, 99, 1099), PartitionOffsets("//a", 1, None, 499, 549),
+            PartitionOffsets("//a", 2, None, 10, 10), PartitionOffsets("//b", 0, None, -1, 999),
+            PartitionOffsets("//b", 1, None, None, 999)]
+    batch = planned_batch(read, 300, bytes_per_row=100)
+    assert batch.rows_per_partition == {("//a", 0): 300, ("//a", 1): 50, ("//a", 2): 0, ("//b", 0): 300}
+    assert batch.bytes == 65_000
+    assert planned_batch(read, None, 1).rows == 1000 + 50 + 1000
 
 
 def test_risk_is_the_predicted_peak_over_the_limit_and_the_safe_cap_keeps_it_under_the_target():
-    batch = PlannedBatch({0: 1_000_000, 1: 1_000_000}, bytes_per_row=100, max_rows_per_partition=1_000_000)
+    batch = _batch(1_000_000, 1_000_000, cap=1_000_000)
     seen = {"jvm_heap": _line([10 * MB, 20 * MB, 40 * MB])}
     result = evaluate("q", batch, {"jvm_heap": LIMIT}, seen, target_risk=0.7)
     heap = result.pools[0]
@@ -74,21 +83,21 @@ def test_risk_is_the_predicted_peak_over_the_limit_and_the_safe_cap_keeps_it_und
     assert result.risk == pytest.approx(heap.predicted_peak_bytes / LIMIT)
     assert heap.observed_peak_bytes == pytest.approx(100 * MB + 3.0 * 40 * MB)
     cap = result.safe_max_rows_per_partition
-    at_cap = evaluate("q", PlannedBatch({0: cap, 1: cap}, 100, cap), {"jvm_heap": LIMIT}, seen)
-    over_cap = evaluate("q", PlannedBatch({0: cap + 1, 1: cap + 1}, 100, cap), {"jvm_heap": LIMIT}, seen)
+    at_cap = evaluate("q", _batch(cap, cap, cap=cap), {"jvm_heap": LIMIT}, seen)
+    over_cap = evaluate("q", _batch(cap + 1, cap + 1, cap=cap), {"jvm_heap": LIMIT}, seen)
     assert at_cap.risk <= 0.7 < over_cap.risk
 
 
 def test_pools_without_a_limit_are_not_judged():
-    batch = PlannedBatch({0: 10}, 100, None)
+    batch = _batch(10)
     result = evaluate("q", batch, {"jvm_heap": LIMIT, "python_worker": 0}, {})
     assert [p.pool for p in result.pools] == ["jvm_heap"]
 
 
 def test_the_finding_names_the_pool_and_the_cap_only_when_the_risk_is_over_the_target():
     seen = {"jvm_heap": _line([10 * MB, 20 * MB, 40 * MB])}
-    big = evaluate("q", PlannedBatch({0: 2_000_000}, 100, 2_000_000), {"jvm_heap": LIMIT}, seen)
-    small = evaluate("q", PlannedBatch({0: 1000}, 100, 2_000_000), {"jvm_heap": LIMIT}, seen)
+    big = evaluate("q", _batch(2_000_000, cap=2_000_000), {"jvm_heap": LIMIT}, seen)
+    small = evaluate("q", _batch(1000, cap=2_000_000), {"jvm_heap": LIMIT}, seen)
     text = finding(big)
     assert "jvm_heap" in text and f"max_rows_per_partition <= {big.safe_max_rows_per_partition}" in text
     assert finding(small) is None
@@ -97,6 +106,6 @@ def test_the_finding_names_the_pool_and_the_cap_only_when_the_risk_is_over_the_t
 def test_state_held_in_the_heap_adds_to_the_heaps_prediction_whatever_the_batch():
     seen = {"jvm_heap": [Observation(i, s, 100 * MB + 3.0 * s + 50 * MB, state_bytes=50 * MB)
                          for i, s in enumerate([10 * MB, 20 * MB, 40 * MB])]}
-    batch = PlannedBatch({0: 100_000}, 100, None)
+    batch = _batch(100_000)
     grown = evaluate("q", batch, {"jvm_heap": LIMIT}, seen, state_bytes=200 * MB)
     assert grown.pools[0].predicted_peak_bytes == pytest.approx(100 * MB + 3.0 * 10_000_000 + 200 * MB, rel=1e-6)

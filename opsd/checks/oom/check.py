@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
@@ -24,6 +25,8 @@ from opsd.observe.status import QueryStatus
 from streaming_core.cluster import Cluster, connect
 
 log = structlog.get_logger(__name__)
+
+Stages = list[dict[str, Any]]
 
 #: Observations kept per query and pool; with the default half-life older ones weigh < 0.1 %.
 HISTORY = 200
@@ -71,13 +74,11 @@ class OomCheck:
                 found[name] = self._evaluate(status, bytes_per_row, stages)
         return found
 
-    def _evaluate(self, status: QueryStatus, bytes_per_row: float, stages: list) -> Evaluation:
+    def _evaluate(self, status: QueryStatus, bytes_per_row: float, stages: Stages) -> Evaluation:
         memory = self.memory.setdefault(status.name, _QueryMemory())
         self._observe_batch(status, memory, bytes_per_row, stages)
         self._observe_failure(status, memory)
-        batch = planned_batch({p.partition: p.end for p in status.partitions if p.end is not None},
-                              {p.partition: p.latest for p in status.partitions if p.latest is not None},
-                              status.max_rows_per_partition, bytes_per_row)
+        batch = planned_batch(status.partitions, status.max_rows_per_partition, bytes_per_row)
         state = (status.last_progress or {}).get("state_memory_bytes") or 0.0
         result = evaluate(status.name, batch, self.limits, memory.observations, self.target_risk, self.settings,
                           state_bytes=state)
@@ -91,7 +92,8 @@ class OomCheck:
                                  target_risk=self.target_risk)
         return result
 
-    def _observe_batch(self, status: QueryStatus, memory: _QueryMemory, bytes_per_row: float, stages: list) -> None:
+    def _observe_batch(self, status: QueryStatus, memory: _QueryMemory, bytes_per_row: float, stages: Stages
+                       ) -> None:
         """One observation per pool for a batch not seen yet, from the stages submitted while it ran."""
         progress = status.last_progress or {}
         batch_id, started = status.last_batch_id, progress.get("timestamp")

@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from opsd.observe.progress import PartitionOffsets
 from streaming_core.offsets import batch_end
 
 #: The memory pools opsd watches: the JVM heap, the JVM's direct memory, the Python workers.
@@ -75,7 +76,7 @@ class PeakModel:
 class PlannedBatch:
     """The next batch as the source will plan it: rows per partition under the cap, and bytes."""
 
-    rows_per_partition: Mapping[int, int]
+    rows_per_partition: Mapping[tuple[str, int], int]  # (queue, partition) -> rows
     bytes_per_row: float
     max_rows_per_partition: int | None
 
@@ -119,13 +120,16 @@ class Evaluation:
         return max((p.risk for p in self.pools), default=0.0)
 
 
-def planned_batch(last_read: Mapping[int, int], latest: Mapping[int, int], cap: int | None,
-                  bytes_per_row: float) -> PlannedBatch:
-    """The next batch by the source's rule `end_i = min(start_i + cap, upper_i)`, from the last batch's end
-    offsets (`last_read`) and the latest offsets it saw (both last-read row indices, as in the offset JSON)."""
-    start = {p: last_read[p] for p in latest if p in last_read}
-    end = batch_end(start, latest, cap)
-    return PlannedBatch({p: end[p] - start[p] for p in start}, bytes_per_row, cap)
+def planned_batch(partitions: Sequence[PartitionOffsets], cap: int | None, bytes_per_row: float) -> PlannedBatch:
+    """The next batch by the source's rule `end_i = min(start_i + cap, upper_i)`, per queue, from where the last
+    batch ended and the latest offsets it saw (partitions missing either are left out)."""
+    rows: dict[tuple[str, int], int] = {}
+    for queue in {p.queue for p in partitions}:
+        known = [p for p in partitions if p.queue == queue and p.end is not None and p.latest is not None]
+        start = {p.partition: p.end for p in known}
+        end = batch_end(start, {p.partition: p.latest for p in known}, cap)
+        rows.update({(queue, i): end[i] - start[i] for i in start})
+    return PlannedBatch(rows, bytes_per_row, cap)
 
 
 def fit(observations: Sequence[Observation], limit_bytes: float, settings: ModelSettings = ModelSettings()

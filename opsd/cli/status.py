@@ -36,10 +36,12 @@ def status_command(args: argparse.Namespace) -> int:
 def status_table(document: dict) -> Table:
     """The `/status` document as a table for people."""
     table = Table(title="opsd pipelines")
-    for column in ("query", "active", "last batch", "backlog rows", "restarts", "stalled", "exception"):
+    for column in ("query", "active", "last batch", "backlog rows", "restarts", "stalled", "oom risk", "exception"):
         table.add_column(column)
     queries = document.get("queries", document)
     for name, q in sorted(queries.items()):
+        risk = q.get("oom_risk")
         table.add_row(name, str(q.get("active")), str(q.get("last_batch_id")), str(q.get("backlog_rows")),
-                      str(q.get("restarts")), str(q.get("stalled")), (q.get("exception_class") or ""))
+                      str(q.get("restarts")), str(q.get("stalled")), "" if risk is None else f"{risk:.2f}",
+                      (q.get("exception_class") or ""))
     return table

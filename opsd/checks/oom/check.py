@@ -10,11 +10,9 @@ failure whose cause is memory.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import structlog
 
 from opsd.checks.oom.collect import SparkRest, pool_limits, sample_bytes_per_row, stage_peaks
 from opsd.checks.oom.evaluate import HEAP, POOLS, Evaluation, ModelSettings, Observation, evaluate, planned_batch
@@ -22,9 +20,7 @@ from opsd.checks.oom.failures import memory_pool_of_failure
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import QueryStatus
-from streaming_core.cluster import Cluster, connect
-
-log = structlog.get_logger(__name__)
+from streaming_core.cluster import connect
 
 Stages = list[dict[str, Any]]
 
@@ -48,15 +44,14 @@ class _QueryMemory:
 class OomCheck:
     """`scheduler.add_check("oom", OomCheck(config, recorder, rest, conf).run, interval)`."""
 
-    def __init__(self, config: OpsdConfig, recorder: Recorder, rest: SparkRest, spark_conf: Mapping[str, str],
-                 connect_cluster: Callable[[], Cluster] | None = None) -> None:
+    def __init__(self, config: OpsdConfig, recorder: Recorder, rest: SparkRest, spark_conf: Mapping[str, str]) -> None:
         """`spark_conf`: the session's conf in force (`spark.sparkContext.getConf().getAll()`), for the limits."""
         self.recorder = recorder
         self.rest = rest
         self.limits = pool_limits(spark_conf, spark_conf.get("spark.master", config.spark.master))
         self.target_risk = config.checks.oom_risk_target
         self.settings = ModelSettings(half_life_batches=config.checks.oom_half_life_batches)
-        self.connect_cluster = connect_cluster or (lambda: connect(config.cluster))
+        self.cluster_uri = config.cluster
         self.memory: dict[str, _QueryMemory] = {}
 
     def run(self) -> dict[str, Evaluation]:
@@ -66,7 +61,7 @@ class OomCheck:
             return {}
         stages = self.rest.stages()
         found = {}
-        with self.connect_cluster() as cluster:
+        with connect(self.cluster_uri) as cluster:
             for name, status in queries.items():
                 bytes_per_row = sample_bytes_per_row(cluster, status.partitions)
                 if bytes_per_row is None:

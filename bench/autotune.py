@@ -38,7 +38,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from typing import Any
 from unittest import mock
 
@@ -105,13 +105,6 @@ class Simulated:
         return rows, seconds, cap
 
 
-@dataclass(frozen=True)
-class StatusWithRisk(QueryStatus):
-    """A status with the OOM check's risk, as branch i12 is to record it (`opsd.checks.autotune.collect.OOM_RISK`)."""
-
-    oom_risk: float | None = None
-
-
 class RiskStore(StatusStore):
     """A status store whose queries carry a fixed OOM risk (a stand-in for the OOM check, which is not merged)."""
 
@@ -121,8 +114,7 @@ class RiskStore(StatusStore):
 
     def get(self, name: str) -> QueryStatus | None:
         status = super().get(name)
-        return None if status is None else StatusWithRisk(
-            **{f.name: getattr(status, f.name) for f in fields(QueryStatus)}, oom_risk=self.risk)
+        return None if status is None else replace(status, oom_risk=self.risk)
 
 
 def config(uri: str, root: str) -> OpsdConfig:

@@ -199,6 +199,28 @@ def overview_rows() -> tuple[Row, ...]:
                        f'direction!="hold"}}[$__rate_interval]))', "{{query}} {{knob}} {{direction}} {{reason}}"),
             ), unit="short", width=8),
         )),
+        Row("OOM risk of the next batch", (
+            Panel("OOM risk",
+                  "Predicted peak of the next micro-batch over each memory pool's limit; 1.0 = out of memory.", (
+                Target(f"opsd_oom_risk{{{Q}}}", "{{query}} {{pool}}"),
+            ), unit="percentunit", width=8),
+            Panel("Memory peak: predicted, observed, limit",
+                  "Per pool: the next batch's predicted peak, the last batch's measured peak, the pool's limit.",
+                  tuple(Target(f"opsd_oom_{series}_bytes{{{Q}}}", f"{{{{query}}}} {{{{pool}}}} {series}")
+                        for series in ("predicted_peak", "observed_peak", "limit")), unit="bytes", width=8),
+            Panel("Next batch size", "Planned bytes of the next micro-batch (backlog under the cap in force).", (
+                Target(f"opsd_oom_batch_bytes{{{Q}}}", "{{query}}"),
+            ), unit="bytes", width=8),
+            Panel("Safe max_rows_per_partition",
+                  "Largest cap that keeps every pool's OOM risk under the target, against the cap in force.", (
+                Target(f"opsd_oom_safe_max_rows_per_partition{{{Q}}}", "{{query}} safe"),
+                Target(f"opsd_tuning_max_rows_per_partition{{{Q}}}", "{{query}} in force"),
+            ), unit="suffix:rows"),
+            Panel("Memory failures", "Failures whose cause is memory, by the pool the failure blames.", (
+                Target(f"sum by (query, pool) (increase(opsd_memory_failures_total{{{Q}}}[$__rate_interval]))",
+                       "{{query}} {{pool}}"),
+            ), unit="short"),
+        )),
         Row("opsd itself", (
             Panel("Check errors", "Runs and failed runs of opsd's periodic checks.", (
                 Target("sum by (check) (rate(opsd_check_errors_total[$__rate_interval]))",

@@ -52,13 +52,18 @@ def yt_root(yt: Cluster) -> str:
 
 @pytest.fixture(scope="session")
 def spark(cluster_uri: str):
-    """A local Spark session with the `yt` format registered on the session's embedded cluster."""
+    """A local Spark session with the `yt` format registered on the session's embedded cluster, UI on."""
+    from opsd.config.spark import MEMORY_METRICS_CONF
     from streaming_core import build_session
 
+    # The Spark UI on, as in opsd's sessions: the OOM check reads memory peaks from its REST API.
     session = build_session("tests", master="local[2]", cluster=cluster_uri, conf={
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.driver.memory": "1g",
+        **MEMORY_METRICS_CONF,
+        "spark.ui.port": "0",
+        "spark.ui.showConsoleProgress": "false",
     })
     yield session
     session.stop()

@@ -24,7 +24,7 @@ EXPECTED_ALERTS = {
     "OpsdQueryDown", "OpsdQueryCrashLooping", "OpsdQueryStalled", "OpsdBacklogGrowing",
     "OpsdHighBatchDuration", "OpsdWatermarkDelayHigh", "OpsdQueryFailures", "OpsdChecksFailing",
     "OpsdListenerDroppingEvents", "OpsdMetricsAbsent", "OpsdQueryFailedPermanently", "OpsdOffsetDesyncUnsafe",
-    "OpsdConsumerStuck",
+    "OpsdConsumerStuck", "OpsdOomRiskHigh",
 }
 
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,

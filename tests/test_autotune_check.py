@@ -4,7 +4,6 @@ restarts a query that failed of memory."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -136,12 +135,7 @@ def test_a_cap_set_by_hand_above_the_bound_is_still_read_as_in_force(cluster_uri
 
 
 def test_the_oom_checks_fields_on_the_status_are_the_memory_limit_and_unknown_without_them(recorder):
-    @dataclass(frozen=True)
-    class WithOom(QueryStatus):  # the fields the OOM check (branch i12) is to add to QueryStatus
-        oom_risk: float | None = None
-        oom_safe_max_rows_per_partition: int | None = None
-
-    limit = memory_limit(WithOom("p", oom_risk=0.8, oom_safe_max_rows_per_partition=3000))
+    limit = memory_limit(QueryStatus("p", oom_risk=0.8, safe_max_rows_per_partition=3000))
     assert (limit.risk, limit.safe_max_rows_per_partition) == (0.8, 3000)
     assert memory_limit(QueryStatus("p")) == memory_limit(None)
     assert memory_limit(None).risk is None and memory_limit(None).safe_max_rows_per_partition is None

@@ -175,6 +175,13 @@ def test_the_http_port_of_the_config_is_the_container_and_service_port(chart):
     assert find(objects, "Service")["spec"]["ports"][0]["port"] == 8123
 
 
+def test_the_spark_ui_port_of_the_config_is_a_container_and_service_port(chart):
+    objects = render(chart, merged({"config": {"spark": {"ui_port": 4999}}}))
+    assert {"name": "spark-ui", "containerPort": 4999, "protocol": "TCP"} in opsd_container(objects)["ports"]
+    service_ports = {p["name"]: p["port"] for p in find(objects, "Service")["spec"]["ports"]}
+    assert service_ports["spark-ui"] == 4999
+
+
 @pytest.mark.parametrize("feature", FEATURES)
 def test_an_optional_feature_creates_its_objects_only_when_enabled(chart, feature):
     on_values, created = FEATURES[feature]

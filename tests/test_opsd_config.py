@@ -211,6 +211,11 @@ def test_seed_best_practices_for_stateless_pipelines(tmp_path: Path) -> None:
         "spark.sql.streaming.adaptiveExecution.enabled": "true",
         "spark.streaming.stopGracefullyOnShutdown": "true",
         "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "true",
+        "spark.ui.port": "4040",
+        "spark.executor.processTreeMetrics.enabled": "true",
+        "spark.executor.metrics.pollingInterval": "200ms",
+        "spark.eventLog.logStageExecutorMetrics": "true",
     }
 
 
@@ -238,6 +243,14 @@ pipelines: [{name: p, source: {format: rate}, sink: {format: console}}]
     assert [p.split(":")[0] for p in problems] == ["logging.spark_level", "logging.levels.py4j"]
 
 
+def test_the_spark_ui_port_is_configurable_and_the_users_conf_can_still_turn_the_ui_off() -> None:
+    config = OpsdConfig.model_validate({
+        "spark": {"ui_port": 4999, "conf": {"spark.ui.enabled": "false"}},
+        "pipelines": [{"name": "p", "source": {"path": "//q"}, "sink": {"format": "console"}}]})
+    assert spark_defaults(config)["spark.ui.port"] == "4999"
+    assert spark_defaults(config)["spark.ui.enabled"] == "false"
+
+
 def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_path: Path) -> None:
     defaults = spark_defaults(load_config(write(tmp_path, VALID)))
 
@@ -249,14 +262,14 @@ def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_
 def test_keys_that_nothing_reads_yet_are_refused(tmp_path: Path) -> None:
     """Intervals of checks that do not exist and keys no check reads would do nothing: a user must not rely on them."""
     problems = problems_of(tmp_path, """
-checks: {oom_risk_seconds: 30, autotune_seconds: 30}
+checks: {bogus_seconds: 30}
 pipelines:
   - name: p
     source: {path: //q, options: {consumer_path: //c}}
     sink: {format: console}
     tuning: {max_rows_per_partition: {min: 1, max: 10}, dyn_batch_size: {min: 1, max: 10}}
 """)
-    for key in ("checks.oom_risk_seconds", "pipeline 'p' (pipelines[0]): tuning"):
+    for key in ("checks.bogus_seconds", "pipeline 'p' (pipelines[0]): tuning"):
         assert any(p.startswith(f"{key}: Extra inputs are not permitted") for p in problems), (key, problems)
 
 

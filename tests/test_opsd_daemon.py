@@ -90,7 +90,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         "spark": {"master": "local[2]", "app_name": "opsd-e2e",
                   "conf": {"spark.sql.shuffle.partitions": 2}},
         "http": {"host": "127.0.0.1", "port": port},
-        "checks": {"desync_seconds": 1, "lag_seconds": 1},
+        "checks": {"desync_seconds": 1, "lag_seconds": 1, "oom_risk_seconds": 2},
         "pipelines": [{
             "name": PIPELINE,
             "source": {"format": "yt", "path": QUEUE, "options": {"consumer_path": CONSUMER,
@@ -181,6 +181,20 @@ def test_logs_are_json_lines_with_one_batch_event_per_micro_batch_and_no_chatter
     assert [e for e in events if e["logger"].startswith("apscheduler") and e["level"] == "info"] == []
     assert all(set(e) >= {"event", "level", "logger", "timestamp"} for e in events), "one shape for every line"
     assert all(e["level"] != "info" for e in events if e["logger"].startswith("org.apache")), "Spark at WARN"
+
+
+def test_the_oom_check_judges_the_next_batch_from_the_spark_ui(daemon: Daemon) -> None:
+    """opsd's session keeps the Spark UI on; the OOM check reads its peaks and exports each pool's risk."""
+    def heap_risk() -> float | None:
+        with urllib.request.urlopen(f"{daemon.url}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        found = [line for line in text.splitlines()
+                 if line.startswith(f'opsd_oom_risk{{pool="jvm_heap",query="{PIPELINE}"}}')
+                 or line.startswith(f'opsd_oom_risk{{query="{PIPELINE}",pool="jvm_heap"}}')]
+        return float(found[0].rsplit(" ", 1)[1]) if found else None
+
+    wait_until(lambda: heap_risk() is not None, WAIT_SECONDS, "opsd_oom_risk of the pipeline's heap")
+    assert 0.0 < heap_risk() < 1.0
 
 
 def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemon: Daemon) -> None:

@@ -55,6 +55,9 @@ class SparkSettings(_Model):
 
     master: str = Field("local[*]", description="Spark master URL (local[N], local-cluster[...], k8s://...)")
     app_name: str = Field("opsd", description="Spark application name")
+    ui_port: int = Field(
+        4040, ge=0, le=65535,
+        description="port of the Spark UI and its REST API (executor memory peaks for the OOM check); 0 = any free")
     conf: dict[str, ConfString] = Field(
         default_factory=dict,
         description=f"Spark conf, over opsd's defaults; {GRACEFUL_TIMEOUT_KEY} (milliseconds or a duration such "
@@ -131,6 +134,13 @@ class ChecksSettings(_Model):
     heal: bool = Field(
         True, description="heal the offset desync of the pipelines opsd runs (advance the consumer to the "
                           "committed batch's end while the query is idle or stopped)")
+    oom_risk_seconds: PositiveFloat = Field(
+        10.0, description="how often the OOM risk of each query's next batch is judged")
+    oom_risk_target: float = Field(
+        0.7, gt=0, le=1, description="the OOM risk (predicted peak / the pool's limit) that the safe "
+                                     "max_rows_per_partition keeps every memory pool under; above it opsd warns")
+    oom_half_life_batches: PositiveFloat = Field(
+        20.0, description="OOM model: a batch this many batches old weighs half as much as the newest")
 
     def progress_policy(self) -> ProgressPolicy:
         return ProgressPolicy(stall_factor=self.stall_factor, min_window_seconds=self.min_progress_window_seconds)

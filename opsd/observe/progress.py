@@ -143,6 +143,7 @@ class BatchProgress:
             "watermark_delay_seconds": self.watermark_delay_seconds,
             "backlog_rows": self.backlog_rows,
             "state_rows": sum(op.num_rows_total for op in self.state_operators),
+            "state_memory_bytes": sum(op.memory_used_bytes for op in self.state_operators),
         }
 
 

@@ -88,6 +88,7 @@ class Recorder:
             last_progress=summary,
             recent_batches=recent,
             backlog_rows=progress.backlog_rows,
+            partitions=progress.partitions,
         )
         self._export_progress(progress)
         log.info(
@@ -300,3 +301,31 @@ class Recorder:
             "autotune_decision", query=query, knob=knob, **{k: v for k, v in view.items() if k != "bounds"}, **inputs)
         if view["applied"]:
             self.record_tuning(query, **{knob: view["recommended"]})
+
+    def record_oom_pool(self, query: str, pool: str, *, risk: float, predicted_peak_bytes: float, limit_bytes: float,
+                        observed_peak_bytes: float | None) -> None:
+        """The OOM check's verdict for one memory pool of a query's next batch."""
+        labels = {"query": query, "pool": pool}
+        m = self.metrics
+        m.oom_risk.labels(**labels).set(risk)
+        m.oom_predicted_peak_bytes.labels(**labels).set(predicted_peak_bytes)
+        m.oom_limit_bytes.labels(**labels).set(limit_bytes)
+        if observed_peak_bytes is not None:
+            m.oom_observed_peak_bytes.labels(**labels).set(observed_peak_bytes)
+
+    def record_oom(self, query: str, *, risk: float, batch_bytes: float, safe_max_rows_per_partition: int | None,
+                   target_risk: float) -> None:
+        """The OOM check's verdict for a query's next batch: its highest risk over the pools and the safe cap."""
+        previous = self.status.get(query)
+        self.status.update(query, oom_risk=risk, safe_max_rows_per_partition=safe_max_rows_per_partition)
+        self.metrics.oom_batch_bytes.labels(query=query).set(batch_bytes)
+        if safe_max_rows_per_partition is not None:
+            self.metrics.oom_safe_max_rows_per_partition.labels(query=query).set(safe_max_rows_per_partition)
+        if risk > target_risk and not (previous and previous.oom_risk is not None and previous.oom_risk > target_risk):
+            log.warning("oom_risk_high", query=query, risk=round(risk, 3), batch_bytes=int(batch_bytes),
+                        safe_max_rows_per_partition=safe_max_rows_per_partition)
+
+    def record_memory_failure(self, query: str, pool: str) -> None:
+        """A failure of the query whose cause is the pool's memory."""
+        self.metrics.memory_failures.labels(query=query, pool=pool).inc()
+        log.warning("memory_failure", query=query, pool=pool)

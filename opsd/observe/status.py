@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from opsd.observe.progress import PartitionOffsets
+
 #: Batches of a query kept in `QueryStatus.recent_batches`.
 RECENT_BATCHES = 32
 
@@ -34,6 +36,8 @@ class QueryStatus:
     # The last RECENT_BATCHES progress summaries, oldest first (the auto-tuner's batch-duration-versus-size history).
     recent_batches: tuple[Mapping[str, Any], ...] = ()
     backlog_rows: int | None = None
+    # Per yt partition, where the last batch ended and the latest offset it saw: the next batch's plan.
+    partitions: tuple[PartitionOffsets, ...] = ()
     exception: str | None = None
     exception_class: str | None = None
     # One line that says what failed: the product's own message when Spark's text holds one.
@@ -51,6 +55,8 @@ class QueryStatus:
     lag: Mapping[str, Any] | None = None
     # Per knob: the auto-tuner's latest decision (current, recommended, direction, reason, mode, bounds).
     autotune: Mapping[str, Any] | None = None
+    oom_risk: float | None = None
+    safe_max_rows_per_partition: int | None = None
 
     @property
     def progress_since(self) -> float | None:

@@ -22,6 +22,8 @@ from opsd.checks.autotune.check import AutotuneCheck
 from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.desync.check import DesyncCheck, targets_for
 from opsd.checks.lag.check import LagCheck
+from opsd.checks.oom.check import OomCheck
+from opsd.checks.oom.collect import SparkRest
 from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
 from opsd.config.spark import spark_defaults
@@ -45,8 +47,9 @@ def session_for(config: OpsdConfig) -> SparkSession:
 
 def monitor_for(spark: SparkSession, config: OpsdConfig) -> tuple[Monitor, AutotuneCheck]:
     """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines, the
-    offset desync and lag of its pipelines and watched queries (desync healed where the config enables it) and the
-    auto-tuner (returned too: the runner calls it before every start)."""
+    offset desync and lag of its pipelines and watched queries (desync healed where the config enables it), the
+    OOM risk of their next batches (from the Spark UI's REST API, when the UI is on) and the auto-tuner (returned
+    too: the runner calls it before every start)."""
     checks = config.checks
     monitor = attach(spark, host=config.http.host, port=config.http.port, policy=checks.progress_policy(),
                      watchdog_seconds=checks.watchdog_seconds, desync_seconds=checks.desync_seconds,
@@ -59,6 +62,13 @@ def monitor_for(spark: SparkSession, config: OpsdConfig) -> tuple[Monitor, Autot
     monitor.scheduler.add_check("desync", desync.run, checks.desync_seconds)
     lag = LagCheck(config.cluster, monitor.recorder, targets, progress, checks)
     monitor.scheduler.add_check("lag", lag.run, checks.lag_seconds)
+    context = spark.sparkContext
+    if context.uiWebUrl is None:
+        log.warning("oom_check_disabled", reason="spark.ui.enabled=false", effect="no memory peaks to read")
+    else:
+        oom = OomCheck(config, monitor.recorder, SparkRest(context.uiWebUrl, context.applicationId),
+                       dict(context.getConf().getAll()))
+        monitor.scheduler.add_check("oom", oom.run, checks.oom_risk_seconds)
     tuner = AutotuneCheck(config.cluster, monitor.recorder, autotune_targets(config))
     monitor.scheduler.add_check("autotune", tuner.run, checks.autotune_seconds)
     return monitor, tuner

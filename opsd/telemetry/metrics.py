@@ -46,6 +46,7 @@ CHECK_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 
 _Q = ("query",)
 _QP = ("query", "queue", "partition")
+_QPOOL = ("query", "pool")
 _C, _G, _H = MetricType.COUNTER, MetricType.GAUGE, MetricType.HISTOGRAM
 
 METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
@@ -211,6 +212,38 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "Auto-tuner decisions by knob, direction (up, down, hold) and reason.",
         ("query", "knob", "direction", "reason"),
     ),
+    # OOM risk of the next micro-batch, per memory pool (jvm_heap, direct, python_worker).
+    MetricDefinition(
+        "opsd_oom_risk", _G,
+        "Predicted peak of the next micro-batch over the pool's limit; 1.0 = predicted out of memory.",
+        _QPOOL,
+    ),
+    MetricDefinition(
+        "opsd_oom_predicted_peak_bytes", _G,
+        "Predicted memory peak of the next micro-batch in the pool (base + k x planned batch bytes).",
+        _QPOOL, "bytes",
+    ),
+    MetricDefinition("opsd_oom_limit_bytes", _G, "Memory limit of the pool (from the Spark conf).", _QPOOL, "bytes"),
+    MetricDefinition(
+        "opsd_oom_observed_peak_bytes", _G,
+        "Memory peak Spark measured in the pool during the last observed micro-batch.",
+        _QPOOL, "bytes",
+    ),
+    MetricDefinition(
+        "opsd_oom_batch_bytes", _G,
+        "Planned size of the next micro-batch (rows under the cap in force x bytes per queue row).",
+        _Q, "bytes",
+    ),
+    MetricDefinition(
+        "opsd_oom_safe_max_rows_per_partition", _G,
+        "Largest max_rows_per_partition that keeps the OOM risk of every pool under the target.",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_memory_failures_total", _C,
+        "Times the query failed for lack of memory, by the pool the failure blames.",
+        _QPOOL,
+    ),
     # The exporter's own health.
     MetricDefinition(
         "opsd_listener_events_total", _C,
@@ -282,6 +315,13 @@ class Metrics:
         self.autotune_recommended: Family = made["opsd_autotune_recommended"]
         self.autotune_bound: Family = made["opsd_autotune_bound"]
         self.autotune_decisions: Family = made["opsd_autotune_decisions_total"]
+        self.oom_risk: Family = made["opsd_oom_risk"]
+        self.oom_predicted_peak_bytes: Family = made["opsd_oom_predicted_peak_bytes"]
+        self.oom_limit_bytes: Family = made["opsd_oom_limit_bytes"]
+        self.oom_observed_peak_bytes: Family = made["opsd_oom_observed_peak_bytes"]
+        self.oom_batch_bytes: Family = made["opsd_oom_batch_bytes"]
+        self.oom_safe_max_rows_per_partition: Family = made["opsd_oom_safe_max_rows_per_partition"]
+        self.memory_failures: Family = made["opsd_memory_failures_total"]
         self.listener_events: Family = made["opsd_listener_events_total"]
         self.listener_dropped_events: Family = made["opsd_listener_dropped_events_total"]
         self.check_runs: Family = made["opsd_check_runs_total"]

@@ -3,7 +3,7 @@ view), OOM risk and safe cap and its last failure (all from the status store, wh
 record them), the values in force (read like the tuning check reads them) and the sink's write statistics of the
 last batch (`streaming_core.write_stats`).
 
-The OOM check records `oom_risk` (0..1) and `oom_safe_max_rows_per_partition` on the query's status; until it
+The OOM check records `oom_risk` (0..1) and `safe_max_rows_per_partition` on the query's status; until it
 does, both are unknown (`MemoryLimit()`) and the tuner is conservative about them (`opsd.checks.autotune.decide`).
 """
 
@@ -22,9 +22,6 @@ from opsd.observe.status import QueryStatus
 from streaming_core.cluster import Cluster
 from streaming_core.tuning import Tuning, dyn_batch_size_in_force
 from streaming_core.write_stats import read_write_stats
-
-#: The status fields the OOM check fills (read with `getattr`: absent until that check records them).
-OOM_RISK, OOM_SAFE_CAP = "oom_risk", "oom_safe_max_rows_per_partition"
 
 
 @dataclass(frozen=True)
@@ -58,7 +55,7 @@ def _drain(lag: Mapping[str, Any]) -> float | None:
 
 
 def memory_limit(status: QueryStatus | None) -> MemoryLimit:
-    risk, cap = getattr(status, OOM_RISK, None), getattr(status, OOM_SAFE_CAP, None)
+    risk, cap = status.oom_risk, status.safe_max_rows_per_partition  # the OOM check's (None until it ran)
     return MemoryLimit(None if risk is None else float(risk), None if cap is None else int(cap))
 
 

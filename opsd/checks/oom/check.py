@@ -1,0 +1,118 @@
+"""The scheduled OOM check: collect (stage peaks, bytes per row, the last batch's offsets and the cap in force)
+-> evaluate (the per-pool fit and the next batch's risk) -> record (metrics, `/status`). It decides nothing:
+the safe cap it exports is for the tuner and `opsd doctor`.
+
+The check is the online part of the model: it keeps, per query and pool, the observations of the batches it
+saw (a bounded history; the fit weighs recent ones more), one per batch id, plus one failed observation for each
+failure whose cause is memory.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opsd.checks.oom.collect import SparkRest, pool_limits, sample_bytes_per_row, stage_peaks
+from opsd.checks.oom.evaluate import HEAP, POOLS, Evaluation, ModelSettings, Observation, evaluate, planned_batch
+from opsd.checks.oom.failures import memory_pool_of_failure
+from opsd.config.models import OpsdConfig
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import QueryStatus
+from streaming_core.cluster import connect
+
+Stages = list[dict[str, Any]]
+
+#: Observations kept per query and pool; with the default half-life older ones weigh < 0.1 %.
+HISTORY = 200
+#: Seconds added to a batch's window: executor metrics arrive with heartbeats, a stage may start a bit late.
+WINDOW_SLACK_SECONDS = 1.0
+
+
+@dataclass
+class _QueryMemory:
+    """What the check remembers of one query between runs."""
+
+    observations: dict[str, deque[Observation]] = field(
+        default_factory=lambda: {pool: deque(maxlen=HISTORY) for pool in POOLS})
+    last_batch_id: int | None = None
+    last_failure_at: float | None = None
+    last_evaluation: Evaluation | None = None
+
+
+class OomCheck:
+    """`scheduler.add_check("oom", OomCheck(config, recorder, rest, conf).run, interval)`."""
+
+    def __init__(self, config: OpsdConfig, recorder: Recorder, rest: SparkRest, spark_conf: Mapping[str, str]) -> None:
+        """`spark_conf`: the session's conf in force (`spark.sparkContext.getConf().getAll()`), for the limits."""
+        self.recorder = recorder
+        self.rest = rest
+        self.limits = pool_limits(spark_conf, spark_conf.get("spark.master", config.spark.master))
+        self.target_risk = config.checks.oom_risk_target
+        self.settings = ModelSettings(half_life_batches=config.checks.oom_half_life_batches)
+        self.cluster_uri = config.cluster
+        self.memory: dict[str, _QueryMemory] = {}
+
+    def run(self) -> dict[str, Evaluation]:
+        """Evaluate every query that read a yt queue; returns the evaluations for logs, tests and doctor."""
+        queries = {name: s for name, s in self.recorder.status.snapshot().items() if s.partitions}
+        if not queries:
+            return {}
+        stages = self.rest.stages()
+        found = {}
+        with connect(self.cluster_uri) as cluster:
+            for name, status in queries.items():
+                bytes_per_row = sample_bytes_per_row(cluster, status.partitions)
+                if bytes_per_row is None:
+                    continue
+                found[name] = self._evaluate(status, bytes_per_row, stages)
+        return found
+
+    def _evaluate(self, status: QueryStatus, bytes_per_row: float, stages: Stages) -> Evaluation:
+        memory = self.memory.setdefault(status.name, _QueryMemory())
+        self._observe_batch(status, memory, bytes_per_row, stages)
+        self._observe_failure(status, memory)
+        batch = planned_batch(status.partitions, status.max_rows_per_partition, bytes_per_row)
+        state = (status.last_progress or {}).get("state_memory_bytes") or 0.0
+        result = evaluate(status.name, batch, self.limits, memory.observations, self.target_risk, self.settings,
+                          state_bytes=state)
+        memory.last_evaluation = result
+        for pool in result.pools:
+            self.recorder.record_oom_pool(status.name, pool.pool, risk=pool.risk,
+                                          predicted_peak_bytes=pool.predicted_peak_bytes,
+                                          limit_bytes=pool.limit_bytes, observed_peak_bytes=pool.observed_peak_bytes)
+        self.recorder.record_oom(status.name, risk=result.risk, batch_bytes=batch.bytes,
+                                 safe_max_rows_per_partition=result.safe_max_rows_per_partition,
+                                 target_risk=self.target_risk)
+        return result
+
+    def _observe_batch(self, status: QueryStatus, memory: _QueryMemory, bytes_per_row: float, stages: Stages
+                       ) -> None:
+        """One observation per pool for a batch not seen yet, from the stages submitted while it ran."""
+        progress = status.last_progress or {}
+        batch_id, started = status.last_batch_id, progress.get("timestamp")
+        if batch_id is None or started is None or batch_id == memory.last_batch_id:
+            return
+        memory.last_batch_id = batch_id
+        rows = progress.get("num_input_rows") or 0
+        if rows <= 0:
+            return
+        duration = progress.get("duration_seconds") or 0.0
+        peaks = stage_peaks(stages, started - WINDOW_SLACK_SECONDS, started + duration + WINDOW_SLACK_SECONDS)
+        state = progress.get("state_memory_bytes") or 0.0
+        for pool, peak in peaks.items():
+            memory.observations[pool].append(
+                Observation(batch_id, rows * bytes_per_row, peak, state_bytes=state if pool == HEAP else 0.0))
+
+    def _observe_failure(self, status: QueryStatus, memory: _QueryMemory) -> None:
+        """A new failure whose cause is memory: the batch that was planned died at the pool's limit."""
+        pool = memory_pool_of_failure(status.exception)
+        if pool is None or status.terminated_at == memory.last_failure_at:
+            return
+        memory.last_failure_at = status.terminated_at
+        self.recorder.record_memory_failure(status.name, pool)
+        planned = memory.last_evaluation
+        if planned is not None and pool in memory.observations:
+            batch_id = (status.last_batch_id if status.last_batch_id is not None else -1) + 1
+            memory.observations[pool].append(Observation(batch_id, planned.batch.bytes, 0.0, failed=True))

@@ -106,7 +106,8 @@ class Simulated:
 
 
 class RiskStore(StatusStore):
-    """A status store whose queries carry a fixed OOM risk (a stand-in for the OOM check, which is not merged)."""
+    """A status store whose queries carry a fixed OOM risk: a stand-in for the OOM check, as the simulation has no
+    Spark UI to read."""
 
     def __init__(self, risk: float) -> None:
         super().__init__()

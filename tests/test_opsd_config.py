@@ -246,7 +246,8 @@ pipelines: [{name: p, source: {format: rate}, sink: {format: console}}]
 def test_the_spark_ui_port_is_configurable_and_the_users_conf_can_still_turn_the_ui_off() -> None:
     config = OpsdConfig.model_validate({
         "spark": {"ui_port": 4999, "conf": {"spark.ui.enabled": "false"}},
-        "pipelines": [{"name": "p", "source": {"path": "//q"}, "sink": {"format": "console"}}]})
+        "pipelines": [{"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}},
+                       "sink": {"format": "console"}}]})
     assert spark_defaults(config)["spark.ui.port"] == "4999"
     assert spark_defaults(config)["spark.ui.enabled"] == "false"
 

@@ -55,6 +55,8 @@ def _drain(lag: Mapping[str, Any]) -> float | None:
 
 
 def memory_limit(status: QueryStatus | None) -> MemoryLimit:
+    if status is None:
+        return MemoryLimit()
     risk, cap = status.oom_risk, status.safe_max_rows_per_partition  # the OOM check's (None until it ran)
     return MemoryLimit(None if risk is None else float(risk), None if cap is None else int(cap))
 

@@ -115,3 +115,27 @@ def test_the_doctor_failing_exits_2_with_the_reason(capsys, args: list[str]) -> 
     code, out = doctor(capsys, *[a.format(port=free_port()) for a in args], "--json")
 
     assert code == 2 and out.startswith("opsd doctor: failed:")
+
+
+def test_a_query_stopped_for_good_and_one_near_a_memory_limit_need_action(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
+    recorder.record_permanent_failure("broken", "NoSuchPathError", "NoSuchPathError: //home/out: no such node")
+    recorder.status.update("big", active=True, max_rows_per_partition=50_000)
+    recorder.record_oom("big", risk=1.2, batch_bytes=4e8, safe_max_rows_per_partition=20_000, target_risk=0.7)
+    recorder.status.update("fine", active=True)
+    recorder.record_oom("fine", risk=0.3, batch_bytes=1e6, safe_max_rows_per_partition=90_000, target_risk=0.7)
+    server = OpsHttpServer(lambda: b"", status=recorder.status.to_json, host="127.0.0.1", port=0)
+    server.start()
+    try:
+        code, out = doctor(capsys, "--url", server.url)
+    finally:
+        server.stop()
+
+    flat = " ".join(out.split())
+    assert code == 1
+    assert "opsd stopped the query for good: NoSuchPathError: //home/out: no such node" in flat
+    assert "opsd run --check" in flat
+    assert "predicted to need 120% of a memory pool's limit" in flat
+    assert "max_rows_per_partition <= 20000 (now 50000)" in flat
+    assert "30%" not in flat, "a query far from its limits gets no memory finding"

@@ -2,8 +2,8 @@
 Pure: no cluster, no clock.
 
 Desync states follow `opsd.checks.desync.evaluate`; `lagging_one_batch` is the documented late acknowledgement and
-needs no action (a heal tidies it), the others do. A backlog that does not drain, a failed, crash-looping or
-stalled query need action too.
+needs no action (a heal tidies it), the others do. A backlog that does not drain, a failed, crash-looping, stalled
+or stopped-for-good query, and a next batch predicted near or past a memory limit need action too.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Any
 
 from opsd.doctor.report import Finding, Severity
 
+#: The OOM risk from which the next batch needs action: the OOM alert's threshold (`OpsdOomRiskHigh`).
+OOM_RISK_HIGH = 0.9
 #: `opsd desync heal ...` for a query, as the user can run it where the doctor's facts came from.
 HealCommand = Callable[[str], str]
 
@@ -23,8 +25,13 @@ def findings(query: str, facts: Mapping[str, Any], heal_command: HealCommand) ->
     def add(severity: Severity, what: str, advice: str) -> None:
         found.append(Finding(query, severity, what, advice))
 
-    if facts.get("exception_class") and not facts.get("active"):
-        add(Severity.ACTION, f"the query failed: {facts['exception_class']}: {_first_line(facts.get('exception'))}",
+    if facts.get("permanent_failure"):
+        add(Severity.ACTION, f"opsd stopped the query for good: {facts['permanent_failure']}",
+            "a restart would fail the same way: fix what it names (`opsd run --check CONFIG` tests a config without "
+            "starting any query), then restart opsd")
+    elif facts.get("exception_class") and not facts.get("active"):
+        error = facts.get("error") or f"{facts['exception_class']}: {_first_line(facts.get('exception'))}"
+        add(Severity.ACTION, f"the query failed: {error}",
             "read the failure in opsd's log (event query_failed), fix its cause; opsd restarts the query")
     if facts.get("crash_loop"):
         add(Severity.ACTION, f"the query is crash looping ({facts.get('restarts', 0)} restarts)",
@@ -36,6 +43,7 @@ def findings(query: str, facts: Mapping[str, Any], heal_command: HealCommand) ->
         found.extend(Finding(query, sev, what, advice) for sev, what, advice in _desync(queue, desync,
                                                                                       heal_command(query)))
     found.extend(Finding(query, sev, what, advice) for sev, what, advice in _lag(facts))
+    found.extend(Finding(query, sev, what, advice) for sev, what, advice in _memory(facts))
     return found
 
 
@@ -83,6 +91,19 @@ def _lag(facts: Mapping[str, Any]) -> list[tuple[Severity, str, str]]:
              f"{arrive}, the query reads {read}",
              f"raise max_rows_per_partition{now} in the query's tuning document (streaming_core.tuning.write_tuning) "
              "if batches are short, else give the query more executors or cores")]
+
+
+def _memory(facts: Mapping[str, Any]) -> list[tuple[Severity, str, str]]:
+    """The OOM check's verdict on the next batch (`opsd.checks.oom`): risk = predicted peak / the pool's limit."""
+    risk = facts.get("oom_risk")
+    if risk is None or risk < OOM_RISK_HIGH:
+        return []
+    safe, cap = facts.get("safe_max_rows_per_partition"), facts.get("max_rows_per_partition")
+    advice = (f"set max_rows_per_partition <= {safe} (now {cap or 'unlimited'}) in the query's tuning document, or "
+              "let the auto-tuner apply it (autotune.mode: apply)" if safe
+              else "give the query more memory (spark.driver.memory / executor memory): even a small batch is at risk")
+    return [(Severity.ACTION, f"the next batch is predicted to need {risk:.0%} of a memory pool's limit "
+             f"(opsd_oom_risk; 100% = out of memory)", advice)]
 
 
 def _names(parts: list[tuple[str, Mapping[str, Any]]]) -> str:

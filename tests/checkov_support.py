@@ -23,7 +23,7 @@ def checkov(target: Path, framework: str) -> tuple[list[str], list[dict]]:
     """Scan ``target`` (a file or a directory) with one checkov framework: (failed checks, skipped checks)."""
     option = "--directory" if target.is_dir() else "--file"
     result = subprocess.run(
-        [CHECKOV, option, str(target), "--framework", framework, "--output", "json", "--skip-download", "--quiet"],
+        [CHECKOV, option, str(target), "--framework", framework, "--output", "json", "--skip-download"],
         capture_output=True, text=True, timeout=300, check=False,
     )
     if not result.stdout.strip():  # nothing scanned, or checkov itself failed

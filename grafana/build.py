@@ -16,19 +16,25 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from grafana.promql import defined_series, unknown_labels, unknown_metrics
+from grafana.promql import SCRAPE_LABELS, defined_series, unknown_labels, unknown_metrics
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+ALERTS_FILE = REPO_ROOT / "helm" / "opsd" / "files" / "alerts.yaml"
 OUTPUT_DIRS = (REPO_ROOT / "grafana" / "dashboards", REPO_ROOT / "helm" / "opsd" / "files" / "dashboards")
 
 # Every panel and variable queries the data source picked in the `datasource` variable, so the
 # dashboard imports into any Grafana whatever its Prometheus data source is called.
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-# The matcher every per-query selector carries; a test checks no panel forgets it.
+# The matcher every per-query selector of the overview carries; a test checks no panel forgets it.
 Q = 'query=~"$query"'
+# The drill-down's matcher: one pipeline of one opsd (namespace and instance keep two releases' same-named
+# queries apart).
+P = 'namespace=~"$namespace", instance=~"$instance", query="$pipeline"'
+# The runbooks: sections of the chart README, one per alert (the alert rules' runbook_url links the same).
+RUNBOOK_BASE = "https://github.com/yt-streaming-opsd/yt-streaming-opsd/blob/main/helm/opsd/README.md"
 GRID_WIDTH = 24
 BATCH_DURATION = "opsd_batch_duration_seconds"
-_LABEL_VALUES = re.compile(r"label_values\((\w+),\s*(\w+)\)")
+_LABEL_VALUES = re.compile(r"label_values\((\w+)(?:\{[^}]*\})?,\s*(\w+)\)")
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,10 @@ class Panel:
     height: int = 8
     # For state timelines of 0/1 gauges: (text, colour) shown for 0 and for 1.
     states: tuple[tuple[str, str], tuple[str, str]] | None = None
+    # A value from which the panel turns red (drawn as a line): the threshold of the alert on it.
+    bad_above: float | None = None
+    # The alert whose runbook the description links.
+    runbook: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,12 +81,14 @@ def quantile(q: float, metric: str, by: str, matchers: str) -> str:
     )
 
 
-def boolean_panel(title: str, description: str, expr: str, one: str, one_is_good: bool = False) -> Panel:
+def boolean_panel(title: str, description: str, expr: str, one: str, one_is_good: bool = False,
+                  runbook: str | None = None) -> Panel:
     """A state timeline of a 0/1 gauge per query, so a flapping query shows as stripes."""
     good, bad = "green", "red"
     states = (("no", bad), (one, good)) if one_is_good else (("no", good), (one, bad))
-    return Panel(title, description, (Target(expr, "{{query}}"),), kind="state-timeline", width=8,
-                 states=states)
+    width = 8 if runbook is None else 6
+    return Panel(title, description, (Target(expr, "{{query}}"),), kind="state-timeline", width=width,
+                 states=states, runbook=runbook)
 
 
 def overview_rows() -> tuple[Row, ...]:
@@ -210,6 +222,117 @@ def overview_rows() -> tuple[Row, ...]:
     )
 
 
+def pipeline_rows() -> tuple[Row, ...]:
+    """The rows of the per-pipeline drill-down: one query of one opsd, from its state down to its tuning."""
+    return (
+        Row("State", (
+            boolean_panel("Up", "1 while the query is active.", f"opsd_query_up{{{P}}}", "up", one_is_good=True,
+                          runbook="OpsdQueryDown"),
+            boolean_panel("Crash loop", "1 while the restart backoff is at its cap.",
+                          f"opsd_query_crash_loop{{{P}}}", "crash loop", runbook="OpsdQueryCrashLooping"),
+            boolean_panel("Stalled", "1 when no progress is made although the sources have backlog; an idle query "
+                          "(nothing to read) is not stalled.", f"opsd_query_stalled{{{P}}}", "stalled",
+                          runbook="OpsdQueryStalled"),
+            boolean_panel("Failed permanently", "1 when opsd stopped the query for good (a config or code error).",
+                          f"opsd_query_failed_permanently{{{P}}}", "failed", runbook="OpsdQueryFailedPermanently"),
+            Panel("Time since last progress", "Seconds since the query last reported progress (idle events count: "
+                  "an idle query stays low).", (
+                      Target(f"time() - opsd_last_progress_timestamp_seconds{{{P}}}", "{{query}}"),
+                  ), unit="s", width=8),
+            Panel("Terminations, failures by exception", "Lifecycle events per interval.", (
+                Target(f"increase(opsd_query_terminations_total{{{P}}}[$__rate_interval])", "{{query}} terminations"),
+                Target(f"sum by (query, exception) (increase(opsd_query_failures_total{{{P}}}[$__rate_interval]))",
+                       "{{query}} {{exception}}"),
+            ), width=8, runbook="OpsdQueryFailures"),
+            Panel("Last batch id", "Id of the last micro-batch that reported progress.", (
+                Target(f"opsd_last_batch_id{{{P}}}", "{{query}}"),
+            ), width=8),
+        )),
+        Row("Backlog and lag", (
+            Panel("Unread rows per partition", "The queue's end minus the next row the query reads.", (
+                Target(f"opsd_queue_unread_rows{{{P}}}", "{{queue}}/{{partition}}"),
+            ), unit="suffix:rows", runbook="OpsdBacklogGrowing"),
+            Panel("Lag per partition", "Age of the next row to read; 0 when nothing is unread. Red above the "
+                  "OpsdLagHigh threshold (15 minutes).", (
+                      Target(f"opsd_queue_lag_seconds{{{P}}}", "{{queue}}/{{partition}}"),
+                  ), unit="s", bad_above=900, runbook="OpsdLagHigh"),
+            Panel("Time to drain", "Backlog / (read rate - input rate); +Inf (not drawn) while not draining. Red "
+                  "above the OpsdTimeToDrainLong threshold (1 hour).", (
+                      Target(f"opsd_time_to_drain_seconds{{{P}}}", "{{query}}"),
+                  ), unit="s", bad_above=3600, runbook="OpsdTimeToDrainLong"),
+            Panel("Queue input vs read rows/s", "Rows written to the queues against rows the query moved past.", (
+                Target(f"opsd_queue_input_rows_per_second{{{P}}}", "input"),
+                Target(f"opsd_queue_read_rows_per_second{{{P}}}", "read"),
+            ), unit="suffix:rows/s"),
+        )),
+        Row("Offset desync: consumer vs checkpoint", (
+            Panel("Desync state per partition", "The state of each partition (1 = in that state): in_sync, "
+                  "lagging_one_batch (an idle query's late acknowledgement), stuck, consumer_ahead, behind_trim.", (
+                      Target(f"opsd_desync_state{{{P}}} == 1", "{{queue}}/{{partition}} {{state}}"),
+                  ), width=8, runbook="OpsdOffsetDesyncUnsafe"),
+            Panel("Checkpoint minus consumer", "The checkpoint's next row minus the consumer's offset, per partition; "
+                  "negative: the consumer is ahead (a restart skips rows).", (
+                      Target(f"opsd_desync_rows{{{P}}}", "{{queue}}/{{partition}}"),
+                  ), unit="suffix:rows", width=8, runbook="OpsdConsumerStuck"),
+            Panel("Heals", "Heals of lagging consumers per interval, by outcome.", (
+                Target(f"sum by (query, outcome) (increase(opsd_desync_heals_total{{{P}}}[$__rate_interval]))",
+                       "{{outcome}}"),
+            ), width=8),
+        )),
+        Row("Micro-batches", (
+            Panel("Batch duration p95 by phase", "95th percentile of each phase: addBatch is the work, latestOffset / "
+                  "getBatch the source, walCommit / commitOffsets the checkpoint. Red above the OpsdHighBatchDuration "
+                  "threshold (2 minutes).", (
+                      Target(quantile(0.95, BATCH_DURATION, "query, phase", P), "{{phase}}"),
+                  ), unit="s", bad_above=120, runbook="OpsdHighBatchDuration"),
+            Panel("Input vs processed rows/s", "Arrival rate against processing rate of the last batch.", (
+                Target(f"opsd_input_rows_per_second{{{P}}}", "input"),
+                Target(f"opsd_processed_rows_per_second{{{P}}}", "processed"),
+            ), unit="suffix:rows/s"),
+            Panel("Backlog per partition, batch end vs latest", "Rows waiting in each partition as the last batch saw "
+                  "them; the last batch's end offset against the latest available one.", (
+                      Target(f"opsd_source_backlog_rows{{{P}}}", "{{queue}}/{{partition}} backlog"),
+                      Target(f"opsd_source_end_offset{{{P}}}", "{{queue}}/{{partition}} batch end"),
+                      Target(f"opsd_source_latest_offset{{{P}}}", "{{queue}}/{{partition}} latest"),
+                  ), width=12),
+            Panel("Rows read and written", "Rows per second from the input and output row counters.", (
+                Target(f"rate(opsd_input_rows_total{{{P}}}[$__rate_interval])", "read"),
+                Target(f"rate(opsd_output_rows_total{{{P}}}[$__rate_interval])", "written"),
+            ), unit="suffix:rows/s", width=12),
+        )),
+        Row("State and event time", (
+            Panel("Watermark delay", "Progress time minus the event-time watermark. Red above the "
+                  "OpsdWatermarkDelayHigh threshold (15 minutes).", (
+                      Target(f"opsd_watermark_delay_seconds{{{P}}}", "{{query}}"),
+                  ), unit="s", width=8, bad_above=900, runbook="OpsdWatermarkDelayHigh"),
+            Panel("State rows", "Rows held by each stateful operator.", (
+                Target(f"opsd_state_rows{{{P}}}", "{{operator}}"),
+            ), unit="suffix:rows", width=8),
+            Panel("State memory", "Memory used by each stateful operator's state store.", (
+                Target(f"opsd_state_memory_bytes{{{P}}}", "{{operator}}"),
+            ), unit="bytes", width=8),
+        )),
+        Row("Tuning: values in force", (
+            Panel("max_rows_per_partition", "Read limit per partition in force (tuning document, else the option); "
+                  "each change is an annotation.", (
+                      Target(f"opsd_tuning_max_rows_per_partition{{{P}}}", "{{query}}"),
+                  ), unit="suffix:rows"),
+            Panel("dynBatchSize", "Rows per insert in force for the yt sink; each change is an annotation.", (
+                Target(f"opsd_tuning_dyn_batch_size{{{P}}}", "{{query}}"),
+            ), unit="suffix:rows"),
+        )),
+    )
+
+
+#: The drill-down's annotations: (name, colour, expression that is > 0 at the event).
+PIPELINE_ANNOTATIONS = (
+    ("Restarts", "orange", f"increase(opsd_query_restarts_total{{{P}}}[2m]) > 0"),
+    ("Failures", "red", f"sum by (query) (increase(opsd_query_failures_total{{{P}}}[2m])) > 0"),
+    ("Tuning decisions", "blue", f"changes(opsd_tuning_max_rows_per_partition{{{P}}}[2m]) > 0 "
+                                 f"or changes(opsd_tuning_dyn_batch_size{{{P}}}[2m]) > 0"),
+)
+
+
 def target_json(target: Target, ref_id: str) -> dict:
     """A Prometheus target; instant targets feed tables, which need one row per series."""
     body = {"datasource": DATASOURCE, "expr": target.expr, "legendFormat": target.legend, "refId": ref_id}
@@ -227,7 +350,17 @@ def panel_options(panel: Panel) -> tuple[dict, dict]:
     if panel.kind == "table":
         return {}, {"showHeader": True}
     legend = {"calcs": ["lastNotNull", "max"], "displayMode": "table", "placement": "bottom"}
-    return {"unit": panel.unit}, {"legend": legend, "tooltip": {"mode": "multi", "sort": "desc"}}
+    defaults: dict = {"unit": panel.unit}
+    if panel.bad_above is not None:
+        defaults |= {"thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None},
+                                                                  {"color": "red", "value": panel.bad_above}]},
+                     "custom": {"thresholdsStyle": {"mode": "line"}}}
+    return defaults, {"legend": legend, "tooltip": {"mode": "multi", "sort": "desc"}}
+
+
+def runbook_url(alert: str) -> str:
+    """The runbook section of ``alert`` (GitHub's anchor of its heading)."""
+    return f"{RUNBOOK_BASE}#{alert.lower()}"
 
 
 def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict:
@@ -235,7 +368,7 @@ def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict:
     defaults, options = panel_options(panel)
     return {
         "datasource": DATASOURCE,
-        "description": panel.description,
+        "description": panel.description + (f" Runbook: {runbook_url(panel.runbook)}" if panel.runbook else ""),
         "fieldConfig": {"defaults": defaults, "overrides": []},
         "gridPos": {"h": panel.height, "w": panel.width, "x": x, "y": y},
         "id": panel_id,
@@ -264,16 +397,40 @@ def layout(rows: tuple[Row, ...]) -> Iterator[dict]:
         y += line_height
 
 
+DATASOURCE_VARIABLE = {"current": {}, "hide": 0, "label": "Data source", "name": "datasource",
+                       "query": "prometheus", "refresh": 1, "regex": "", "type": "datasource"}
+
+
+def query_variable(name: str, label: str, query: str, *, everything: bool) -> dict:
+    """A variable listing the values of a label (``label_values(...)``); ``everything`` adds All (``.*``)."""
+    variable = {"current": {}, "datasource": DATASOURCE, "definition": query, "hide": 0, "includeAll": everything,
+                "label": label, "multi": everything, "name": name, "query": query, "refresh": 2, "regex": "",
+                "sort": 1, "type": "query"}
+    return variable | ({"allValue": ".*"} if everything else {})
+
+
 def templating() -> dict:
     """The data source and query variables; `query` lists every query opsd reports on."""
-    datasource = {"current": {}, "hide": 0, "label": "Data source", "name": "datasource",
-                  "query": "prometheus", "refresh": 1, "regex": "", "type": "datasource"}
-    query = {"allValue": ".*", "current": {}, "datasource": DATASOURCE,
-             "definition": "label_values(opsd_query_up, query)", "hide": 0, "includeAll": True,
-             "label": "Query", "multi": True, "name": "query",
-             "query": "label_values(opsd_query_up, query)", "refresh": 2, "regex": "", "sort": 1,
-             "type": "query"}
-    return {"list": [datasource, query]}
+    query = query_variable("query", "Query", "label_values(opsd_query_up, query)", everything=True)
+    return {"list": [DATASOURCE_VARIABLE, query]}
+
+
+def pipeline_templating() -> dict:
+    """Data source, then namespace, instance and pipeline, each narrowed by the ones before it."""
+    return {"list": [
+        DATASOURCE_VARIABLE,
+        query_variable("namespace", "Namespace", "label_values(opsd_build_info, namespace)", everything=True),
+        query_variable("instance", "opsd", 'label_values(opsd_build_info{namespace=~"$namespace"}, instance)',
+                       everything=True),
+        query_variable("pipeline", "Pipeline",
+                       'label_values(opsd_query_up{namespace=~"$namespace", instance=~"$instance"}, query)',
+                       everything=False),
+    ]}
+
+
+def annotation_json(name: str, color: str, expr: str) -> dict:
+    return {"datasource": DATASOURCE, "enable": True, "expr": expr, "iconColor": color, "name": name,
+            "step": "30s", "titleFormat": name, "useValueForTime": False}
 
 
 def overview() -> dict:
@@ -297,13 +454,36 @@ def overview() -> dict:
     }
 
 
-DASHBOARDS = {"opsd-overview.json": overview}
+def pipeline() -> dict:
+    """The per-pipeline drill-down: one query of one opsd, with restarts, failures and tuning as annotations."""
+    return {
+        "annotations": {"list": [annotation_json(*item) for item in PIPELINE_ANNOTATIONS]},
+        "description": "One streaming query of one opsd: state, backlog and lag per partition, offset desync, "
+                       "micro-batches, tuning.",
+        "editable": True,
+        "graphTooltip": 1,
+        "links": [{"title": "opsd overview", "type": "link", "url": "/d/opsd-overview"}],
+        "panels": list(layout(pipeline_rows())),
+        "refresh": "30s",
+        "schemaVersion": 39,
+        "tags": ["opsd", "spark", "ytsaurus"],
+        "templating": pipeline_templating(),
+        "time": {"from": "now-6h", "to": "now"},
+        "timezone": "",
+        "title": "opsd pipeline",
+        "uid": "opsd-pipeline",
+        "version": 1,
+    }
+
+
+DASHBOARDS = {"opsd-overview.json": overview, "opsd-pipeline.json": pipeline}
 
 
 def expressions(dashboard: dict) -> Iterator[str]:
-    """Every PromQL expression of a dashboard's panels."""
+    """Every PromQL expression of a dashboard's panels and annotations."""
     for panel in dashboard["panels"]:
         yield from (target["expr"] for target in panel.get("targets", []))
+    yield from (annotation["expr"] for annotation in dashboard["annotations"]["list"])
 
 
 def variable_sources(dashboard: dict) -> Iterator[tuple[str, str]]:
@@ -321,7 +501,7 @@ def problems(dashboard: dict) -> Iterator[str]:
             yield f"{expr!r}: unknown metrics {sorted(unknown_metrics(expr))}, labels {unknown_labels(expr)}"
     series = defined_series()
     for metric, label in variable_sources(dashboard):
-        if metric not in series or label not in series[metric].labels:
+        if metric not in series or label not in (*series[metric].labels, *SCRAPE_LABELS):
             yield f"variable label_values({metric}, {label}): no such metric or label"
 
 

@@ -1,0 +1,347 @@
+"""The alert fidelity matrix: each fault opsd reports reaches an on-call webhook as its alert, in time, with the right
+labels and runbook link, and a healthy run pages nobody.
+
+Real components: opsd's metrics, recorder, watchdog, desync check and HTTP endpoint on the embedded cluster; a real
+Prometheus scraping it and evaluating the shipped rule file with every duration (`for`, range windows, offsets)
+divided by one factor, `SCALE`; a real Alertmanager (Debian `prometheus-alertmanager`) posting to a local webhook.
+Faults are injected the way opsd meets them, through its own code paths (a progress event, the runner's restart
+report, a checkpoint and consumer that disagree on the cluster, the endpoint going away), without a Spark query:
+none of these alerts needs one, and a Spark restart per fault would cost minutes.
+
+Adding a fault is one `Fault` entry in `FAULTS`: the alert it must raise, the labels the page must carry, and how
+to inject it (e.g. "OOM risk high": a recorded memory prediction above the pool; "tuner pinned at a bound": a tuning
+decision held at its bound — both come with their checks' metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+from prometheus_client import CollectorRegistry
+
+from grafana.build import RUNBOOK_BASE
+from opsd.checks.desync.check import DesyncCheck
+from opsd.checks.desync.collect import DesyncTarget
+from opsd.checks.health.check import Watchdog
+from opsd.observe.events import QueryProgressed, QueryStarted
+from opsd.observe.progress import parse_progress
+from opsd.observe.readiness import ProgressPolicy
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.telemetry.http import OpsHttpServer
+from opsd.telemetry.metrics import Metrics
+from streaming_core.cluster import Cluster, connect
+from tests.checkpoint_support import job_with_checkpoint
+from tests.test_prometheus_scrape import PROMETHEUS, free_port
+
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+ALERTS_FILE = Path(__file__).resolve().parent.parent / "helm" / "opsd" / "files" / "alerts.yaml"
+#: Shipped durations are divided by this: a rule's `for: 5m` becomes 5 s here.
+SCALE = 60
+#: Prometheus' rule evaluation interval (scrapes are every second).
+EVALUATION_SECONDS = 2.0
+#: How long a healthy run lasts: the longest `for` of the rules, scaled (at least the issue's 5 scaled minutes).
+HEALTHY_SECONDS = 15 * 60 / SCALE
+#: Waiting beyond the deadline before giving up, so a late alert is reported as late rather than as missing.
+GRACE_SECONDS = 60.0
+#: What the checks' background thread does every second: like opsd's scheduler, at the scaled pace.
+CHECK_PERIOD_SECONDS = 1.0
+
+pytestmark = pytest.mark.skipif(PROMETHEUS is None or ALERTMANAGER is None,
+                                reason="needs `prometheus` and `prometheus-alertmanager` (Debian packages)")
+
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds(duration: str) -> float:
+    return sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION.findall(duration))
+
+
+def scaled(duration: str) -> str:
+    return f"{max(1, round(seconds(duration) * 1000 / SCALE))}ms"
+
+
+def scaled_rules(text: str) -> dict:
+    """The rule file with every duration divided by `SCALE`: `for`, `[range]` windows and `offset`s."""
+    groups = yaml.safe_load(text)
+    for group in groups["groups"]:
+        for rule in group["rules"]:
+            if "for" in rule:
+                rule["for"] = scaled(rule["for"])
+            rule["expr"] = re.sub(r"\[(\w+)\]", lambda m: f"[{scaled(m.group(1))}]", rule["expr"])
+            rule["expr"] = re.sub(r"offset (\w+)", lambda m: f"offset {scaled(m.group(1))}", rule["expr"])
+    return groups
+
+
+SHIPPED = {rule["alert"]: rule for group in yaml.safe_load(ALERTS_FILE.read_text())["groups"]
+           for rule in group["rules"]}
+
+
+@dataclass
+class Opsd:
+    """One opsd as the alerts see it: its recorder and endpoint, the checks that run on a schedule, the cluster."""
+
+    recorder: Recorder
+    server: OpsHttpServer
+    cluster_uri: str
+    cluster: Cluster
+    workdir: Path
+    desync_targets: list[DesyncTarget] = field(default_factory=list)
+    feeds: list[Callable[[], None]] = field(default_factory=list)
+
+    def start_query(self, name: str) -> None:
+        self.recorder.record(QueryStarted(id=f"id-{name}", run_id=f"run-{name}", name=name, timestamp=time.time()))
+
+    def progress(self, name: str, batch_id: int, end: int, latest: int) -> None:
+        """A micro-batch of `name` that read a 1-partition queue up to `end` with `latest` available."""
+        offset = {"cluster": "local", "path": f"//queues/{name}", "partitions": {"0": end}}
+        self.recorder.record(QueryProgressed(parse_progress({
+            "id": f"id-{name}", "runId": f"run-{name}", "name": name, "batchId": batch_id,
+            "timestamp": datetime.now().astimezone().isoformat(), "numInputRows": 10,
+            "durationMs": {"triggerExecution": 200}, "sources": [{
+                "description": "yt", "numInputRows": 10, "startOffset": offset, "endOffset": offset,
+                "latestOffset": {**offset, "partitions": {"0": latest}}}]})))
+
+    def checks(self, stop: threading.Event) -> None:
+        """opsd's scheduled checks (watchdog, desync) and the progress feeds, once a second until `stop`."""
+        watchdog = Watchdog(self.recorder, ProgressPolicy(min_window_seconds=60 / SCALE))
+        while not stop.wait(CHECK_PERIOD_SECONDS):
+            for feed in list(self.feeds):
+                feed()
+            watchdog.run()
+            DesyncCheck(self.cluster_uri, self.recorder, list(self.desync_targets)).run()
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault: the alert it must raise, the labels its page must carry, and how to inject it into opsd."""
+
+    name: str
+    alert: str
+    inject: Callable[[Opsd, str], None]
+    labels: dict[str, str] = field(default_factory=dict)
+    per_query: bool = True
+
+
+def stall(opsd: Opsd, query: str) -> None:
+    """A batch left backlog, then silence: the watchdog finds no progress within the window."""
+    opsd.start_query(query)
+    opsd.progress(query, 0, end=9, latest=99)
+
+
+def crash_loop(opsd: Opsd, query: str) -> None:
+    """The runner reports a restart with its backoff at the cap, as it does after every failure of a crash loop."""
+    opsd.start_query(query)
+    opsd.recorder.record_restart(query, crash_loop=True)
+
+
+def desync(consumer_at: int, trim_to: int | None = None) -> Callable[[Opsd, str], None]:
+    """A checkpoint committed to row 20 of both partitions (after a batch to row 10) of a queue of 30 rows each, a
+    consumer at `consumer_at`, the queue trimmed to `trim_to`; the desync check finds it on the cluster."""
+
+    def inject(opsd: Opsd, query: str) -> None:
+        root = f"//tmp/fidelity/{query}"
+        opsd.cluster.create("map_node", root, recursive=True)
+        queue, _, location = job_with_checkpoint(opsd.cluster, root, opsd.workdir / query,
+                                                 {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1, rows=60,
+                                                 consumer_at=consumer_at)
+        if trim_to is not None:
+            for partition in (0, 1):
+                opsd.cluster.trim_rows(queue, partition, trim_to, past_vital_consumers=True)
+        opsd.desync_targets.append(DesyncTarget(query, location))
+
+    return inject
+
+
+def growing_backlog(opsd: Opsd, query: str) -> None:
+    """Each second a batch completes, and each leaves 10 more rows behind than the one before."""
+    opsd.start_query(query)
+    batches = iter(range(10**6))
+
+    def feed() -> None:
+        batch = next(batches)
+        opsd.progress(query, batch, end=batch * 10, latest=batch * 20 + 5)
+
+    opsd.feeds.append(feed)
+
+
+def gone(opsd: Opsd, query: str) -> None:
+    """The opsd endpoint goes away (the pod died or stopped answering)."""
+    opsd.server.stop()
+
+
+FAULTS = [
+    Fault("query stalled", "OpsdQueryStalled", stall, {"severity": "critical"}),
+    Fault("crash loop", "OpsdQueryCrashLooping", crash_loop, {"severity": "critical"}),
+    Fault("desync stuck", "OpsdConsumerStuck", desync(consumer_at=5), {"severity": "warning", "state": "stuck"}),
+    Fault("consumer ahead", "OpsdOffsetDesyncUnsafe", desync(consumer_at=25),
+          {"severity": "critical", "state": "consumer_ahead"}),
+    Fault("behind trim", "OpsdOffsetDesyncUnsafe", desync(consumer_at=20, trim_to=25),
+          {"severity": "critical", "state": "behind_trim"}),
+    Fault("backlog growing", "OpsdBacklogGrowing", growing_backlog, {"severity": "warning"}),
+    Fault("opsd gone", "OpsdMetricsAbsent", gone, {"severity": "critical", "job": "opsd"}, per_query=False),
+]
+
+
+class Webhook:
+    """The on-call end: records every alert Alertmanager posts, with the time it arrived."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[float, dict]] = []
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                received.extend((time.time(), alert) for alert in body["alerts"] if alert["status"] == "firing")
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def first(self, alert: str, labels: dict[str, str]) -> tuple[float, dict] | None:
+        return next(((at, a) for at, a in self.received
+                     if a["labels"]["alertname"] == alert and labels.items() <= a["labels"].items()), None)
+
+
+def start(command: list[str], log: Path) -> subprocess.Popen:
+    with log.open("wb") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+
+def wait_ready(url: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text()[-3000:]
+        try:
+            if requests.get(url, timeout=2).ok:
+                return
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"{url} not ready within 60 s: {log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterator[tuple[Opsd, Webhook, str]]:
+    """opsd (a healthy query running from the start), Prometheus and Alertmanager, shared by the matrix."""
+    workdir = tmp_path_factory.mktemp("fidelity")
+    metrics = Metrics(CollectorRegistry())
+    server = OpsHttpServer(metrics.render, host="127.0.0.1", port=0)
+    server.start()
+    webhook = Webhook()
+    cluster = connect(cluster_uri)
+    opsd = Opsd(Recorder(metrics, StatusStore()), server, cluster_uri, cluster, workdir)
+    opsd.start_query("healthy")
+    healthy_batches = iter(range(10**6))
+    opsd.feeds.append(lambda: opsd.progress("healthy", (b := next(healthy_batches)), end=b * 10, latest=b * 10 + 3))
+
+    am_address = f"127.0.0.1:{free_port()}"
+    (workdir / "alertmanager.yml").write_text(yaml.safe_dump({
+        "route": {"receiver": "webhook", "group_by": ["..."], "group_wait": "0s", "group_interval": "1s",
+                  "repeat_interval": "1h"},
+        "receivers": [{"name": "webhook", "webhook_configs": [{"url": webhook.url, "send_resolved": False}]}],
+    }))
+    alertmanager = start([ALERTMANAGER, f"--config.file={workdir / 'alertmanager.yml'}",
+                          f"--storage.path={workdir / 'am-data'}", f"--web.listen-address={am_address}",
+                          "--cluster.listen-address="], workdir / "alertmanager.log")
+    (workdir / "rules.yml").write_text(yaml.safe_dump(scaled_rules(ALERTS_FILE.read_text()), sort_keys=False))
+    prometheus_address = f"127.0.0.1:{free_port()}"
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": f"{EVALUATION_SECONDS:g}s"},
+        "rule_files": [str(workdir / "rules.yml")],
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [am_address]}]}]},
+        "scrape_configs": [{"job_name": "opsd", "static_configs": [{"targets": [f"127.0.0.1:{server.port}"]}]}],
+    }))
+    prometheus = start([PROMETHEUS, f"--config.file={workdir / 'prometheus.yml'}",
+                        f"--storage.tsdb.path={workdir / 'prom-data'}", f"--web.listen-address={prometheus_address}"],
+                       workdir / "prometheus.log")
+    stop = threading.Event()
+    checks = threading.Thread(target=opsd.checks, args=(stop,), daemon=True)
+    checks.start()
+    try:
+        wait_ready(f"http://{am_address}/-/ready", alertmanager, workdir / "alertmanager.log")
+        wait_ready(f"http://{prometheus_address}/-/ready", prometheus, workdir / "prometheus.log")
+        yield opsd, webhook, f"http://{prometheus_address}"
+    finally:
+        stop.set()
+        checks.join(30)
+        for process in (prometheus, alertmanager):
+            process.kill()
+            process.wait(10)
+        webhook.server.shutdown()
+        server.stop()
+        cluster.close()
+
+
+def scraped(prometheus: str, promql: str) -> bool:
+    response = requests.get(f"{prometheus}/api/v1/query", params={"query": promql}, timeout=5)
+    return bool(response.ok and response.json()["data"]["result"])
+
+
+def active_since(prometheus: str, alert: str, labels: dict[str, str]) -> float:
+    """When Prometheus first found the alert's expression true (`activeAt`), in unix seconds."""
+    for item in requests.get(f"{prometheus}/api/v1/alerts", timeout=5).json()["data"]["alerts"]:
+        if item["labels"]["alertname"] == alert and labels.items() <= item["labels"].items():
+            return datetime.fromisoformat(item["activeAt"].replace("Z", "+00:00")).timestamp()
+    pytest.fail(f"{alert} {labels} reached the webhook but Prometheus does not list it active")
+
+
+def test_the_scaled_rules_are_the_shipped_rules_with_durations_divided_by_the_factor():
+    rules = {rule["alert"]: rule for group in scaled_rules(ALERTS_FILE.read_text())["groups"]
+             for rule in group["rules"]}
+    assert rules["OpsdQueryDown"]["for"] == "5000ms"
+    assert "[15000ms]" in rules["OpsdBacklogGrowing"]["expr"] and "offset 15000ms" in rules["OpsdQueryFailures"]["expr"]
+    for name, rule in rules.items():
+        shipped = SHIPPED[name]
+        assert (rule["labels"], rule["annotations"]) == (shipped["labels"], shipped["annotations"])
+        assert re.sub(r"\d+m?s\b|\d+m\b", "D", rule["expr"]) == re.sub(r"\d+m?s\b|\d+m\b", "D", shipped["expr"])
+
+
+def test_a_healthy_run_sends_no_alert(stack):
+    opsd, webhook, prometheus = stack
+    deadline = time.monotonic() + 60
+    while not scraped(prometheus, 'opsd_source_backlog_rows{query="healthy"}'):
+        assert time.monotonic() < deadline, "Prometheus never scraped the healthy query"
+        time.sleep(0.5)
+    time.sleep(HEALTHY_SECONDS + 2 * EVALUATION_SECONDS)
+    assert webhook.received == []
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda fault: fault.name)
+def test_each_fault_pages_its_alert_in_time_with_its_labels_and_runbook(stack, fault: Fault):
+    opsd, webhook, prometheus = stack
+    query = f"{fault.name.replace(' ', '_')}_{uuid.uuid4().hex[:6]}"
+    labels = {**fault.labels, **({"query": query} if fault.per_query else {})}
+    budget = seconds(SHIPPED[fault.alert].get("for", "0s")) / SCALE + 2 * EVALUATION_SECONDS
+    fault.inject(opsd, query)
+    deadline = time.monotonic() + budget + GRACE_SECONDS
+    while (page := webhook.first(fault.alert, labels)) is None:
+        assert time.monotonic() < deadline, f"{fault.alert} {labels} never reached the webhook: {webhook.received}"
+        time.sleep(0.2)
+    arrived, alert = page
+    assert alert["annotations"]["runbook_url"] == f"{RUNBOOK_BASE}#{fault.alert.lower()}"
+    assert alert["labels"]["instance"] == f"127.0.0.1:{opsd.server.port}"
+    late = arrived - active_since(prometheus, fault.alert, labels)
+    assert late <= budget, f"{fault.alert} arrived {late:.1f}s after it became active; allowed {budget:.1f}s"
+    assert [a["labels"] for _, a in webhook.received if a["labels"].get("query") == "healthy"] == []

@@ -206,7 +206,7 @@ class Webhook:
         received = self.received
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 received.extend((time.time(), alert) for alert in body["alerts"] if alert["status"] == "firing")
                 self.send_response(200)
@@ -319,7 +319,7 @@ def test_the_scaled_rules_are_the_shipped_rules_with_durations_divided_by_the_fa
 
 
 def test_a_healthy_run_sends_no_alert(stack):
-    opsd, webhook, prometheus = stack
+    _, webhook, prometheus = stack
     deadline = time.monotonic() + 60
     while not scraped(prometheus, 'opsd_source_backlog_rows{query="healthy"}'):
         assert time.monotonic() < deadline, "Prometheus never scraped the healthy query"

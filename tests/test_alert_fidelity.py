@@ -1,12 +1,13 @@
 """The alert fidelity matrix: each fault opsd reports reaches an on-call webhook as its alert, in time, with the right
-labels and runbook link, and a healthy run pages nobody.
+labels and runbook link, and a healthy run pages nobody; with the faults injected, every dashboard panel has data.
 
-Real components: opsd's metrics, recorder, watchdog, desync check and HTTP endpoint on the embedded cluster; a real
+Real components: opsd's listener, recorder, check scheduler with the watchdog, desync and lag checks, and its HTTP
+endpoint, on the embedded cluster; a real
 Prometheus scraping it and evaluating the shipped rule file with every duration (`for`, range windows, offsets)
 divided by one factor, `SCALE`; a real Alertmanager (Debian `prometheus-alertmanager`) posting to a local webhook.
-Faults are injected the way opsd meets them, through its own code paths (a progress event, the runner's restart
-report, a checkpoint and consumer that disagree on the cluster, the endpoint going away), without a Spark query:
-none of these alerts needs one, and a Spark restart per fault would cost minutes.
+Faults are injected the way opsd meets them, through its own code paths (Spark's listener events built from the
+JSON Spark posts, the runner's restart report, a checkpoint and consumer that disagree on the cluster, the endpoint
+going away), without a Spark query: none of these alerts needs one, and a Spark restart per fault costs minutes.
 
 Adding a fault is one `Fault` entry in `FAULTS`: the alert it must raise, the labels the page must carry, and how
 to inject it (e.g. "OOM risk high": a recorded memory prediction above the pool; "tuner pinned at a bound": a tuning
@@ -24,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -32,13 +33,15 @@ import pytest
 import requests
 import yaml
 from prometheus_client import CollectorRegistry
+from pyspark.sql.streaming.listener import QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent
 
-from grafana.build import RUNBOOK_BASE
+from grafana import build
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.health.check import Watchdog
-from opsd.observe.events import QueryProgressed, QueryStarted
-from opsd.observe.progress import parse_progress
+from opsd.checks.lag.check import LagCheck
+from opsd.checks.scheduler import CheckScheduler
+from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
@@ -92,39 +95,71 @@ SHIPPED = {rule["alert"]: rule for group in yaml.safe_load(ALERTS_FILE.read_text
            for rule in group["rules"]}
 
 
+def query_id(name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
+def iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 @dataclass
 class Opsd:
-    """One opsd as the alerts see it: its recorder and endpoint, the checks that run on a schedule, the cluster."""
+    """One opsd as the alerts see it: its listener, recorder, scheduled checks and endpoint, and the cluster.
 
+    `targets` are the checkpoints the desync and lag checks watch; they grow as faults are injected.
+    """
+
+    metrics: Metrics
     recorder: Recorder
+    listener: OpsdListener
     server: OpsHttpServer
     cluster_uri: str
     cluster: Cluster
     workdir: Path
-    desync_targets: list[DesyncTarget] = field(default_factory=list)
+    targets: list[DesyncTarget] = field(default_factory=list)
     feeds: list[Callable[[], None]] = field(default_factory=list)
 
     def start_query(self, name: str) -> None:
-        self.recorder.record(QueryStarted(id=f"id-{name}", run_id=f"run-{name}", name=name, timestamp=time.time()))
+        """The runner registers the pipeline, then Spark posts its start."""
+        self.recorder.register(name, trigger_interval_seconds=1.0)
+        self.listener.onQueryStarted(QueryStartedEvent.fromJson(
+            {"id": query_id(name), "runId": query_id(f"run-{name}"), "name": name, "timestamp": iso(time.time())}))
 
     def progress(self, name: str, batch_id: int, end: int, latest: int) -> None:
-        """A micro-batch of `name` that read a 1-partition queue up to `end` with `latest` available."""
+        """A micro-batch of `name`, as Spark posts it, that read a 1-partition queue up to `end` of `latest`."""
+        now = time.time()
         offset = {"cluster": "local", "path": f"//queues/{name}", "partitions": {"0": end}}
-        self.recorder.record(QueryProgressed(parse_progress({
-            "id": f"id-{name}", "runId": f"run-{name}", "name": name, "batchId": batch_id,
-            "timestamp": datetime.now().astimezone().isoformat(), "numInputRows": 10,
-            "durationMs": {"triggerExecution": 200}, "sources": [{
-                "description": "yt", "numInputRows": 10, "startOffset": offset, "endOffset": offset,
-                "latestOffset": {**offset, "partitions": {"0": latest}}}]})))
+        source = {"description": "yt", "startOffset": offset, "endOffset": offset,
+                  "latestOffset": {**offset, "partitions": {"0": latest}}, "numInputRows": 10,
+                  "inputRowsPerSecond": 10.0, "processedRowsPerSecond": 50.0}
+        state = {"operatorName": "stateStoreSave", "numRowsTotal": 5, "numRowsUpdated": 1, "numRowsRemoved": 0,
+                 "allUpdatesTimeMs": 1, "allRemovalsTimeMs": 0, "commitTimeMs": 1, "memoryUsedBytes": 4096,
+                 "numRowsDroppedByWatermark": 0, "numShufflePartitions": 2, "numStateStoreInstances": 2}
+        self.listener.onQueryProgress(QueryProgressEvent.fromJson({"progress": {
+            "id": query_id(name), "runId": query_id(f"run-{name}"), "name": name, "timestamp": iso(now),
+            "batchId": batch_id, "batchDuration": 200, "numInputRows": 10, "inputRowsPerSecond": 10.0,
+            "processedRowsPerSecond": 50.0,
+            "durationMs": {"triggerExecution": 200, "addBatch": 150, "latestOffset": 10, "walCommit": 20},
+            "eventTime": {"watermark": iso(now - 30)}, "stateOperators": [state], "sources": [source],
+            "sink": {"description": "yt", "numOutputRows": 10}}}))
 
-    def checks(self, stop: threading.Event) -> None:
-        """opsd's scheduled checks (watchdog, desync) and the progress feeds, once a second until `stop`."""
-        watchdog = Watchdog(self.recorder, ProgressPolicy(min_window_seconds=60 / SCALE))
-        while not stop.wait(CHECK_PERIOD_SECONDS):
-            for feed in list(self.feeds):
-                feed()
-            watchdog.run()
-            DesyncCheck(self.cluster_uri, self.recorder, list(self.desync_targets)).run()
+    def fail(self, name: str) -> None:
+        """Spark posts the query's termination with its failure."""
+        self.listener.onQueryTerminated(QueryTerminatedEvent.fromJson({
+            "id": query_id(name), "runId": query_id(f"run-{name}"), "errorClassOnException": None,
+            "exception": "java.lang.IllegalStateException: executor lost"}))
+
+    def schedule_checks(self, scheduler: CheckScheduler) -> None:
+        """opsd's scheduled checks at the scaled pace, plus the feeds that post progress like running queries."""
+        desync = DesyncCheck(self.cluster_uri, self.recorder)
+        lag = LagCheck(self.cluster_uri, self.recorder)
+        desync.targets = lag.targets = self.targets  # one list: faults add their checkpoints to it
+        scheduler.add_check("feeds", lambda: [feed() for feed in list(self.feeds)], CHECK_PERIOD_SECONDS)
+        scheduler.add_check("watchdog", Watchdog(self.recorder, ProgressPolicy(min_window_seconds=60 / SCALE)).run,
+                            CHECK_PERIOD_SECONDS)
+        scheduler.add_check("desync", desync.run, CHECK_PERIOD_SECONDS)
+        scheduler.add_check("lag", lag.run, CHECK_PERIOD_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -145,9 +180,14 @@ def stall(opsd: Opsd, query: str) -> None:
 
 
 def crash_loop(opsd: Opsd, query: str) -> None:
-    """The runner reports a restart with its backoff at the cap, as it does after every failure of a crash loop."""
+    """The query fails, is restarted and fails again; the runner reports its backoff at the cap."""
     opsd.start_query(query)
-    opsd.recorder.record_restart(query, crash_loop=True)
+    for attempt in range(2):
+        time.sleep(1.5)  # a scrape between failures: the failure counters rise, not just appear
+        opsd.fail(query)
+        opsd.recorder.record_restart(query, crash_loop=attempt > 0)
+        opsd.listener.onQueryStarted(QueryStartedEvent.fromJson({
+            "id": query_id(query), "runId": query_id(f"run-{query}"), "name": query, "timestamp": iso(time.time())}))
 
 
 def desync(consumer_at: int, trim_to: int | None = None) -> Callable[[Opsd, str], None]:
@@ -163,7 +203,7 @@ def desync(consumer_at: int, trim_to: int | None = None) -> Callable[[Opsd, str]
         if trim_to is not None:
             for partition in (0, 1):
                 opsd.cluster.trim_rows(queue, partition, trim_to, past_vital_consumers=True)
-        opsd.desync_targets.append(DesyncTarget(query, location))
+        opsd.targets.append(DesyncTarget(query, location))
 
     return inject
 
@@ -185,6 +225,8 @@ def gone(opsd: Opsd, query: str) -> None:
     opsd.server.stop()
 
 
+OPSD_GONE = Fault("opsd gone", "OpsdMetricsAbsent", gone, {"severity": "critical", "job": "opsd"}, per_query=False)
+#: Faults injected one after the other while opsd runs (`OPSD_GONE` ends the matrix: it takes opsd away).
 FAULTS = [
     Fault("query stalled", "OpsdQueryStalled", stall, {"severity": "critical"}),
     Fault("crash loop", "OpsdQueryCrashLooping", crash_loop, {"severity": "critical"}),
@@ -194,7 +236,6 @@ FAULTS = [
     Fault("behind trim", "OpsdOffsetDesyncUnsafe", desync(consumer_at=20, trim_to=25),
           {"severity": "critical", "state": "behind_trim"}),
     Fault("backlog growing", "OpsdBacklogGrowing", growing_backlog, {"severity": "warning"}),
-    Fault("opsd gone", "OpsdMetricsAbsent", gone, {"severity": "critical", "job": "opsd"}, per_query=False),
 ]
 
 
@@ -247,14 +288,23 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
     """opsd (a healthy query running from the start), Prometheus and Alertmanager, shared by the matrix."""
     workdir = tmp_path_factory.mktemp("fidelity")
     metrics = Metrics(CollectorRegistry())
+    recorder = Recorder(metrics, StatusStore())
+    listener = OpsdListener(recorder, metrics)
+    listener.start()
     server = OpsHttpServer(metrics.render, host="127.0.0.1", port=0)
     server.start()
     webhook = Webhook()
     cluster = connect(cluster_uri)
-    opsd = Opsd(Recorder(metrics, StatusStore()), server, cluster_uri, cluster, workdir)
+    opsd = Opsd(metrics, recorder, listener, server, cluster_uri, cluster, workdir)
     opsd.start_query("healthy")
+    opsd.recorder.record_tuning("healthy", max_rows_per_partition=1000, dyn_batch_size=50000)
     healthy_batches = iter(range(10**6))
     opsd.feeds.append(lambda: opsd.progress("healthy", (b := next(healthy_batches)), end=b * 10, latest=b * 10 + 3))
+    # An idle query whose consumer lags its committed batch by one: healthy, and healed by the desync check.
+    cluster.create("map_node", "//tmp/fidelity/idle", recursive=True)
+    opsd.targets.append(DesyncTarget("idle", job_with_checkpoint(
+        cluster, "//tmp/fidelity/idle", workdir / "idle", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1,
+        consumer_at=10)[2], heal=True))
 
     am_address = f"127.0.0.1:{free_port()}"
     (workdir / "alertmanager.yml").write_text(yaml.safe_dump({
@@ -276,16 +326,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
     prometheus = start([PROMETHEUS, f"--config.file={workdir / 'prometheus.yml'}",
                         f"--storage.tsdb.path={workdir / 'prom-data'}", f"--web.listen-address={prometheus_address}"],
                        workdir / "prometheus.log")
-    stop = threading.Event()
-    checks = threading.Thread(target=opsd.checks, args=(stop,), daemon=True)
-    checks.start()
+    scheduler = CheckScheduler(metrics)
+    opsd.schedule_checks(scheduler)
+    scheduler.start()
     try:
         wait_ready(f"http://{am_address}/-/ready", alertmanager, workdir / "alertmanager.log")
         wait_ready(f"http://{prometheus_address}/-/ready", prometheus, workdir / "prometheus.log")
         yield opsd, webhook, f"http://{prometheus_address}"
     finally:
-        stop.set()
-        checks.join(30)
+        scheduler.shutdown()
+        listener.stop()
         for process in (prometheus, alertmanager):
             process.kill()
             process.wait(10)
@@ -328,8 +378,9 @@ def test_a_healthy_run_sends_no_alert(stack):
     assert webhook.received == []
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=lambda fault: fault.name)
-def test_each_fault_pages_its_alert_in_time_with_its_labels_and_runbook(stack, fault: Fault):
+def assert_pages(stack: tuple[Opsd, Webhook, str], fault: Fault) -> None:
+    """Inject `fault` and see its alert reach the webhook within `for` + 2 evaluation intervals of its becoming
+    active, with the fault's labels and its runbook link; the healthy query never pages."""
     opsd, webhook, prometheus = stack
     query = f"{fault.name.replace(' ', '_')}_{uuid.uuid4().hex[:6]}"
     labels = {**fault.labels, **({"query": query} if fault.per_query else {})}
@@ -340,8 +391,40 @@ def test_each_fault_pages_its_alert_in_time_with_its_labels_and_runbook(stack, f
         assert time.monotonic() < deadline, f"{fault.alert} {labels} never reached the webhook: {webhook.received}"
         time.sleep(0.2)
     arrived, alert = page
-    assert alert["annotations"]["runbook_url"] == f"{RUNBOOK_BASE}#{fault.alert.lower()}"
+    assert alert["annotations"]["runbook_url"] == build.runbook_url(fault.alert)
     assert alert["labels"]["instance"] == f"127.0.0.1:{opsd.server.port}"
     late = arrived - active_since(prometheus, fault.alert, labels)
     assert late <= budget, f"{fault.alert} arrived {late:.1f}s after it became active; allowed {budget:.1f}s"
-    assert [a["labels"] for _, a in webhook.received if a["labels"].get("query") == "healthy"] == []
+    assert [a["labels"] for _, a in webhook.received if a["labels"].get("query") in ("healthy", "idle")] == []
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda fault: fault.name)
+def test_each_fault_pages_its_alert_in_time_with_its_labels_and_runbook(stack, fault: Fault):
+    assert_pages(stack, fault)
+
+
+def grafana_substituted(expr: str, pipeline: str) -> str:
+    """What Grafana sends Prometheus for `expr` with every variable at All and `pipeline` picked."""
+    values = {"$__rate_interval": "20s", "$query": ".*", "$namespace": ".*", "$instance": ".*", "$pipeline": pipeline}
+    for variable, value in values.items():
+        expr = expr.replace(variable, value)
+    return expr
+
+
+def test_with_the_faults_injected_every_dashboard_panel_and_annotation_has_data(stack):
+    """Runs after the faults (they feed the panels that only have data during one); a tuning decision is made."""
+    opsd, _, prometheus = stack
+    opsd.recorder.record_tuning("healthy", max_rows_per_partition=2000, dyn_batch_size=60000)
+    time.sleep(3)  # scraped and evaluated
+    pipelines = [status.name for status in opsd.recorder.status.snapshot().values()]
+    empty = []
+    for make in build.DASHBOARDS.values():
+        dashboard = make()
+        for expr in build.expressions(dashboard):
+            if not any(scraped(prometheus, grafana_substituted(expr, pipeline)) for pipeline in pipelines):
+                empty.append(f"{dashboard['title']}: {expr}")
+    assert empty == []
+
+
+def test_opsd_gone_pages_that_no_metrics_arrive(stack):
+    assert_pages(stack, OPSD_GONE)

@@ -91,6 +91,58 @@ def boolean_panel(title: str, description: str, expr: str, one: str, one_is_good
                  states=states, runbook=runbook)
 
 
+def lag_row(matcher: str, who: str) -> Row:
+    """Unread rows, lag, rates and time to drain of the queries ``matcher`` selects; ``who`` starts each legend."""
+    return Row("Backlog, lag and time to drain", (
+        Panel("Unread rows per partition", "The queue's end minus the next row the query reads.", (
+            Target(f"opsd_queue_unread_rows{{{matcher}}}", who + "{{queue}}/{{partition}}"),
+        ), unit="suffix:rows", width=6, runbook="OpsdBacklogGrowing"),
+        Panel("Lag per partition", "Age of the next row to read; 0 when nothing is unread. Red above the OpsdLagHigh "
+              "threshold (15 minutes).", (
+                  Target(f"opsd_queue_lag_seconds{{{matcher}}}", who + "{{queue}}/{{partition}}"),
+              ), unit="s", width=6, bad_above=900, runbook="OpsdLagHigh"),
+        Panel("Queue input vs read rows/s", "Rows written to the queues against rows the query moved past, averaged "
+              "over opsd's lag window.", (
+                  Target(f"opsd_queue_input_rows_per_second{{{matcher}}}", who + "input"),
+                  Target(f"opsd_queue_read_rows_per_second{{{matcher}}}", who + "read"),
+              ), unit="suffix:rows/s", width=6),
+        Panel("Time to drain", "Backlog / (read rate - input rate); +Inf (not drawn) while not draining. Red above "
+              "the OpsdTimeToDrainLong threshold (1 hour).", (
+                  Target(f"opsd_time_to_drain_seconds{{{matcher}}}", "{{query}}"),
+              ), unit="s", width=6, bad_above=3600, runbook="OpsdTimeToDrainLong"),
+    ))
+
+
+def state_row(matcher: str, who: str) -> Row:
+    """Event time and state of the queries ``matcher`` selects; ``who`` starts each legend."""
+    return Row("State and event time", (
+        Panel("Watermark delay", "Progress time minus the event-time watermark. Red above the OpsdWatermarkDelayHigh "
+              "threshold (15 minutes).", (
+                  Target(f"opsd_watermark_delay_seconds{{{matcher}}}", "{{query}}"),
+              ), unit="s", width=8, bad_above=900, runbook="OpsdWatermarkDelayHigh"),
+        Panel("State rows", "Rows held by each stateful operator.", (
+            Target(f"opsd_state_rows{{{matcher}}}", who + "{{operator}}"),
+        ), unit="suffix:rows", width=8),
+        Panel("State memory", "Memory used by each stateful operator's state store.", (
+            Target(f"opsd_state_memory_bytes{{{matcher}}}", who + "{{operator}}"),
+        ), unit="bytes", width=8),
+    ))
+
+
+def tuning_row(matcher: str) -> Row:
+    """The live-tuning values in force for the queries ``matcher`` selects."""
+    return Row("Live tuning: values in force", (
+        Panel("max_rows_per_partition", "Read limit per partition in force for the query's source (tuning document, "
+              "else the option); on the pipeline dashboard each change is an annotation.", (
+                  Target(f"opsd_tuning_max_rows_per_partition{{{matcher}}}", "{{query}}"),
+              ), unit="suffix:rows"),
+        Panel("dynBatchSize", "Rows per insert in force for the query's yt sink (tuning document, else the option or "
+              "conf); on the pipeline dashboard each change is an annotation.", (
+                  Target(f"opsd_tuning_dyn_batch_size{{{matcher}}}", "{{query}}"),
+              ), unit="suffix:rows"),
+    ))
+
+
 def overview_rows() -> tuple[Row, ...]:
     """The rows of the opsd overview dashboard, top to bottom in the order an operator triages."""
     return (
@@ -150,22 +202,7 @@ def overview_rows() -> tuple[Row, ...]:
                 Target(f"opsd_source_end_offset{{{Q}}}", "{{query}} {{queue}}/{{partition}} end"),
             )),
         )),
-        Row("Backlog, lag and time to drain", (
-            Panel("Unread rows per partition", "The queue's end minus the next row the query reads.", (
-                Target(f"opsd_queue_unread_rows{{{Q}}}", "{{query}} {{queue}}/{{partition}}"),
-            ), unit="suffix:rows", width=6),
-            Panel("Lag per partition", "Age of the next row to read; 0 when nothing is unread.", (
-                Target(f"opsd_queue_lag_seconds{{{Q}}}", "{{query}} {{queue}}/{{partition}}"),
-            ), unit="s", width=6),
-            Panel("Queue input vs read rows/s", "Rows written to the queues against rows the query moved past, "
-                  "averaged over opsd's lag window.", (
-                      Target(f"opsd_queue_input_rows_per_second{{{Q}}}", "{{query}} input"),
-                      Target(f"opsd_queue_read_rows_per_second{{{Q}}}", "{{query}} read"),
-                  ), unit="suffix:rows/s", width=6),
-            Panel("Time to drain", "Backlog / (read rate - input rate); +Inf (not drawn) while not draining.", (
-                Target(f"opsd_time_to_drain_seconds{{{Q}}}", "{{query}}"),
-            ), unit="s", width=6),
-        )),
+        lag_row(Q, "{{query}} "),
         Row("Offset desync", (
             Panel("Desync state per partition",
                   "1 for the state of each queue partition: the checkpoint's committed batch against the consumer "
@@ -180,27 +217,8 @@ def overview_rows() -> tuple[Row, ...]:
                        "{{query}} {{outcome}}"),
             ), width=8),
         )),
-        Row("State and event time", (
-            Panel("Watermark delay", "Progress time minus the event-time watermark.", (
-                Target(f"opsd_watermark_delay_seconds{{{Q}}}", "{{query}}"),
-            ), unit="s", width=8),
-            Panel("State rows", "Rows held by each stateful operator.", (
-                Target(f"opsd_state_rows{{{Q}}}", "{{query}} {{operator}}"),
-            ), unit="suffix:rows", width=8),
-            Panel("State memory", "Memory used by each stateful operator's state store.", (
-                Target(f"opsd_state_memory_bytes{{{Q}}}", "{{query}} {{operator}}"),
-            ), unit="bytes", width=8),
-        )),
-        Row("Live tuning", (
-            Panel("max_rows_per_partition",
-                  "Read limit per partition in force for the query's source (tuning document, else the option).", (
-                Target(f"opsd_tuning_max_rows_per_partition{{{Q}}}", "{{query}}"),
-            ), unit="suffix:rows"),
-            Panel("dynBatchSize",
-                  "Rows per insert in force for the query's yt sink (tuning document, else the option or conf).", (
-                Target(f"opsd_tuning_dyn_batch_size{{{Q}}}", "{{query}}"),
-            ), unit="suffix:rows"),
-        )),
+        state_row(Q, "{{query}} "),
+        tuning_row(Q),
         Row("opsd itself", (
             Panel("Check errors", "Runs and failed runs of opsd's periodic checks.", (
                 Target("sum by (check) (rate(opsd_check_errors_total[$__rate_interval]))",
@@ -248,23 +266,7 @@ def pipeline_rows() -> tuple[Row, ...]:
                 Target(f"opsd_last_batch_id{{{P}}}", "{{query}}"),
             ), width=8),
         )),
-        Row("Backlog and lag", (
-            Panel("Unread rows per partition", "The queue's end minus the next row the query reads.", (
-                Target(f"opsd_queue_unread_rows{{{P}}}", "{{queue}}/{{partition}}"),
-            ), unit="suffix:rows", runbook="OpsdBacklogGrowing"),
-            Panel("Lag per partition", "Age of the next row to read; 0 when nothing is unread. Red above the "
-                  "OpsdLagHigh threshold (15 minutes).", (
-                      Target(f"opsd_queue_lag_seconds{{{P}}}", "{{queue}}/{{partition}}"),
-                  ), unit="s", bad_above=900, runbook="OpsdLagHigh"),
-            Panel("Time to drain", "Backlog / (read rate - input rate); +Inf (not drawn) while not draining. Red "
-                  "above the OpsdTimeToDrainLong threshold (1 hour).", (
-                      Target(f"opsd_time_to_drain_seconds{{{P}}}", "{{query}}"),
-                  ), unit="s", bad_above=3600, runbook="OpsdTimeToDrainLong"),
-            Panel("Queue input vs read rows/s", "Rows written to the queues against rows the query moved past.", (
-                Target(f"opsd_queue_input_rows_per_second{{{P}}}", "input"),
-                Target(f"opsd_queue_read_rows_per_second{{{P}}}", "read"),
-            ), unit="suffix:rows/s"),
-        )),
+        lag_row(P, ""),
         Row("Offset desync: consumer vs checkpoint", (
             Panel("Desync state per partition", "The state of each partition (1 = in that state): in_sync, "
                   "lagging_one_batch (an idle query's late acknowledgement), stuck, consumer_ahead, behind_trim.", (
@@ -300,27 +302,8 @@ def pipeline_rows() -> tuple[Row, ...]:
                 Target(f"rate(opsd_output_rows_total{{{P}}}[$__rate_interval])", "written"),
             ), unit="suffix:rows/s", width=12),
         )),
-        Row("State and event time", (
-            Panel("Watermark delay", "Progress time minus the event-time watermark. Red above the "
-                  "OpsdWatermarkDelayHigh threshold (15 minutes).", (
-                      Target(f"opsd_watermark_delay_seconds{{{P}}}", "{{query}}"),
-                  ), unit="s", width=8, bad_above=900, runbook="OpsdWatermarkDelayHigh"),
-            Panel("State rows", "Rows held by each stateful operator.", (
-                Target(f"opsd_state_rows{{{P}}}", "{{operator}}"),
-            ), unit="suffix:rows", width=8),
-            Panel("State memory", "Memory used by each stateful operator's state store.", (
-                Target(f"opsd_state_memory_bytes{{{P}}}", "{{operator}}"),
-            ), unit="bytes", width=8),
-        )),
-        Row("Tuning: values in force", (
-            Panel("max_rows_per_partition", "Read limit per partition in force (tuning document, else the option); "
-                  "each change is an annotation.", (
-                      Target(f"opsd_tuning_max_rows_per_partition{{{P}}}", "{{query}}"),
-                  ), unit="suffix:rows"),
-            Panel("dynBatchSize", "Rows per insert in force for the yt sink; each change is an annotation.", (
-                Target(f"opsd_tuning_dyn_batch_size{{{P}}}", "{{query}}"),
-            ), unit="suffix:rows"),
-        )),
+        state_row(P, ""),
+        tuning_row(P),
     )
 
 
@@ -433,47 +416,42 @@ def annotation_json(name: str, color: str, expr: str) -> dict:
             "step": "30s", "titleFormat": name, "useValueForTime": False}
 
 
-def overview() -> dict:
-    """The opsd overview dashboard: one screen from "is it up" down to opsd's own health."""
+def dashboard_json(uid: str, title: str, description: str, rows: tuple[Row, ...], templating_list: dict, *,
+                   annotations: list[dict] | None = None, links: list[dict] | None = None) -> dict:
+    """A dashboard of ``rows`` with the settings every opsd dashboard shares."""
     return {
-        "annotations": {"list": []},
-        "description": "Streaming queries run by opsd: health, micro-batches, backlog, state, tuning.",
+        "annotations": {"list": annotations or []},
+        "description": description,
         "editable": True,
         "graphTooltip": 1,
-        "links": [],
-        "panels": list(layout(overview_rows())),
+        "links": links or [],
+        "panels": list(layout(rows)),
         "refresh": "30s",
         "schemaVersion": 39,
         "tags": ["opsd", "spark", "ytsaurus"],
-        "templating": templating(),
+        "templating": templating_list,
         "time": {"from": "now-6h", "to": "now"},
         "timezone": "",
-        "title": "opsd overview",
-        "uid": "opsd-overview",
+        "title": title,
+        "uid": uid,
         "version": 1,
     }
+
+
+def overview() -> dict:
+    """The opsd overview dashboard: one screen from "is it up" down to opsd's own health."""
+    return dashboard_json("opsd-overview", "opsd overview",
+                          "Streaming queries run by opsd: health, micro-batches, backlog, state, tuning.",
+                          overview_rows(), templating())
 
 
 def pipeline() -> dict:
     """The per-pipeline drill-down: one query of one opsd, with restarts, failures and tuning as annotations."""
-    return {
-        "annotations": {"list": [annotation_json(*item) for item in PIPELINE_ANNOTATIONS]},
-        "description": "One streaming query of one opsd: state, backlog and lag per partition, offset desync, "
-                       "micro-batches, tuning.",
-        "editable": True,
-        "graphTooltip": 1,
-        "links": [{"title": "opsd overview", "type": "link", "url": "/d/opsd-overview"}],
-        "panels": list(layout(pipeline_rows())),
-        "refresh": "30s",
-        "schemaVersion": 39,
-        "tags": ["opsd", "spark", "ytsaurus"],
-        "templating": pipeline_templating(),
-        "time": {"from": "now-6h", "to": "now"},
-        "timezone": "",
-        "title": "opsd pipeline",
-        "uid": "opsd-pipeline",
-        "version": 1,
-    }
+    return dashboard_json(
+        "opsd-pipeline", "opsd pipeline", "One streaming query of one opsd: state, backlog and lag per partition, "
+        "offset desync, micro-batches, tuning.", pipeline_rows(), pipeline_templating(),
+        annotations=[annotation_json(*item) for item in PIPELINE_ANNOTATIONS],
+        links=[{"title": "opsd overview", "type": "link", "url": "/d/opsd-overview"}])
 
 
 DASHBOARDS = {"opsd-overview.json": overview, "opsd-pipeline.json": pipeline}

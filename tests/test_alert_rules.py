@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from grafana.build import RUNBOOK_BASE
 from grafana.promql import unknown_labels, unknown_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,8 +27,7 @@ EXPECTED_ALERTS = {
     "OpsdListenerDroppingEvents", "OpsdMetricsAbsent", "OpsdQueryFailedPermanently", "OpsdOffsetDesyncUnsafe",
     "OpsdConsumerStuck", "OpsdLagHigh", "OpsdTimeToDrainLong",
 }
-#: Where the runbooks are read: the chart README as the repository serves it (`runbook_url` = this + `#anchor`).
-RUNBOOK_BASE = "https://github.com/yt-streaming-opsd/yt-streaming-opsd/blob/main/helm/opsd/README.md"
+
 
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
                                     reason="promtool not on PATH (Debian package prometheus; `make test` installs it)")

@@ -197,6 +197,16 @@ def test_the_prometheus_rule_carries_exactly_the_rules_of_the_alerts_file(chart)
     assert rule["spec"] == yaml.safe_load((CHART_DIR / "files" / "alerts.yaml").read_text())
 
 
+def test_the_runbook_links_point_where_the_values_say_keeping_each_alerts_anchor(chart):
+    def links(values: dict) -> dict[str, str]:
+        rule = find(render(chart, merged({"prometheusRule": {"enabled": True, **values}})), "PrometheusRule")
+        return {r["alert"]: r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"]}
+
+    shipped, moved = links({}), links({"runbookBaseUrl": "https://wiki.example.com/opsd"})
+    assert set(shipped) == set(moved) and shipped.values() != moved.values()
+    assert all(moved[alert] == f"https://wiki.example.com/opsd#{alert.lower()}" for alert in moved)
+
+
 def test_the_service_monitor_relabels_the_job_to_opsd_as_the_absent_alert_expects(chart):
     monitor = find(render(chart, merged({"serviceMonitor": {"enabled": True}})), "ServiceMonitor")
     relabelings = monitor["spec"]["endpoints"][0]["relabelings"]

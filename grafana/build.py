@@ -91,6 +91,17 @@ def boolean_panel(title: str, description: str, expr: str, one: str, one_is_good
                  states=states, runbook=runbook)
 
 
+def silence_panel(matcher: str, width: int) -> Panel:
+    """Seconds since the last progress and since opsd last heard from the query (progress or idle event): an idle
+    query is heard from every few seconds, so only a query silent on both counts looks stalled."""
+    return Panel("Time since last progress and since heard from", "Seconds since the last micro-batch and since the "
+                 "last progress or idle event: an idle query's last batch is old but it is heard from; a stalled one "
+                 "is not heard from either.", (
+                     Target(f"time() - opsd_last_progress_timestamp_seconds{{{matcher}}}", "{{query}} progress"),
+                     Target(f"time() - opsd_last_heard_timestamp_seconds{{{matcher}}}", "{{query}} heard from"),
+                 ), unit="s", width=width, runbook="OpsdQueryStalled")
+
+
 def lag_row(matcher: str, who: str) -> Row:
     """Unread rows, lag, rates and time to drain of the queries ``matcher`` selects; ``who`` starts each legend."""
     return Row("Backlog, lag and time to drain", (
@@ -167,10 +178,7 @@ def overview_rows() -> tuple[Row, ...]:
                              f"(increase(opsd_query_failures_total{{{Q}}}[$__rate_interval]))",
                              "{{query}} {{exception}}"),
                   )),
-            Panel("Time since last progress",
-                  "Seconds since the query last reported progress; grows while a batch runs or hangs.", (
-                      Target(f"time() - opsd_last_progress_timestamp_seconds{{{Q}}}", "{{query}}"),
-                  ), unit="s"),
+            silence_panel(Q, width=12),
         )),
         Row("Micro-batches", (
             Panel("Batch duration p50 by phase", "Median duration of each micro-batch phase.", (
@@ -253,10 +261,7 @@ def pipeline_rows() -> tuple[Row, ...]:
                           runbook="OpsdQueryStalled"),
             boolean_panel("Failed permanently", "1 when opsd stopped the query for good (a config or code error).",
                           f"opsd_query_failed_permanently{{{P}}}", "failed", runbook="OpsdQueryFailedPermanently"),
-            Panel("Time since last progress", "Seconds since the query last reported progress (idle events count: "
-                  "an idle query stays low).", (
-                      Target(f"time() - opsd_last_progress_timestamp_seconds{{{P}}}", "{{query}}"),
-                  ), unit="s", width=8),
+            silence_panel(P, width=8),
             Panel("Terminations, failures by exception", "Lifecycle events per interval.", (
                 Target(f"increase(opsd_query_terminations_total{{{P}}}[$__rate_interval])", "{{query}} terminations"),
                 Target(f"sum by (query, exception) (increase(opsd_query_failures_total{{{P}}}[$__rate_interval]))",

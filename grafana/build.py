@@ -140,18 +140,31 @@ def state_row(matcher: str, who: str) -> Row:
     ))
 
 
-def tuning_row(matcher: str) -> Row:
-    """The live-tuning values in force for the queries ``matcher`` selects."""
-    return Row("Live tuning: values in force", (
-        Panel("max_rows_per_partition", "Read limit per partition in force for the query's source (tuning document, "
-              "else the option); on the pipeline dashboard each change is an annotation.", (
-                  Target(f"opsd_tuning_max_rows_per_partition{{{matcher}}}", "{{query}}"),
-              ), unit="suffix:rows"),
-        Panel("dynBatchSize", "Rows per insert in force for the query's yt sink (tuning document, else the option or "
-              "conf); on the pipeline dashboard each change is an annotation.", (
-                  Target(f"opsd_tuning_dyn_batch_size{{{matcher}}}", "{{query}}"),
-              ), unit="suffix:rows"),
+def tuning_row(matcher: str, who: str) -> Row:
+    """The live-tuning knobs (in force, recommended, bounds) and the auto-tuner's decisions for the queries ``matcher``
+    selects; ``who`` starts each legend."""
+    return Row("Live tuning", (
+        knob_panel("max_rows_per_partition", "opsd_tuning_max_rows_per_partition", "max_rows_per_partition",
+                   "Read limit per partition in force for the query's source (tuning document, else the option)",
+                   matcher, who),
+        knob_panel("dynBatchSize", "opsd_tuning_dyn_batch_size", "dyn_batch_size",
+                   "Rows per insert in force for the query's yt sink (tuning document, else the option or conf)",
+                   matcher, who),
+        Panel("Auto-tuner decisions", "Changes the auto-tuner decided, by knob, direction and reason (holds "
+              "left out); on the pipeline dashboard each is an annotation too.", (
+                  Target(f'sum by (query, knob, direction, reason) (increase(opsd_autotune_decisions_total{{{matcher}, '
+                         f'direction!="hold"}}[$__rate_interval]))', who + "{{knob}} {{direction}} {{reason}}"),
+              ), unit="short", width=8),
     ))
+
+
+def knob_panel(title: str, in_force: str, knob: str, description: str, matcher: str, who: str) -> Panel:
+    """A live-tuning knob: the value in force, the auto-tuner's recommendation and its bounds."""
+    return Panel(title, f"{description}, the auto-tuner's recommendation and its bounds.", (
+        Target(f"{in_force}{{{matcher}}}", who + "in force"),
+        Target(f'opsd_autotune_recommended{{{matcher}, knob="{knob}"}}', who + "recommended"),
+        Target(f'opsd_autotune_bound{{{matcher}, knob="{knob}"}}', who + "{{bound}}"),
+    ), unit="suffix:rows", width=8)
 
 
 def overview_rows() -> tuple[Row, ...]:
@@ -226,7 +239,7 @@ def overview_rows() -> tuple[Row, ...]:
             ), width=8),
         )),
         state_row(Q, "{{query}} "),
-        tuning_row(Q),
+        tuning_row(Q, "{{query}} "),
         Row("opsd itself", (
             Panel("Check errors", "Runs and failed runs of opsd's periodic checks.", (
                 Target("sum by (check) (rate(opsd_check_errors_total[$__rate_interval]))",
@@ -308,7 +321,7 @@ def pipeline_rows() -> tuple[Row, ...]:
             ), unit="suffix:rows/s", width=12),
         )),
         state_row(P, ""),
-        tuning_row(P),
+        tuning_row(P, ""),
     )
 
 
@@ -316,7 +329,9 @@ def pipeline_rows() -> tuple[Row, ...]:
 PIPELINE_ANNOTATIONS = (
     ("Restarts", "orange", f"increase(opsd_query_restarts_total{{{P}}}[2m]) > 0"),
     ("Failures", "red", f"sum by (query) (increase(opsd_query_failures_total{{{P}}}[2m])) > 0"),
-    ("Tuning decisions", "blue", f"changes(opsd_tuning_max_rows_per_partition{{{P}}}[2m]) > 0 "
+    ("Tuning decisions", "blue", f'sum by (query, knob, direction, reason) (increase(opsd_autotune_decisions_total'
+                                 f'{{{P}, direction!="hold"}}[2m])) > 0 '
+                                 f"or changes(opsd_tuning_max_rows_per_partition{{{P}}}[2m]) > 0 "
                                  f"or changes(opsd_tuning_dyn_batch_size{{{P}}}[2m]) > 0"),
 )
 

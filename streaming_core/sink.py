@@ -4,11 +4,13 @@ Guarantees (see the architecture):
 - at-least-once (default): each Spark task inserts its rows in calls of at most `dynBatchSize` rows;
   a replayed batch may write its rows again.
 - transactional (`spark.yt.streaming.transactional=true`): tasks stage their rows in the cluster; the
-  commit (in the driver's runner process) moves every staged row of the batch into the target and records
-  the marker `(query, batch id)` in one tablet transaction. A replayed batch finds the marker and writes
+  commit (in the driver's runner process) publishes every staged row of the batch into the target and
+  records the marker `(query, batch id)` in one tablet transaction (`Transaction.publish_table`: the
+  embedded cluster moves the staged chunks, YTsaurus copies the rows). A replayed batch finds the marker and writes
   nothing, also after a restart on another machine: exactly-once for any transformation.
 - idempotent receiver: at-least-once into a sorted table keyed by the source's service columns, so a
   replay upserts the same keys.
+- batch writes (`df.write`): all or nothing, by the same staging and publishing (without a marker).
 
 Where things run: `write()` in Spark's Python workers (unpickled copies; the cluster is opened there);
 `commit`/`abort` in a runner process on a fresh writer object.
@@ -32,8 +34,9 @@ from .cluster import Cluster, SchemaError, TableSchema, connect
 from .cluster.base import MAP_NODE, ORDERED, SORTED, STATIC, TABLE, require_kind
 from .cluster.schema import is_composite, to_arrow_table
 from .options import SinkOptions
-from .tuning import MAX_ROWS_PER_TRANSACTION, dyn_batch_size_in_force, read_tuning
+from .tuning import dyn_batch_size_in_force, read_tuning
 from .types import arrow_schema_for_spark, from_yson, to_yson
+from .write_stats import WriteStats, record_write_stats
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +55,7 @@ class WrittenPart(WriterCommitMessage):
 
     rows: int
     staging_path: str | None = None
+    stats: WriteStats | None = None
 
 
 @dataclass(frozen=True)
@@ -167,22 +171,33 @@ def chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
         yield pa.Table.from_batches(pending)
 
 
-def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch]) -> WrittenPart:
-    """Called in a Spark worker: insert (or stage, when transactional) the task's rows in chunks."""
+def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: str | None) -> WrittenPart:
+    """Called in a Spark worker: insert the task's rows in chunks, or stage them below `staging_root`."""
     with connect(plan.options.cluster) as cluster:
         size = chunk_rows(plan, cluster)
-        staging = _staging_path(plan) if plan.options.transactional else None
+        staging = _staging_path(staging_root) if staging_root else None
         if staging:
             cluster.create(TABLE, staging, recursive=True, attributes={"schema": _unsorted(plan.schema)})
-        rows = 0
+        rows, stats = 0, WriteStats()
         for chunk in chunks(batches, size):
             table = _to_target(plan, chunk)
+            started = time.perf_counter()
             if staging or plan.kind == STATIC:
                 cluster.write_table(staging or plan.options.path, table, append=True)
             else:
                 cluster.insert_rows(plan.options.path, table)
+            stats = stats.call(table.num_rows, time.perf_counter() - started, size)
             rows += table.num_rows
-    return WrittenPart(rows=rows, staging_path=staging)
+    return WrittenPart(rows=rows, staging_path=staging, stats=stats)
+
+
+def record_batch_stats(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int) -> None:
+    """Runner process, at a batch's commit or abort: store its tasks' insert statistics for opsd
+    (`streaming_core.write_stats`); a task that failed left no message and counts as an error."""
+    stats = WriteStats.total([p.stats if p else None for p in parts], batch_id, time.time(),
+                             errors=sum(p is None for p in parts))
+    with connect(plan.options.cluster) as cluster:
+        record_write_stats(cluster, plan.options.tuning_path, stats)
 
 
 def _unsorted(schema: TableSchema) -> list[dict]:
@@ -203,10 +218,10 @@ def _staging_root(options: SinkOptions) -> str:
     return f"{options.path}_staging/{digest}"
 
 
-def _staging_path(plan: SinkPlan) -> str:
+def _staging_path(root: str) -> str:
     ctx = TaskContext.get()
     task = f"{ctx.partitionId()}-{ctx.taskAttemptId()}" if ctx else uuid.uuid4().hex
-    return f"{_staging_root(plan.options)}/{task}-{uuid.uuid4().hex[:8]}"
+    return f"{root}/{task}-{uuid.uuid4().hex[:8]}"
 
 
 def commit_log_path(options: SinkOptions) -> str:
@@ -226,24 +241,35 @@ def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int)
         check_transaction_size(cluster, options.path, sum(p.rows for p in parts if p), batch_id)
         cluster.create(TABLE, log_path, recursive=True, ignore_existing=True,
                        attributes={"dynamic": True, "schema": COMMIT_LOG_SCHEMA})
-        rows = 0
         with cluster.transaction() as tx:
             if tx.lookup_rows(log_path, [key]):
                 log.info("sink_batch_already_committed", query=key["query"], batch_id=batch_id, path=options.path)
                 done = False
             else:
-                for path in staged:
-                    for batch in cluster.read_table(path, max_rows=MAX_ROWS_PER_TRANSACTION):
-                        tx.insert_rows(options.path, batch)
-                        rows += batch.num_rows
+                rows = sum(tx.publish_table(path, options.path) for path in staged)
                 tx.insert_rows(log_path, [{**key, "rows": rows, "committed_at": time.time()}])
                 done = True
         _drop_staging(cluster, staged + _leftovers(cluster, options, staged))
     return done
 
 
-def check_transaction_size(cluster: Cluster, path: str, rows: int, batch_id: int) -> None:
-    """Fail before writing when one micro-batch cannot fit in one tablet transaction of this cluster.
+def publish_write(plan: SinkPlan, parts: list[WrittenPart | None], staging_root: str) -> None:
+    """All-or-nothing batch write: every staged row into the target in one tablet transaction; the staging
+    directory of the write is dropped whatever happens."""
+    with connect(plan.options.cluster) as cluster:
+        try:
+            check_transaction_size(cluster, plan.options.path, sum(p.rows for p in parts if p), None)
+            with cluster.transaction() as tx:
+                for part in parts:
+                    if part and part.staging_path:
+                        tx.publish_table(part.staging_path, plan.options.path)
+        finally:
+            cluster.remove(staging_root, recursive=True, force=True)
+
+
+def check_transaction_size(cluster: Cluster, path: str, rows: int, batch_id: int | None) -> None:
+    """Fail before writing when one micro-batch (or, with `batch_id` None, one batch write) cannot fit in
+    one tablet transaction of this cluster.
 
     Splitting the commit would break its atomicity, so the fix is a smaller batch, which the error names.
     """
@@ -252,10 +278,13 @@ def check_transaction_size(cluster: Cluster, path: str, rows: int, batch_id: int
         return
     tablets = cluster.get(path + "/@tablet_count") if cluster.exists(path + "/@tablet_count") else 1
     if rows > limit * tablets:
+        what, fix = (f"transactional mode commits micro-batch {batch_id}",
+                     "lower max_rows_per_partition (or write without spark.yt.streaming.transactional)") \
+            if batch_id is not None else ("a batch write commits all its rows", "write the DataFrame in smaller "
+                                          "parts (nothing of it was written)")
         raise SchemaError(
-            f"{path}: transactional mode commits micro-batch {batch_id} in one tablet transaction, but it has "
-            f"{rows} rows and the cluster takes at most {limit} rows per tablet ({tablets} tablets): lower "
-            f"max_rows_per_partition (or write without spark.yt.streaming.transactional)")
+            f"{path}: {what} in one tablet transaction, but it has {rows} rows and the cluster takes at most "
+            f"{limit} rows per tablet ({tablets} tablets): {fix}")
 
 
 def _leftovers(cluster: Cluster, options: SinkOptions, staged: list[str]) -> list[str]:
@@ -294,24 +323,42 @@ class YtStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenPart:
         """Called in a Spark worker for each partition of the micro-batch."""
-        return write_rows(self.plan, iterator)
+        return write_rows(self.plan, iterator, _staging_root(self.plan.options) if self.plan.options.transactional
+                          else None)
 
     def commit(self, messages: list[WrittenPart | None], batchId: int) -> None:
         """Called once per micro-batch after every task succeeded (runner process)."""
         if self.plan.options.transactional:
             commit_batch(self.plan, messages, batchId)
+        record_batch_stats(self.plan, messages, batchId)
 
     def abort(self, messages: list[WrittenPart | None], batchId: int) -> None:
         """Called when a task of the micro-batch failed."""
         abort_batch(self.plan, messages)
+        record_batch_stats(self.plan, messages, batchId)
 
 
 class YtBatchWriter(DataSourceArrowWriter):
-    """`df.write.format("yt")`: at-least-once inserts (appends to static tables) in dynBatchSize chunks; the
-    save mode was applied before (`streaming_core.save_modes`)."""
+    """`df.write.format("yt")` (the save mode was applied before, `streaming_core.save_modes`). Into a dynamic
+    table: all or nothing; tasks stage their rows in dynBatchSize chunks below a staging directory of this
+    write, the commit publishes them all at once. Into a static table: appends in dynBatchSize chunks."""
 
     def __init__(self, plan: SinkPlan) -> None:
         self.plan = plan
+        self.staging_root = f"{plan.options.path}_staging/write-{uuid.uuid4().hex[:16]}" \
+            if plan.kind != STATIC else None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenPart:
-        return write_rows(self.plan, iterator)
+        """Called in a Spark worker for each partition of the DataFrame."""
+        return write_rows(self.plan, iterator, self.staging_root)
+
+    def commit(self, messages: list[WrittenPart | None]) -> None:
+        """Called once in the driver after every task succeeded."""
+        if self.staging_root:
+            publish_write(self.plan, messages, self.staging_root)
+
+    def abort(self, messages: list[WrittenPart | None]) -> None:
+        """Called when a task failed: what every task staged (failed ones too) is dropped, the target untouched."""
+        if self.staging_root:
+            with connect(self.plan.options.cluster) as cluster:
+                cluster.remove(self.staging_root, recursive=True, force=True)

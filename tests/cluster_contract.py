@@ -530,6 +530,34 @@ class ClusterContract:
             assert tx.lookup_rows(kv, [{"key": "a"}]) == []
         assert cluster.select_rows(kv) == []
 
+    def test_publish_table_adds_a_static_tables_rows_at_commit_only(self, cluster: Cluster, root: str) -> None:
+        out = self.make_queue(cluster, f"{root}/out", NUMBERED_SCHEMA, tablets=2)
+        kv = self.make_table(cluster, f"{root}/kv", KV_SCHEMA, dynamic=True)
+        cluster.insert_rows(kv, [{"key": "a", "value": 1}, {"key": "b", "value": 2}])
+        staged = self.make_table(cluster, f"{root}/staged", NUMBERED_SCHEMA, dynamic=False)
+        staged_kv = self.make_table(cluster, f"{root}/staged_kv", [{k: v for k, v in c.items() if k != "sort_order"}
+                                                                   for c in KV_SCHEMA], dynamic=False)
+        cluster.write_table(staged, data_rows(30))
+        cluster.write_table(staged, data_rows(20, 30), append=True)
+        cluster.write_table(staged_kv, [{"key": "b", "value": 20}, {"key": "c", "value": 3}])
+        with cluster.transaction() as tx:
+            assert tx.publish_table(staged, out) == 50
+            assert tx.publish_table(staged_kv, kv) == 2
+            assert total_rows(cluster, out) == 0
+        assert sorted(r["n"] for t in (0, 1) for r in read_all(cluster, out, t)) == list(range(50))
+        assert cluster.select_rows(kv) == [{"key": "a", "value": 1}, {"key": "b", "value": 20},
+                                           {"key": "c", "value": 3}]
+
+    def test_an_aborted_publish_adds_nothing(self, cluster: Cluster, root: str) -> None:
+        out = self.make_queue(cluster, f"{root}/out", NUMBERED_SCHEMA)
+        staged = self.make_table(cluster, f"{root}/staged", NUMBERED_SCHEMA, dynamic=False)
+        cluster.write_table(staged, data_rows(5))
+        with pytest.raises(RuntimeError, match="boom"), cluster.transaction() as tx:
+            tx.publish_table(staged, out)
+            raise RuntimeError("boom")
+        assert total_rows(cluster, out) == 0
+        assert [r["n"] for b in cluster.read_table(staged) for r in b.to_pylist()] == list(range(5))
+
     # -- bad input ----------------------------------------------------------------------------------
 
     def test_unknown_path_is_named(self, cluster: Cluster, root: str) -> None:

@@ -457,6 +457,19 @@ class TestTransaction:
         assert client.calls_named("lookup_rows") == [((SORTED_TABLE, [{"k": 1}, {"k": 2}, {"k": 3}]), WIRE)]
         assert client.calls_named("delete_rows") == [((SORTED_TABLE, [{"k": 2}]), WIRE)]
 
+    def test_publish_copies_the_static_rows_as_inserts_of_the_transaction(self, cluster, client, nodes):
+        nodes["//tmp/staged/@"] = {"type": "table", "dynamic": False, "schema": QUEUE_SCHEMA}
+        nodes["//tmp/staged/@schema"] = QUEUE_SCHEMA
+        client.answers["read_table"] = iter([{"id": i, "text": None} for i in range(3)])
+
+        with cluster.transaction() as tx:
+            assert tx.publish_table("//tmp/staged", QUEUE) == 3
+
+        inserted = [(args[0], [r["id"] for r in args[1]], tx_id) for (name, args, _), tx_id
+                    in zip(client.calls, client.tx_of_call, strict=True) if name == "insert_rows"]
+        assert inserted == [(QUEUE, [0, 1, 2], "tx-1")]
+        assert client.names()[-1] == "commit"
+
     def test_the_transaction_has_its_own_client(self, client):
         made: list[FakeYtClient] = []
 

@@ -82,6 +82,13 @@ def test_a_config_gives_every_query_with_its_tuning_values(yt, job, cluster_uri,
     assert code == 0
     assert report["queries"]["run"]["facts"]["max_rows_per_partition"] == 500
     assert report["queries"]["elsewhere"]["facts"]["desync"][q]["state"] == "in_sync"
+    # The auto-tuner's view: the pipeline opsd runs is applied, the watched one only recommended; offline there is
+    # no batch to judge, and the watched query (no cap known) gets the safe first cap as a recommendation.
+    tuner = report["queries"]["run"]["facts"]["autotune"]["max_rows_per_partition"]
+    assert (tuner["current"], tuner["direction"], tuner["reason"], tuner["mode"]) == (500, "hold", "no_batches",
+                                                                                      "apply")
+    watched = report["queries"]["elsewhere"]["facts"]["autotune"]["max_rows_per_partition"]
+    assert (watched["recommended"], watched["reason"], watched["mode"]) == (100_000, "first_batch_safe", "recommend")
 
 
 def test_a_daemons_failed_query_and_a_backlog_that_does_not_drain_need_action(capsys, monkeypatch) -> None:

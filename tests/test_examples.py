@@ -27,7 +27,7 @@ WAIT_SECONDS = 120
 def test_there_is_an_example_per_common_case():
     assert {p.stem for p in CONFIGS} >= {
         "queue_to_table", "sql_transform", "callable_transform", "foreach_batch", "transactional_exactly_once",
-        "idempotent_receiver", "watch_only"}
+        "idempotent_receiver", "watch_only", "autotune"}
     assert (EXAMPLES / "attach.py").exists() and VALUES
 
 

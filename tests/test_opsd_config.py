@@ -9,7 +9,7 @@ import yaml
 
 from opsd.config.durations import parse_duration_seconds
 from opsd.config.load import ConfigError, load_config
-from opsd.config.models import OpsdConfig
+from opsd.config.models import AutotuneSettings, OpsdConfig
 from opsd.config.spark import JAVA_OPTIONS, spark_defaults
 from opsd.telemetry.logs import LOG4J2_CONFIG
 
@@ -247,7 +247,7 @@ def test_stateful_pipeline_keeps_spark_default_retention_and_user_conf_wins(tmp_
 
 
 def test_keys_that_nothing_reads_yet_are_refused(tmp_path: Path) -> None:
-    """Intervals of checks that do not exist and autotuner bounds would do nothing: a user must not rely on them."""
+    """Intervals of checks that do not exist and keys no check reads would do nothing: a user must not rely on them."""
     problems = problems_of(tmp_path, """
 checks: {oom_risk_seconds: 30, autotune_seconds: 30}
 pipelines:
@@ -256,9 +256,24 @@ pipelines:
     sink: {format: console}
     tuning: {max_rows_per_partition: {min: 1, max: 10}, dyn_batch_size: {min: 1, max: 10}}
 """)
-    for key in ("checks.oom_risk_seconds", "checks.autotune_seconds",
-                "pipeline 'p' (pipelines[0]): tuning"):
+    for key in ("checks.oom_risk_seconds", "pipeline 'p' (pipelines[0]): tuning"):
         assert any(p.startswith(f"{key}: Extra inputs are not permitted") for p in problems), (key, problems)
+
+
+def test_autotune_bounds_must_be_ordered_and_the_mode_defaults_by_who_runs_the_query(tmp_path: Path) -> None:
+    problems = problems_of(tmp_path, """
+pipelines:
+  - name: p
+    source: {path: //q, options: {consumer_path: //c}}
+    sink: {format: console}
+    autotune: {mode: sometimes, min_rows_per_partition: 10, max_rows_per_partition: 5}
+""")
+    assert any(p.startswith("pipeline 'p' (pipelines[0]): autotune.mode") for p in problems), problems
+    with pytest.raises(ValueError, match="min_rows_per_partition must not exceed max_rows_per_partition"):
+        AutotuneSettings(min_rows_per_partition=10, max_rows_per_partition=5)
+    assert (AutotuneSettings().mode_for(watched=True), AutotuneSettings().mode_for(watched=False)) == \
+        ("recommend", "apply")
+    assert AutotuneSettings(mode="off").mode_for(watched=False) == "off"
 
 
 def test_every_config_key_has_a_description() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from opsd.observe.events import failure_message
@@ -65,3 +67,39 @@ def test_errors_a_restart_replays_unchanged_are_permanent(error: object, permane
 def test_a_failure_names_its_class_and_message() -> None:
     failure = classify(FakeAnalysisException(UNKNOWN_OPTION))
     assert (failure.exception_class, failure.message.split(":")[0]) == ("ValueError", "ValueError")
+
+
+@pytest.mark.parametrize("error", [
+    ConnectionRefusedError(111, "Connection refused"),
+    "py4j.protocol.Py4JNetworkError: Answer from Java side is empty",
+    "java.lang.IllegalStateException: SparkContext was shut down",
+])
+def test_a_driver_that_is_gone_is_told_apart_from_a_failure_that_can_pass(error: object) -> None:
+    assert classify(error).driver_gone  # type: ignore[arg-type]
+
+
+def test_a_pipeline_whose_driver_is_gone_stops_at_once_instead_of_restarting() -> None:
+    """In local mode a driver that dies of memory takes the JVM along: restarting against it loops for ever."""
+    from prometheus_client import CollectorRegistry
+
+    from opsd.config.models import PipelineConfig
+    from opsd.observe.recorder import Recorder
+    from opsd.observe.status import StatusStore
+    from opsd.runtime.runner import Runner, Supervisor
+    from opsd.telemetry.metrics import Metrics
+
+    starts = []
+
+    def start(spark, pipeline):
+        starts.append(1)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    pipeline = PipelineConfig.model_validate({"name": "p", "source": {"format": "rate"},
+                                              "sink": {"format": "memory"}})
+    runner = Runner.__new__(Runner)
+    runner.supervisors = [Supervisor(None, pipeline, Recorder(Metrics(CollectorRegistry()), StatusStore()),
+                                     start=start)]
+    runner.start()
+    runner.wait(threading.Event(), poll_seconds=0.05)
+
+    assert starts == [1] and runner.driver_gone()

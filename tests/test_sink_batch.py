@@ -62,6 +62,20 @@ def test_a_batch_dataframe_is_appended_with_mode_append(spark, yt, yt_root):
         [{"data": d, "n": n} for d, n in [("a", 1), ("b", 2), ("c", 3)] * 2], "data", "n")
 
 
+def test_a_batch_write_failing_in_one_task_writes_nothing_and_leaves_no_staged_rows(spark, yt, yt_root):
+    """All or nothing: one task's null in a required column fails the write; what the other task staged is
+    dropped with the rest, and the error names the row and the column."""
+    make_table(yt, f"{yt_root}/out", [{"name": "data", "type": "string", "required": True},
+                                      {"name": "n", "type": "int64"}])
+    rows = [(f"r{i}", i) for i in range(99)] + [(None, 99)]
+    with pytest.raises(Exception, match=r"column 'data' is required but null"):
+        spark.createDataFrame(rows, "data string, n long").repartition(2, "n").write.format("yt") \
+            .mode("append").save(f"{yt_root}/out")
+    assert ordered_rows(yt, f"{yt_root}/out") == []
+    staging = f"{yt_root}/out_staging"
+    assert not yt.exists(staging) or yt.list(staging) == []
+
+
 def test_foreach_batch_writes_each_micro_batch_with_df_write(spark, yt, yt_root):
     """Seed listing 1's shape: a `yt:///` checkpoint and `frame.write.mode(Append)` to a result table."""
     make_queue(yt, f"{yt_root}/q", consumer=f"{yt_root}/c")

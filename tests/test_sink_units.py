@@ -11,8 +11,8 @@ from streaming_core.cluster import SchemaError
 from streaming_core.cluster.embedded import EmbeddedCluster
 from streaming_core.options import SinkOptions
 from streaming_core.session import checkpoint_conf
-from streaming_core.sink import MAX_ROWS_PER_TRANSACTION, check_transaction_size, chunk_rows, chunks, plan_sink
-from streaming_core.tuning import write_tuning
+from streaming_core.sink import check_transaction_size, chunk_rows, chunks, plan_sink
+from streaming_core.tuning import MAX_ROWS_PER_TRANSACTION, write_tuning
 from tests.sink_support import COPY_SCHEMA, make_table
 
 

@@ -1,9 +1,9 @@
 """`opsd doctor`: what is wrong with my streaming job and what do I do — for a running daemon (`--url`, the
 default), a config file (`--config`) or offline for one checkpoint with its queue and consumer (`--checkpoint`).
 
-A table for people (per query: state, desync per partition, backlog, lag, time to drain, tuning values, last
-failure; then each finding with its advice), `--json` for scripts. Exit 0 healthy, 1 something needs action,
-2 the doctor itself failed.
+A table for people (per query: state, desync per partition, backlog, lag, time to drain, tuning values, the
+auto-tuner's recommendation, last failure; then each finding with its advice), `--json` for scripts. Exit 0
+healthy, 1 something needs action, 2 the doctor itself failed.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def examine(args: argparse.Namespace) -> Report:
 def queries_table(report: Report) -> Table:
     table = Table(title=f"opsd doctor: {report.source}")
     for column in ("query", "state", "desync", "backlog rows", "max lag", "time to drain", "max_rows / dynBatch",
-                   "last failure"):
+                   "auto-tuner", "last failure"):
         table.add_column(column)
     for q in report.queries:
         f = q.facts
@@ -91,7 +91,7 @@ def queries_table(report: Report) -> Table:
         table.add_row(q.query, _state(f), _desync(f), _text(lag.get("backlog_rows")), _max_lag(lag),
                       _seconds(lag.get("time_to_drain_seconds")),
                       f"{_text(f.get('max_rows_per_partition'))} / {_text(f.get('dyn_batch_size'))}",
-                      f.get("exception_class") or "")
+                      _autotune(f), f.get("exception_class") or "")
     return table
 
 
@@ -116,6 +116,16 @@ def _desync(facts: dict[str, Any]) -> str:
         states = ", ".join(f"{p}:{x['state']}" for p, x in (d.get("partitions") or {}).items())
         parts.append(f"{queue} {states or d.get('problem') or ''}")
     return "\n".join(parts)
+
+
+def _autotune(facts: dict[str, Any]) -> str:
+    """Per knob: `knob: current -> recommended (reason, mode)`, or `= current` while holding."""
+    lines = []
+    for knob, v in (facts.get("autotune") or {}).items():
+        value = f"= {_text(v['current'])}" if v["direction"] == "hold" else \
+            f"{_text(v['current'])} -> {_text(v['recommended'])}"
+        lines.append(f"{knob}: {value} ({v['reason']}, {v['mode']})")
+    return "\n".join(lines) or "-"
 
 
 def _max_lag(lag: dict[str, Any]) -> str:

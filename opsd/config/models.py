@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     NonNegativeInt,
     PositiveFloat,
+    PositiveInt,
     StringConstraints,
     model_validator,
 )
@@ -125,6 +126,8 @@ class ChecksSettings(_Model):
     lag_history_seconds: PositiveFloat = Field(
         3600.0, description="how far back the sampled offset-to-time history reaches (lag of queues without "
                             "$timestamp); older unread rows show at least this lag")
+    autotune_seconds: PositiveFloat = Field(
+        10.0, description="how often the auto-tuner decides (it also decides before every start of a pipeline)")
     heal: bool = Field(
         True, description="heal the offset desync of the pipelines opsd runs (advance the consumer to the "
                           "committed batch's end while the query is idle or stopped)")
@@ -233,6 +236,57 @@ class RestartPolicy(_Model):
         return self
 
 
+class AutotuneSettings(_Model):
+    """The auto-tuner of one query's `max_rows_per_partition` and `dyn_batch_size` (`opsd.checks.autotune`)."""
+
+    mode: Literal["off", "recommend", "apply"] | None = Field(
+        None, description="off; recommend: metrics and logs only; apply: write the tuning document; null = apply "
+                          "for pipelines opsd runs, recommend for watched queries")
+    target_share: float = Field(
+        0.7, gt=0, le=1, description="a batch should last at most this share of the trigger interval")
+    target_batch_seconds: PositiveFloat = Field(
+        10.0, description="the batch duration aimed at when the query has no processing-time trigger")
+    risk_threshold: float = Field(
+        0.7, gt=0, le=1, description="OOM risk at or above which the cap is cut at once and never raised")
+    min_rows_per_partition: PositiveInt = Field(1000, description="lower bound of max_rows_per_partition")
+    max_rows_per_partition: PositiveInt = Field(10_000_000, description="upper bound of max_rows_per_partition")
+    start_rows_per_partition: PositiveInt = Field(
+        100_000, description="the cap set before a query starts uncapped (its first batch must not swallow the "
+                             "backlog), when the OOM model gives no safe cap")
+    max_step_up: float = Field(2.0, gt=1, description="a raise multiplies the cap by at most this")
+    max_step_up_unknown_risk: float = Field(
+        1.25, gt=1, description="... and by at most this while the OOM risk is unknown")
+    max_step_down: float = Field(0.5, gt=0, lt=1, description="a cut for slow batches keeps at least this share")
+    memory_cut: float = Field(
+        0.5, gt=0, lt=1, description="on OOM risk over the threshold or a batch failed of memory, the cap becomes "
+                                     "this share of the largest batch's rows per partition (or of the cap)")
+    hysteresis: float = Field(
+        0.15, ge=0, lt=1, description="no change unless the new value differs by more than this share")
+    stabilisation_batches: PositiveInt = Field(
+        2, description="batches planned after a change that must complete before the next change of the knob")
+    history_batches: PositiveInt = Field(
+        10, description="recent batches fitted for the batch-duration-versus-size relation")
+    min_dyn_batch_size: PositiveInt = Field(1000, description="lower bound of dyn_batch_size")
+    max_dyn_batch_size: PositiveInt = Field(
+        100_000, description="upper bound of dyn_batch_size (never above the rows-per-transaction limit)")
+    dyn_batch_size_step: PositiveInt = Field(
+        10_000, description="additive increase of dyn_batch_size while insert calls are fast and full")
+    slow_call_seconds: PositiveFloat = Field(
+        5.0, description="an insert call slower than this halves dyn_batch_size (as do retries and errors)")
+
+    @model_validator(mode="after")
+    def _ordered_bounds(self) -> AutotuneSettings:
+        if self.min_rows_per_partition > self.max_rows_per_partition:
+            raise ValueError("min_rows_per_partition must not exceed max_rows_per_partition")
+        if self.min_dyn_batch_size > self.max_dyn_batch_size:
+            raise ValueError("min_dyn_batch_size must not exceed max_dyn_batch_size")
+        return self
+
+    def mode_for(self, watched: bool) -> str:
+        """The mode in force: the configured one, else `recommend` for watched queries and `apply` for the others."""
+        return self.mode or ("recommend" if watched else "apply")
+
+
 class PipelineConfig(_Model):
     """One streaming query: source -> optional transform -> sink."""
 
@@ -246,6 +300,7 @@ class PipelineConfig(_Model):
     stateful: bool = Field(
         False, description="the query keeps state across batches (opsd then keeps Spark's default batch history)")
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
+    autotune: AutotuneSettings = Field(default_factory=AutotuneSettings)
 
     def source_tuning_path(self) -> str | None:
         """The live tuning document the `yt` source reads (`max_rows_per_partition`)."""
@@ -271,6 +326,7 @@ class WatchConfig(_Model):
         None, description="its consumer; null = the consumer_path in the checkpoint's offsets (SPYT's have none)")
     heal: bool = Field(False, description="heal its offset desync automatically (off: opsd does not know when "
                                           "the job runs; `opsd desync heal` heals on demand)")
+    autotune: AutotuneSettings = Field(default_factory=AutotuneSettings)
 
 
 class OpsdConfig(_Model):

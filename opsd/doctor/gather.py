@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from opsd.checks.autotune.check import recommend
+from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.desync.check import collect_target, targets_for
 from opsd.checks.desync.check import view as desync_view
 from opsd.checks.desync.collect import DesyncTarget
@@ -40,10 +42,13 @@ def from_targets(cluster: Cluster, targets: Iterable[DesyncTarget], at: float) -
 
 
 def from_config(cluster: Cluster, config: OpsdConfig, at: float) -> dict[str, dict[str, Any]]:
-    """Every pipeline and watched query of a config: desync, lag and the tuning values in force."""
+    """Every pipeline and watched query of a config: desync, lag, the tuning values in force and the auto-tuner's
+    recommendation (from what the cluster shows: no batch history offline)."""
     queries = {p.name: {} for p in config.pipelines} | from_targets(cluster, targets_for(config), at)
     for pipeline in config.pipelines:
         values = collect_tuning(cluster, sources_for(pipeline, dict(config.spark.conf)))
         queries[pipeline.name].update(max_rows_per_partition=values.max_rows_per_partition,
                                       dyn_batch_size=values.dyn_batch_size)
+    for target in autotune_targets(config):
+        queries.setdefault(target.query, {})["autotune"] = recommend(cluster, target)
     return queries

@@ -121,6 +121,13 @@ class BatchProgress:
         known = [p.backlog_rows for p in self.partitions if p.backlog_rows is not None]
         return sum(known) if known else None
 
+    @property
+    def largest_partition_rows(self) -> int | None:
+        """Rows the batch read from its largest ``yt`` partition (what ``max_rows_per_partition`` caps); None when
+        no source reports a range."""
+        known = [p.end - p.start for p in self.partitions if p.start is not None and p.end is not None]
+        return max(known) if known else None
+
     def summary(self) -> dict[str, Any]:
         """A small JSON-ready view for ``/status`` (full progress is too large to serve per query)."""
         return {
@@ -131,6 +138,8 @@ class BatchProgress:
             "processed_rows_per_second": self.processed_rows_per_second,
             "sink_output_rows": self.sink_output_rows,
             "duration_seconds": self.durations_seconds.get("triggerExecution"),
+            "durations_seconds": dict(self.durations_seconds),
+            "largest_partition_rows": self.largest_partition_rows,
             "watermark_delay_seconds": self.watermark_delay_seconds,
             "backlog_rows": self.backlog_rows,
             "state_rows": sum(op.num_rows_total for op in self.state_operators),

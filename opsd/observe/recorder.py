@@ -23,7 +23,7 @@ from opsd.observe.events import (
     failure_message,
 )
 from opsd.observe.progress import BatchProgress
-from opsd.observe.status import QueryStatus, StatusStore
+from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
 from opsd.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -74,6 +74,9 @@ class Recorder:
     def _progressed(self, event: QueryProgressed) -> None:
         progress = event.progress
         now = self.clock()
+        summary = progress.summary()
+        previous = self.status.get(progress.query)
+        recent = (*(previous.recent_batches if previous else ())[-(RECENT_BATCHES - 1):], summary)
         self.status.update(
             progress.query,
             id=progress.id,
@@ -82,7 +85,8 @@ class Recorder:
             last_batch_id=progress.batch_id,
             last_progress_at=now,
             last_heartbeat_at=now,
-            last_progress=progress.summary(),
+            last_progress=summary,
+            recent_batches=recent,
             backlog_rows=progress.backlog_rows,
         )
         self._export_progress(progress)
@@ -278,3 +282,22 @@ class Recorder:
             if view.get(key) is not None:
                 family.labels(query=query).set(float(view[key]))
         self.status.update(query, lag=dict(view))
+
+    def record_autotune(self, query: str, knob: str, view: Mapping[str, Any], inputs: Mapping[str, Any]) -> None:
+        """One auto-tuner decision, as the tuner's JSON-ready `view` (`current`, `recommended`, `direction`,
+        `reason`, `mode`, `applied`, `bounds`): counted, exported, kept on the status and logged with its `inputs`
+        (a hold at debug level: it repeats at every run); an applied change also becomes the value in force."""
+        m, direction = self.metrics, view["direction"]
+        m.autotune_decisions.labels(query=query, knob=knob, direction=direction, reason=view["reason"]).inc()
+        if view["recommended"] is not None:
+            m.autotune_recommended.labels(query=query, knob=knob).set(view["recommended"])
+        for bound, value in zip(("min", "max"), view["bounds"], strict=True):
+            m.autotune_bound.labels(query=query, knob=knob, bound=bound).set(value)
+        status = self.status.get(query)
+        views = dict((status.autotune or {}) if status else {})
+        views[knob] = {**view, "at": self.clock()}
+        self.status.update(query, autotune=views)
+        (log.debug if direction == "hold" else log.info)(
+            "autotune_decision", query=query, knob=knob, **{k: v for k, v in view.items() if k != "bounds"}, **inputs)
+        if view["applied"]:
+            self.record_tuning(query, **{knob: view["recommended"]})

@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+#: Batches of a query kept in `QueryStatus.recent_batches`.
+RECENT_BATCHES = 32
+
 
 @dataclass(frozen=True)
 class QueryStatus:
@@ -28,6 +31,8 @@ class QueryStatus:
     last_progress_at: float | None = None
     last_heartbeat_at: float | None = None
     last_progress: Mapping[str, Any] | None = None
+    # The last RECENT_BATCHES progress summaries, oldest first (the auto-tuner's batch-duration-versus-size history).
+    recent_batches: tuple[Mapping[str, Any], ...] = ()
     backlog_rows: int | None = None
     exception: str | None = None
     exception_class: str | None = None
@@ -44,6 +49,8 @@ class QueryStatus:
     # Per queue: the desync check's view (state, partitions, last heal) and the lag check's (backlog, lag, drain).
     desync: Mapping[str, Any] | None = None
     lag: Mapping[str, Any] | None = None
+    # Per knob: the auto-tuner's latest decision (current, recommended, direction, reason, mode, bounds).
+    autotune: Mapping[str, Any] | None = None
 
     @property
     def progress_since(self) -> float | None:

@@ -45,7 +45,8 @@ def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
 
     The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too.
     On the way out the running micro-batches finish (see `opsd.runtime.lifecycle`). Exit code: 1 when a
-    pipeline gave up or failed for good, 130 after Ctrl-C (SIGINT) as shells expect, else 0.
+    pipeline gave up or failed for good, or Spark's driver JVM died (the process must be restarted: the tuner's
+    cuts are in the tuning documents, so the restart starts from them), 130 after Ctrl-C (SIGINT), else 0.
     """
     config = load_config(config_path)
     configure_logging(config.logging.level, json_lines=config.logging.json_lines(sys.stderr),
@@ -63,8 +64,9 @@ def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
             app.runner.wait(stop)
     gave_up = [s.name for s in app.runner.supervisors if s.gave_up]
     failed = [s.name for s in app.runner.supervisors if s.permanent_failure]
-    log.info("opsd_stopped", gave_up=gave_up, failed_permanently=failed)
-    if gave_up or failed:
+    gone = app.runner.driver_gone()
+    log.info("opsd_stopped", gave_up=gave_up, failed_permanently=failed, spark_driver_gone=gone)
+    if gave_up or failed or gone:
         return 1
     return 128 + signal.SIGINT if signal.SIGINT in received else 0
 

@@ -23,24 +23,33 @@ PERMANENT_CLASSES = frozenset({
 })
 
 
+#: What PySpark raises once the driver's JVM is gone: Py4J cannot reach it, or the context is stopped.
+DRIVER_GONE_CLASSES = frozenset({"Py4JNetworkError", "ConnectionRefusedError"})
+DRIVER_GONE_SIGNS = ("SparkContext was shut down", "Cannot call methods on a stopped SparkContext",
+                     "Answer from Java side is empty", "Error while receiving")
+
+
 @dataclass(frozen=True)
 class Failure:
-    """One failure of a pipeline's query."""
+    """One failure of a pipeline's query. `driver_gone`: Spark's JVM is gone (in local mode a driver that died of
+    memory takes it along), so no query of this process can start again: the daemon must exit and be restarted."""
 
     exception_class: str
     message: str
     permanent: bool
+    driver_gone: bool = False
 
 
 def classify(error: BaseException | str) -> Failure:
     """The failure behind `error` (a Python exception, or Spark's failure text)."""
-    text = error if isinstance(error, str) else _text(error)
+    text = error if isinstance(error, str) else failure_text(error)
     python = python_failure(text)  # the product's own error inside any of Spark's wrappers decides
     cls = python[0] if python is not None else exception_class(text)
-    return Failure(cls, failure_message(text), cls in PERMANENT_CLASSES)
+    gone = cls in DRIVER_GONE_CLASSES or any(sign in text for sign in DRIVER_GONE_SIGNS)
+    return Failure(cls, failure_message(text), cls in PERMANENT_CLASSES, driver_gone=gone)
 
 
-def _text(error: BaseException) -> str:
+def failure_text(error: BaseException) -> str:
     """The error as Spark's failure texts read: `Class: message` (PySpark's exceptions carry the JVM's text)."""
     name = type(error).__name__
     text = str(error).strip()

@@ -18,6 +18,8 @@ from pathlib import Path
 import structlog
 from pyspark.sql import SparkSession
 
+from opsd.checks.autotune.check import AutotuneCheck
+from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.desync.check import DesyncCheck, targets_for
 from opsd.checks.lag.check import LagCheck
 from opsd.checks.tuning.check import TuningCheck
@@ -41,9 +43,10 @@ def session_for(config: OpsdConfig) -> SparkSession:
                          conf=spark_defaults(config))
 
 
-def monitor_for(spark: SparkSession, config: OpsdConfig) -> Monitor:
-    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines and the
-    offset desync and lag of its pipelines and watched queries (desync healed where the config enables it)."""
+def monitor_for(spark: SparkSession, config: OpsdConfig) -> tuple[Monitor, AutotuneCheck]:
+    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines, the
+    offset desync and lag of its pipelines and watched queries (desync healed where the config enables it) and the
+    auto-tuner (returned too: the runner calls it before every start)."""
     checks = config.checks
     monitor = attach(spark, host=config.http.host, port=config.http.port, policy=checks.progress_policy(),
                      watchdog_seconds=checks.watchdog_seconds, desync_seconds=checks.desync_seconds,
@@ -56,7 +59,9 @@ def monitor_for(spark: SparkSession, config: OpsdConfig) -> Monitor:
     monitor.scheduler.add_check("desync", desync.run, checks.desync_seconds)
     lag = LagCheck(config.cluster, monitor.recorder, targets, progress, checks)
     monitor.scheduler.add_check("lag", lag.run, checks.lag_seconds)
-    return monitor
+    tuner = AutotuneCheck(config.cluster, monitor.recorder, autotune_targets(config))
+    monitor.scheduler.add_check("autotune", tuner.run, checks.autotune_seconds)
+    return monitor, tuner
 
 
 @dataclass
@@ -92,9 +97,10 @@ def running(config: OpsdConfig, spark_output: Path | None = None) -> Iterator[Ru
         with children_write_to(spark_output) if spark_output else contextlib.nullcontext(), _keeping_ctrl_c():
             spark = session_for(config)
         teardown.callback(_logged, "spark_stop", spark.stop)
-        monitor = monitor_for(spark, config)
+        monitor, tuner = monitor_for(spark, config)
         teardown.callback(_logged, "monitor_detach", monitor.detach)
-        app = Running(config, spark, monitor, Runner(spark, list(config.pipelines), monitor.recorder))
+        runner = Runner(spark, list(config.pipelines), monitor.recorder, before_start=tuner.before_start)
+        app = Running(config, spark, monitor, runner)
         teardown.callback(_logged, "pipelines_stop", app.stop)
         yield app
 

@@ -4,6 +4,10 @@ running micro-batch finishes) on shutdown.
 
 Deciding (`Backoff`) is separate from acting (`Supervisor`), so the restart policy is tested with plain
 numbers and the supervisor with a real Spark session.
+
+Before every start and restart the supervisor calls its `before_start(name, failure_text)` hook (the auto-tuner's,
+`opsd.checks.autotune.check.AutotuneCheck.before_start`): a query starts with a cap its first batch survives and
+restarts after an out-of-memory failure with the cut cap. A failing hook is logged and never stops the start.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from pyspark.sql.streaming import StreamingQuery
 
 from opsd.config.models import PipelineConfig, RestartPolicy
 from opsd.observe.recorder import Recorder
-from opsd.runtime.failures import Failure, classify
+from opsd.runtime.failures import Failure, classify, failure_text
 from opsd.runtime.pipeline import start_query
 
 log = structlog.get_logger(__name__)
+
+#: Called with the pipeline's name and the text of the failure that ended its last run (None at the first start).
+BeforeStart = Callable[[str, str | None], object]
 
 #: A query that ran this long before failing is considered healthy again: its backoff starts over.
 HEALTHY_RUN_SECONDS = 60.0
@@ -63,8 +70,10 @@ class Supervisor:
     def __init__(self, spark: SparkSession, pipeline: PipelineConfig, recorder: Recorder,
                  start: Callable[[SparkSession, PipelineConfig], StreamingQuery] = start_query,
                  clock: Callable[[], float] = time.monotonic,
-                 healthy_after_seconds: float = HEALTHY_RUN_SECONDS) -> None:
+                 healthy_after_seconds: float = HEALTHY_RUN_SECONDS,
+                 before_start: BeforeStart | None = None) -> None:
         self.spark = spark
+        self._before_start = before_start
         self.pipeline = pipeline
         self.recorder = recorder
         self.backoff = Backoff(pipeline.restart)
@@ -79,6 +88,8 @@ class Supervisor:
         self.gave_up = False
         #: Set when the pipeline stopped for good on a failure that a restart cannot fix.
         self.permanent_failure: Failure | None = None
+        #: Set when Spark's JVM is gone: nothing in this process can restart the query (see `Failure`).
+        self.driver_gone: Failure | None = None
 
     @property
     def name(self) -> str:
@@ -100,9 +111,10 @@ class Supervisor:
         self.finished.set()
 
     def _run(self) -> None:
-        failures = 0
+        failures, last_failure = 0, None
         try:
             while not self._stopping.is_set():
+                self._prepare(last_failure)
                 started = self._clock()
                 try:
                     self._query = self._start(self.spark, self.pipeline)
@@ -112,6 +124,11 @@ class Supervisor:
                     if self._stopping.is_set():
                         return
                     failure = classify(e)
+                    last_failure = failure_text(e)
+                    if failure.driver_gone:
+                        self.driver_gone = failure
+                        log.error("spark_driver_gone", query=self.name, error=failure.message)
+                        return
                     if failure.permanent:
                         self.fail_permanently(failure)
                         return
@@ -120,6 +137,14 @@ class Supervisor:
                         return
         finally:
             self.finished.set()
+
+    def _prepare(self, failure: str | None) -> None:
+        if self._before_start is None:
+            return
+        try:
+            self._before_start(self.name, failure)
+        except Exception:
+            log.exception("before_start_failed", query=self.name)
 
     def _await(self, query: StreamingQuery, started: float) -> None:
         """Wait for the query to end (raising its failure); clear the crash-loop flag once it runs healthily."""
@@ -194,8 +219,9 @@ def _last_batch_id(query: StreamingQuery) -> int:
 class Runner:
     """All pipelines of a config, each under its own `Supervisor`."""
 
-    def __init__(self, spark: SparkSession, pipelines: list[PipelineConfig], recorder: Recorder) -> None:
-        self.supervisors = [Supervisor(spark, p, recorder) for p in pipelines]
+    def __init__(self, spark: SparkSession, pipelines: list[PipelineConfig], recorder: Recorder,
+                 before_start: BeforeStart | None = None) -> None:
+        self.supervisors = [Supervisor(spark, p, recorder, before_start=before_start) for p in pipelines]
 
     def start(self) -> None:
         """Start every pipeline that was not refused."""
@@ -210,9 +236,14 @@ class Runner:
         """Every pipeline ended by itself, and none for good on a failure (that one stays visible until a stop)."""
         return all(s.finished.is_set() and s.permanent_failure is None for s in self.supervisors)
 
+    def driver_gone(self) -> bool:
+        """Spark's JVM is gone: no pipeline of this process can run again."""
+        return any(s.driver_gone for s in self.supervisors)
+
     def wait(self, stop: threading.Event, poll_seconds: float = 0.5) -> None:
-        """Block until `stop` is set or every pipeline has finished by itself (see `all_finished`)."""
-        while not stop.wait(poll_seconds) and not self.all_finished():
+        """Block until `stop` is set, every pipeline has finished by itself (see `all_finished`), or the driver is
+        gone."""
+        while not stop.wait(poll_seconds) and not self.all_finished() and not self.driver_gone():
             pass
 
     def stop(self, timeout: float) -> None:

@@ -200,6 +200,22 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         _Q,
     ),
     MetricDefinition("opsd_tuning_dyn_batch_size", _G, "Current dynBatchSize of the query's yt sink.", _Q),
+    MetricDefinition(
+        "opsd_autotune_recommended", _G,
+        "The auto-tuner's latest recommended value of a knob (max_rows_per_partition, dyn_batch_size); applied "
+        "in mode apply, only shown in mode recommend.",
+        ("query", "knob"),
+    ),
+    MetricDefinition(
+        "opsd_autotune_bound", _G,
+        "The auto-tuner's configured lower (bound=min) and upper (bound=max) bound of a knob.",
+        ("query", "knob", "bound"),
+    ),
+    MetricDefinition(
+        "opsd_autotune_decisions_total", _C,
+        "Auto-tuner decisions by knob, direction (up, down, hold) and reason.",
+        ("query", "knob", "direction", "reason"),
+    ),
     # The exporter's own health.
     MetricDefinition(
         "opsd_listener_events_total", _C,
@@ -269,6 +285,9 @@ class Metrics:
         self.time_to_drain_seconds: Family = made["opsd_time_to_drain_seconds"]
         self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
         self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]
+        self.autotune_recommended: Family = made["opsd_autotune_recommended"]
+        self.autotune_bound: Family = made["opsd_autotune_bound"]
+        self.autotune_decisions: Family = made["opsd_autotune_decisions_total"]
         self.listener_events: Family = made["opsd_listener_events_total"]
         self.listener_dropped_events: Family = made["opsd_listener_dropped_events_total"]
         self.check_runs: Family = made["opsd_check_runs_total"]

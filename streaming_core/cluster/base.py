@@ -112,6 +112,13 @@ class Transaction(abc.ABC):
         """Move a consumer's offset with compare-and-set (see `Cluster.advance_consumer`)."""
 
     @abc.abstractmethod
+    def publish_table(self, source: str, path: str) -> int:
+        """Append (ordered `path`) or upsert (sorted `path`) every row of the static table `source` within the
+        transaction; returns how many rows. Remove `source` after the commit: a backend may move its stored
+        chunks into `path` (the embedded cluster: no row decoded or written again) or copy its rows (YTsaurus).
+        """
+
+    @abc.abstractmethod
     def commit(self) -> None: ...
 
     @abc.abstractmethod

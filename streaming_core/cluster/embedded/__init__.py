@@ -6,7 +6,7 @@ share take the connection to run on. Each SQL table has one owner module:
 - `queues`: ordered tables, their tablets, appends, range reads, trimming (`tablets`, `chunks`);
 - `consumers`: consumer tables, registrations, pull and advance (`registrations`);
 - `tables`: row calls on sorted tables, static tables (`static_chunks`);
-- `sorted_store`: how sorted tables' rows are stored (`sorted_rows`), replaceable alone;
+- `sorted_store`: how sorted tables' rows are stored (`sorted_chunks`: runs of Arrow chunks), replaceable alone;
 - `transactions`: tablet transactions;
 - `sqlite_store`: the database itself (connections, write transactions, Arrow IPC blobs), and
   `arrow_chunks`: slicing and regrouping Arrow data into bounded chunks.

@@ -14,14 +14,11 @@ import pyarrow as pa
 
 from ..base import ORDERED, SORTED, TABLE, Registration
 from ..errors import ClusterError, ConflictError, NotRegisteredError, SchemaError
-from ..schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TableSchema
+from ..schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
 from . import sorted_store
 from .nodes import normalize_path, table
 from .queues import tablet_counters
 from .sqlite_store import WriteTxn
-
-#: The key columns of `CONSUMER_SCHEMA`: a consumer row's key is (cluster, queue, partition).
-CONSUMER_KEY = ("queue_cluster", "queue_path", "partition_index")
 
 
 class ConsumerMixin:
@@ -62,9 +59,9 @@ class ConsumerMixin:
     def get_consumer_offsets(self, consumer_path: str, queue_path: str) -> dict[int, int]:
         consumer_path, queue_path = normalize_path(consumer_path), normalize_path(queue_path)
         conn = self._conn
-        require_consumer(conn, consumer_path)
+        schema = require_consumer(conn, consumer_path)
         offsets = {}
-        for row in sorted_store.scan(conn, consumer_path):
+        for row in sorted_store.select(conn, consumer_path, schema):
             if row["queue_path"] == queue_path and row["queue_cluster"] == self.name:
                 offsets[row["partition_index"]] = row["offset"]
         return offsets
@@ -129,10 +126,10 @@ def advance(conn: sqlite3.Connection, cluster_name: str, consumer_path: str, que
     if new_offset < 0:
         raise ClusterError(f"{consumer_path}: offset must not be negative, got {new_offset}")
     key = {"queue_cluster": cluster_name, "queue_path": queue_path, "partition_index": partition_index}
-    current = sorted_store.lookup(conn, consumer_path, schema.key_columns, [key])
+    current = sorted_store.lookup(conn, consumer_path, schema, [key])
     stored = current[0]["offset"] if current else 0
     if old_offset is not None and stored != old_offset:
         raise ConflictError(f"{consumer_path}: offset of {queue_path} partition {partition_index} is {stored}, "
                             f"not the expected old_offset {old_offset}")
     row = {**key, "offset": new_offset, "meta": current[0]["meta"] if current else None}
-    sorted_store.upsert(conn, consumer_path, CONSUMER_KEY, [row])
+    sorted_store.upsert(conn, consumer_path, schema, to_arrow_table(schema, [row], consumer_path))

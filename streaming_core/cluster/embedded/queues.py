@@ -1,7 +1,8 @@
 """Ordered dynamic tables (queues) of the embedded cluster: tablets, appends, range reads and trimming.
 
 Each tablet's counters are a row of the `tablets` SQL table (`total`: the next row index, `trimmed`:
-rows below it are gone); its rows are Arrow IPC chunks in `chunks`, keyed by their first row index.
+rows below it are gone); its rows are Arrow IPC chunks in `chunks`, keyed by their first row index (the
+bytes in `sqlite_store`'s `blobs`, so that `place` appends a published chunk without writing it again).
 This module is the only one that touches those two SQL tables.
 """
 
@@ -11,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
+import numpy as np  # pyarrow imports it anyway; builds index columns ~100x faster than from Python ints
 import pyarrow as pa
 
 from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, TabletInfo
@@ -18,7 +20,7 @@ from ..errors import ClusterError, SchemaError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
 from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
 from .nodes import normalize_path, table
-from .sqlite_store import Store, WriteTxn, decode_batch, encode_batch
+from .sqlite_store import Store, WriteTxn, chunk_bytes, decode_batch, delete_chunks, encode_batch, put_blob
 
 #: Rows per stored Arrow chunk of a queue: bounds what one range read must decode beyond its range.
 STORED_CHUNK_ROWS = 16_384
@@ -64,8 +66,8 @@ class QueueMixin:
                                    f"it has only {total} rows")
             new = max(trimmed, trimmed_row_count)
             conn.execute("UPDATE tablets SET trimmed=? WHERE path=? AND tablet=?", (new, path, tablet_index))
-            conn.execute("DELETE FROM chunks WHERE path=? AND tablet=? AND first_row + row_count <= ?",
-                         (path, tablet_index, new))
+            delete_chunks(conn, "chunks", "path=? AND tablet=? AND first_row + row_count <= ?",
+                          (path, tablet_index, new))
 
 
 # -- storage of a queue's tablets, for the other roles (each takes the connection to run on) -------------
@@ -79,8 +81,8 @@ def create_tablets(conn: sqlite3.Connection, path: str, tablet_count: int) -> No
 
 def drop(conn: sqlite3.Connection, path: str) -> None:
     """Forget a table's tablets and rows (the node itself is removed by `tree`)."""
-    for sql_table in ("tablets", "chunks"):
-        conn.execute(f"DELETE FROM {sql_table} WHERE path=?", (path,))
+    conn.execute("DELETE FROM tablets WHERE path=?", (path,))
+    delete_chunks(conn, "chunks", "path=?", (path,))
 
 
 def row_count(conn: sqlite3.Connection, path: str) -> int:
@@ -97,16 +99,28 @@ def append(conn: sqlite3.Connection, path: str, schema: TableSchema, attrs: dict
     data = to_arrow_table(schema, rows, path)
     if TIMESTAMP in schema.names:
         idx = schema.names.index(TIMESTAMP)
-        data = data.set_column(idx, TIMESTAMP, pa.array([time.time_ns() // 1000] * data.num_rows,
-                                                        data.schema.field(idx).type))
+        stamp = pa.scalar(time.time_ns() // 1000, data.schema.field(idx).type)
+        data = data.set_column(idx, TIMESTAMP, pa.repeat(stamp, data.num_rows))
     for tablet, part in split_by_tablet(data, tablets, attrs["tablet_count"]):
-        (total,) = conn.execute("SELECT total FROM tablets WHERE path=? AND tablet=?",
-                                (path, tablet)).fetchone()
-        for piece in slices(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES):
-            conn.execute("INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
-                         (path, tablet, total, piece.num_rows, encode_batch(piece)))
-            total += piece.num_rows
-        conn.execute("UPDATE tablets SET total=? WHERE path=? AND tablet=?", (total, path, tablet))
+        pieces = list(slices(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES))
+        place(conn, path, [tablet], [put_blob(conn, encode_batch(p)) for p in pieces], [p.num_rows for p in pieces])
+
+
+def place(conn: sqlite3.Connection, path: str, tablets: list[int], blobs: list[int], counts: list[int]) -> None:
+    """Append stored blobs (Arrow IPC of the table's schema, `counts` rows each) at the end of `tablets`, each
+    blob whole to the tablet of these that received the fewest of its rows so far: with several tablets the
+    rows spread evenly, as an insert without a tablet does, and every blob keeps its rows in order."""
+    placed = dict.fromkeys(tablets, 0)
+    totals = {t: conn.execute("SELECT total FROM tablets WHERE path=? AND tablet=?", (path, t)).fetchone()[0]
+              for t in tablets}
+    for blob, count in zip(blobs, counts, strict=True):
+        tablet = min(placed, key=placed.__getitem__)
+        conn.execute("INSERT INTO chunks (path, tablet, first_row, row_count, data, blob) VALUES (?, ?, ?, ?, ?, ?)",
+                     (path, tablet, totals[tablet], count, b"", blob))
+        totals[tablet] += count
+        placed[tablet] += count
+    conn.executemany("UPDATE tablets SET total=? WHERE path=? AND tablet=?",
+                     [(total, path, tablet) for tablet, total in totals.items()])
 
 
 def tablet_counters(conn: sqlite3.Connection, path: str, tablet: int, tablet_count: int) -> tuple[int, int]:
@@ -131,7 +145,7 @@ def _range_pieces(conn: sqlite3.Connection, path: str, tablet: int, lower: int, 
         return
     (start,) = conn.execute("SELECT coalesce(max(first_row), 0) FROM chunks WHERE path=? AND tablet=? "
                             "AND first_row <= ?", (path, tablet, lower)).fetchone()
-    cursor = conn.execute("SELECT first_row, row_count, data FROM chunks WHERE path=? AND tablet=? "
+    cursor = conn.execute(f"SELECT first_row, row_count, {chunk_bytes('chunks')} FROM chunks WHERE path=? AND tablet=? "
                           "AND first_row >= ? AND first_row < ? ORDER BY first_row", (path, tablet, start, upper))
     for first, count, data in cursor:
         lo, hi = max(lower, first), min(upper, first + count)
@@ -139,6 +153,6 @@ def _range_pieces(conn: sqlite3.Connection, path: str, tablet: int, lower: int, 
             continue
         piece = decode_batch(data).select(columns).slice(lo - first, hi - lo)
         if service_columns:
-            piece = piece.add_column(0, ROW_INDEX, pa.array(range(lo, hi), pa.int64()))
-            piece = piece.add_column(0, TABLET_INDEX, pa.array([tablet] * (hi - lo), pa.int64()))
+            piece = piece.add_column(0, ROW_INDEX, pa.array(np.arange(lo, hi, dtype=np.int64)))
+            piece = piece.add_column(0, TABLET_INDEX, pa.repeat(pa.scalar(tablet, pa.int64()), hi - lo))
         yield from piece.to_batches()

@@ -5,10 +5,11 @@ source runner, opsd) may read and write one file at once, and a transaction eith
 leaves nothing, also when the process is killed. `synchronous=NORMAL` in WAL mode keeps every committed
 transaction across process crashes (a power loss may lose the last ones).
 
-Queue rows are stored as Arrow IPC chunks (one blob per appended slice of a tablet, keyed by its first
-row index), not row by row: appends and range reads then move columnar buffers instead of Python
+Rows of every table kind are stored as Arrow IPC chunks, not row by row: queue chunks (one blob per
+appended slice of a tablet, keyed by its first row index), static table chunks, and the runs of sorted
+tables (`sorted_store`). Appends, upserts and range reads then move columnar buffers instead of Python
 objects, which is what lets the embedded cluster feed Spark at hundreds of thousands of rows per second
-(`python -m bench.cluster`).
+(`python -m bench.cluster`), and no stored byte can run code when read (no pickle).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ BUSY_TIMEOUT_MS = 60_000
 
 #: Each SQL table below belongs to one role of this package, whose module alone writes it (the package
 #: docstring names them): a new storage layout for one role changes that module and its tables here.
+#: `blobs` belongs to this module: the Arrow IPC bytes of every chunk, which the chunk tables name by id
+#: (`blob`), so that a chunk moves between tables (`tables.publish`) without its bytes being written again.
+#: Rows of earlier layouts hold their bytes inline (`data`, with `blob` NULL); they are read as they are.
 _DDL = """
 CREATE TABLE IF NOT EXISTS nodes (
     path TEXT PRIMARY KEY, type TEXT NOT NULL, attrs TEXT NOT NULL, value TEXT
@@ -35,19 +39,26 @@ CREATE TABLE IF NOT EXISTS tablets (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS chunks (
     path TEXT NOT NULL, tablet INTEGER NOT NULL, first_row INTEGER NOT NULL, row_count INTEGER NOT NULL,
-    data BLOB NOT NULL, PRIMARY KEY (path, tablet, first_row)
+    data BLOB NOT NULL, blob INTEGER, PRIMARY KEY (path, tablet, first_row)
 );
-CREATE TABLE IF NOT EXISTS sorted_rows (
-    path TEXT NOT NULL, key TEXT NOT NULL, row BLOB NOT NULL, PRIMARY KEY (path, key)
+CREATE TABLE IF NOT EXISTS sorted_chunks (
+    path TEXT NOT NULL, run INTEGER NOT NULL, piece INTEGER NOT NULL, row_count INTEGER NOT NULL,
+    tombstones INTEGER NOT NULL, blob INTEGER NOT NULL, PRIMARY KEY (path, run, piece)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS static_chunks (
-    path TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (path, seq)
+    path TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL, row_count INTEGER, blob INTEGER,
+    PRIMARY KEY (path, seq)
 );
 CREATE TABLE IF NOT EXISTS registrations (
     queue TEXT NOT NULL, consumer TEXT NOT NULL, vital INTEGER NOT NULL, partitions TEXT,
     PRIMARY KEY (queue, consumer)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 """
+#: The table added last: a database without it (new, or of an earlier layout) gets the missing tables.
+_NEWEST_TABLE = "blobs"
+#: Columns that tables of earlier layouts lack (`ALTER TABLE ... ADD COLUMN` rewrites no row).
+_ADDED_COLUMNS = {"chunks": ("blob INTEGER",), "static_chunks": ("row_count INTEGER", "blob INTEGER")}
 
 
 class Store:
@@ -82,8 +93,15 @@ class Store:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='registrations'").fetchone():
-            conn.executescript(_DDL)  # IF NOT EXISTS: safe when several processes create it at once
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name=?", (_NEWEST_TABLE,)).fetchone():
+            with WriteTxn(conn):  # several processes may get here at once: each re-checks under the lock
+                for statement in filter(str.strip, _DDL.split(";")):
+                    conn.execute(statement)
+                for sql_table, columns in _ADDED_COLUMNS.items():
+                    present = {row[1] for row in conn.execute(f"PRAGMA table_info({sql_table})")}
+                    for column in columns:
+                        if column.split()[0] not in present:
+                            conn.execute(f"ALTER TABLE {sql_table} ADD COLUMN {column}")
         return conn
 
     def close(self) -> None:
@@ -125,3 +143,19 @@ def encode_batch(batch: pa.RecordBatch | pa.Table) -> bytes:
 
 def decode_batch(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def put_blob(conn: sqlite3.Connection, data: bytes) -> int:
+    """Store one chunk's Arrow IPC bytes; returns the id that a chunk table's `blob` column names."""
+    return conn.execute("INSERT INTO blobs (data) VALUES (?)", (data,)).lastrowid
+
+
+def chunk_bytes(sql_table: str) -> str:
+    """SQL for the bytes of a row of `sql_table`: the blob it names, else (earlier layouts) its inline `data`."""
+    return f"coalesce((SELECT data FROM blobs WHERE blobs.id = {sql_table}.blob), {sql_table}.data)"
+
+
+def delete_chunks(conn: sqlite3.Connection, sql_table: str, where: str, args: tuple) -> None:
+    """Delete the rows of a chunk table that `where` selects, and the blobs they name."""
+    conn.execute(f"DELETE FROM blobs WHERE id IN (SELECT blob FROM {sql_table} WHERE {where})", args)
+    conn.execute(f"DELETE FROM {sql_table} WHERE {where}", args)

@@ -2,7 +2,8 @@
 and static tables written and read whole. `insert_rows` also appends to queues (through `queues.append`).
 
 Sorted rows are stored by `sorted_store`; static tables are Arrow IPC chunks in the `static_chunks` SQL
-table, which only this module touches. A static table with key columns is read in key order.
+table, which only this module touches. A static table with key columns is read in key order. `publish`
+moves a static table's chunks into a dynamic table (the transactional sink's commit).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from typing import Any
 import pyarrow as pa
 
 from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, SORTED, STATIC
-from ..schema import TableSchema, to_arrow_table
+from ..schema import TIMESTAMP, TableSchema, to_arrow_table
 from . import queues, sorted_store
 from .arrow_chunks import rebatch, slices
 from .nodes import normalize_path, table
-from .sqlite_store import WriteTxn, decode_batch, encode_batch
+from .sqlite_store import WriteTxn, chunk_bytes, decode_batch, delete_chunks, encode_batch, put_blob
 
 
 class TableMixin:
@@ -42,7 +43,7 @@ class TableMixin:
         path = normalize_path(path)
         conn = self._conn
         _, schema, _ = table(conn, path, SORTED)
-        return sorted_store.select(conn, path, schema.key_columns)
+        return sorted_store.select(conn, path, schema)
 
     def write_table(self, path: str, rows: ROWS, *, append: bool = False) -> None:
         path = normalize_path(path)
@@ -50,22 +51,21 @@ class TableMixin:
             _, schema, _ = table(conn, path, STATIC)
             data = to_arrow_table(schema, rows, path)
             if not append:
-                conn.execute("DELETE FROM static_chunks WHERE path=?", (path,))
+                drop_static(conn, path)
             (seq,) = conn.execute("SELECT coalesce(max(seq), -1) + 1 FROM static_chunks WHERE path=?",
                                   (path,)).fetchone()
             for i, piece in enumerate(slices(data, queues.STORED_CHUNK_ROWS, queues.STORED_CHUNK_BYTES)):
-                conn.execute("INSERT INTO static_chunks VALUES (?, ?, ?)", (path, seq + i, encode_batch(piece)))
+                conn.execute("INSERT INTO static_chunks (path, seq, data, row_count, blob) VALUES (?, ?, ?, ?, ?)",
+                             (path, seq + i, b"", piece.num_rows, put_blob(conn, encode_batch(piece))))
 
     def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
         path = normalize_path(path)
         conn = self._conn
         kind, schema, _ = table(conn, path, STATIC, SORTED)
         if kind == SORTED:
-            data = pa.Table.from_pylist(self.select_rows(path), schema=schema.arrow_schema())
-            yield from data.to_batches(max_chunksize=max_rows)
+            yield from sorted_store.read(conn, path, schema).to_batches(max_chunksize=max_rows)
             return
-        blobs = [d for (d,) in conn.execute("SELECT data FROM static_chunks WHERE path=? ORDER BY seq", (path,))]
-        pieces = (b for d in blobs for b in decode_batch(d).to_batches())
+        pieces = _static_pieces(conn, path)
         if schema.key_columns:
             pieces = _in_key_order(pieces, schema)
         yield from rebatch(pieces, max_rows, DEFAULT_CHUNK_BYTES)
@@ -91,22 +91,59 @@ def insert(conn: sqlite3.Connection, path: str, rows: ROWS, tablet_index: int | 
     if kind == ORDERED:
         queues.append(conn, path, schema, attrs, rows, tablet_index)
         return
-    sorted_store.upsert(conn, path, schema.key_columns, to_arrow_table(schema, rows, path).to_pylist())
+    sorted_store.upsert(conn, path, schema, to_arrow_table(schema, rows, path))
+
+
+def publish(conn: sqlite3.Connection, source: str, path: str) -> int:
+    """`Transaction.publish_table`: the static table's stored chunks become chunks of `path` as they are.
+
+    Staged rows are already in the target's Arrow schema, so each chunk's blob is placed on a tablet
+    (ordered) or becomes a piece of one new run (sorted): a few small rows change, the rows' bytes are
+    neither decoded nor written again. Only when the stored form differs (another schema, a `$timestamp`
+    column to stamp, chunks of an earlier layout without a blob) are the rows inserted, chunk by chunk.
+    `source` is left empty.
+    """
+    _, staged, _ = table(conn, source, STATIC)
+    kind, schema, attrs = table(conn, path, ORDERED, SORTED)
+    chunks = conn.execute("SELECT blob, row_count FROM static_chunks WHERE path=? ORDER BY seq", (source,)).fetchall()
+    if staged.arrow_schema() != schema.arrow_schema() or TIMESTAMP in schema.names \
+            or any(blob is None for blob, _ in chunks):
+        rows = 0
+        for batch in rebatch(_static_pieces(conn, source), DEFAULT_CHUNK_ROWS, DEFAULT_CHUNK_BYTES):
+            insert(conn, path, batch, None)
+            rows += batch.num_rows
+        drop_static(conn, source)
+        return rows
+    conn.execute("DELETE FROM static_chunks WHERE path=?", (source,))  # the blobs now belong to `path`
+    blobs, counts = [blob for blob, _ in chunks], [count for _, count in chunks]
+    if kind == ORDERED:
+        queues.place(conn, path, list(range(attrs["tablet_count"])), blobs, counts)
+    else:
+        sorted_store.add_run(conn, path, schema, blobs, counts)
+    return sum(counts)
 
 
 def delete(conn: sqlite3.Connection, path: str, keys: Iterable[Mapping]) -> None:
     _, schema, _ = table(conn, path, SORTED)
-    sorted_store.delete(conn, path, schema.key_columns, keys)
+    sorted_store.delete(conn, path, schema, keys)
 
 
 def lookup(conn: sqlite3.Connection, path: str, keys: Iterable[Mapping]) -> list:
     _, schema, _ = table(conn, path, SORTED)
-    return sorted_store.lookup(conn, path, schema.key_columns, keys)
+    return sorted_store.lookup(conn, path, schema, keys)
 
 
 def static_row_count(conn: sqlite3.Connection, path: str) -> int:
-    return sum(decode_batch(d).num_rows for (d,) in conn.execute(
-        "SELECT data FROM static_chunks WHERE path=?", (path,)))
+    counted, = conn.execute("SELECT coalesce(sum(row_count), 0) FROM static_chunks WHERE path=?", (path,)).fetchone()
+    return counted + sum(decode_batch(d).num_rows for (d,) in conn.execute(  # chunks of an earlier layout
+        "SELECT data FROM static_chunks WHERE path=? AND row_count IS NULL", (path,)))
+
+
+def _static_pieces(conn: sqlite3.Connection, path: str) -> Iterator[pa.RecordBatch]:
+    """A static table's rows, chunk by chunk in write order."""
+    blobs = [d for (d,) in conn.execute(f"SELECT {chunk_bytes('static_chunks')} FROM static_chunks WHERE path=? "
+                                        "ORDER BY seq", (path,))]
+    return (b for d in blobs for b in decode_batch(d).to_batches())
 
 
 def move_static(conn: sqlite3.Connection, source: str, destination: str) -> None:
@@ -116,4 +153,4 @@ def move_static(conn: sqlite3.Connection, source: str, destination: str) -> None
 
 def drop_static(conn: sqlite3.Connection, path: str) -> None:
     """Forget a static table's rows (the node itself is removed by `tree`)."""
-    conn.execute("DELETE FROM static_chunks WHERE path=?", (path,))
+    delete_chunks(conn, "static_chunks", "path=?", (path,))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..base import Transaction
 from .consumers import advance
 from .nodes import normalize_path
-from .tables import delete, insert, lookup
+from .tables import delete, insert, lookup, publish
 
 if TYPE_CHECKING:
     from . import EmbeddedCluster
@@ -36,6 +36,9 @@ class EmbeddedTransaction(Transaction):
 
     def advance_consumer(self, consumer_path, queue_path, partition_index, old_offset, new_offset) -> None:
         advance(self._conn, self._cluster.name, consumer_path, queue_path, partition_index, old_offset, new_offset)
+
+    def publish_table(self, source, path) -> int:
+        return publish(self._conn, normalize_path(source), normalize_path(path))
 
     def commit(self) -> None:
         try:

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ..base import DOCUMENT, MAP_NODE, MAX_TABLET_COUNT, ORDERED, SORTED, STATIC, TABLE, table_kind
+from ..base import DOCUMENT, MAP_NODE, MAX_TABLET_COUNT, ORDERED, SORTED, STATIC, TABLE, NodeInfo, table_kind
 from ..errors import AlreadyExistsError, ClusterError, NoSuchPathError, SchemaError
 from ..schema import TableSchema
 from . import consumers, queues, sorted_store, tables
@@ -68,6 +68,13 @@ class TreeMixin:
                 conn.execute("DELETE FROM nodes WHERE path=?", (p,))
                 for drop in (queues.drop, sorted_store.drop, tables.drop_static, consumers.drop_registrations):
                     drop(conn, p)
+
+    def node_info(self, path: str) -> NodeInfo:
+        """From the stored attributes alone: callers branch on type, kind and schema, never on the computed
+        `row_count`, which costs a sorted table a merge of all its runs (`get(path + "/@row_count")` has it)."""
+        node_path, _ = split_attr(path)
+        node_type, attrs, _ = node(self._conn, node_path)
+        return NodeInfo(path=path, type=node_type, kind=table_kind(attrs), attributes={**attrs, "path": node_path})
 
     def move(self, source: str, destination: str, *, force: bool = False) -> None:
         source, destination = normalize_path(source), normalize_path(destination)
@@ -165,5 +172,5 @@ def _row_count(conn: sqlite3.Connection, path: str, attrs: dict[str, Any]) -> in
     if kind == ORDERED:
         return queues.row_count(conn, path)
     if kind == SORTED:
-        return sorted_store.row_count(conn, path)
+        return sorted_store.row_count(conn, path, TableSchema.from_yt(attrs["schema"]))
     return tables.static_row_count(conn, path)

@@ -69,6 +69,15 @@ class YtTransaction(Transaction):
             self._client.advance_consumer(consumer_path, queue_path, partition_index, old_offset, new_offset,
                                           client_side=True)
 
+    def publish_table(self, source: str, path: str) -> int:
+        """Copies: a tablet transaction covers dynamic tables' rows only, so the static rows are read and
+        inserted (in reads of at most `DEFAULT_CHUNK_ROWS`, below a tablet transaction's row limit)."""
+        rows = 0
+        for batch in self._cluster.read_table(source):
+            self.insert_rows(path, batch)
+            rows += batch.num_rows
+        return rows
+
     def commit(self) -> None:
         with self._cluster._errors("tablet transaction commit"):
             self._tx.commit()

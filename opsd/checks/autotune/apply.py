@@ -1,0 +1,34 @@
+"""Apply the auto-tuner's decisions: write the changed values to the query's tuning documents
+(`streaming_core.tuning.write_tuning`); the source and the sink pick them up at their next batch.
+
+The only step of the auto-tuner that writes to the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_ROWS, Decision, Direction
+from streaming_core.cluster import Cluster
+from streaming_core.tuning import write_tuning
+
+log = structlog.get_logger(__name__)
+
+
+def apply(cluster: Cluster, source_document: str | None, sink_document: str | None,
+          decisions: Sequence[Decision]) -> list[Decision]:
+    """Write the decisions that change a value; returns those written."""
+    written = []
+    for d in decisions:
+        if d.direction == Direction.HOLD:
+            continue
+        path = source_document if d.knob == MAX_ROWS else sink_document if d.knob == DYN_BATCH_SIZE else None
+        if path is None:
+            log.warning("autotune_no_document", query=d.query, knob=d.knob)
+            continue
+        write_tuning(cluster, path, reason=f"autotune: {d.reason}", **{d.knob: d.recommended})
+        log.info("autotune_applied", query=d.query, knob=d.knob, path=path, value=d.recommended, reason=d.reason)
+        written.append(d)
+    return written

@@ -1,0 +1,104 @@
+"""The scheduled auto-tuner: for every query whose mode is not `off`, collect -> evaluate -> decide -> record, and
+in mode `apply` apply. It also runs for one pipeline just before the runner (re)starts it (`before_start`), so a
+query starts with a cap its first batch survives and restarts after an out-of-memory failure with the cut cap
+(the source reads its tuning document at every `latestOffset`).
+
+One query's failure is logged and never stops the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+
+from opsd.checks.autotune.apply import apply
+from opsd.checks.autotune.collect import AutotuneTarget, collect
+from opsd.checks.autotune.decide import DYN_BATCH_SIZE, Decision, Direction, TunerMemory, decide, remember
+from opsd.checks.autotune.evaluate import evaluate
+from opsd.checks.tuning.collect import TuningSources, sources_for
+from opsd.config.models import OpsdConfig
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import QueryStatus
+from streaming_core.cluster import Cluster, ClusterError, connect
+from streaming_core.tuning import default_tuning_path
+
+log = structlog.get_logger(__name__)
+
+
+def targets_for(config: OpsdConfig) -> list[AutotuneTarget]:
+    """The config's pipelines (mode `apply` unless configured) and watched queries (`recommend`), except `off`."""
+    conf = dict(config.spark.conf)
+    found = [AutotuneTarget(sources_for(p, conf), p.autotune.mode_for(watched=False), p.autotune)
+             for p in config.pipelines if p.source.format == "yt" or p.sink.format == "yt"]
+    for w in config.watch:
+        document = default_tuning_path(w.consumer)
+        sources = TuningSources(w.name, document, None, None, None)
+        found.append(AutotuneTarget(sources, w.autotune.mode_for(watched=True), w.autotune))
+    return [t for t in found if t.mode != "off"]
+
+
+class AutotuneCheck:
+    """`scheduler.add_check("autotune", AutotuneCheck(...).run, interval)`; `before_start` for the runner."""
+
+    def __init__(self, cluster_uri: str | None, recorder: Recorder, targets: Iterable[AutotuneTarget]) -> None:
+        self.cluster_uri = cluster_uri
+        self.recorder = recorder
+        self.targets = {t.query: t for t in targets}
+        self.memory: dict[str, TunerMemory] = {}
+
+    def run(self) -> list[Decision]:
+        """Decide (and apply where the mode says so) for every target; returns the decisions."""
+        done: list[Decision] = []
+        with connect(self.cluster_uri) as cluster:
+            for target in self.targets.values():
+                done += self._tune(cluster, target)
+        return done
+
+    def before_start(self, query: str, failure: str | None = None) -> list[Decision]:
+        """Called by the runner before it starts or restarts `query` (`failure`: why the last run ended)."""
+        target = self.targets.get(query)
+        if target is None:
+            return []
+        with connect(self.cluster_uri) as cluster:
+            return self._tune(cluster, target, failure)
+
+    def _tune(self, cluster: Cluster, target: AutotuneTarget, failure: str | None = None) -> list[Decision]:
+        try:
+            facts = collect(cluster, target, self.recorder.status.get(target.query), failure)
+            evaluation = evaluate(facts, target.settings)
+            memory = self.memory.get(target.query, TunerMemory())
+            decisions = decide(evaluation, memory, target.settings)
+            applying = target.mode == "apply"
+            if applying:
+                apply(cluster, target.tuning.source_document, target.tuning.sink_document, decisions)
+        except (ClusterError, OSError, ValueError) as e:
+            log.warning("autotune_failed", query=target.query, error=f"{type(e).__name__}: {e}")
+            return []
+        self.memory[target.query] = remember(memory, decisions, evaluation, applied=applying)
+        for d in decisions:
+            self.recorder.record_autotune(d.query, d.knob, view(d, target, applied=applying), d.inputs)
+        return list(decisions)
+
+
+def recommend(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None = None) -> dict[str, Any]:
+    """What the tuner would decide now, per knob as `view`s, without applying anything (`opsd doctor`)."""
+    evaluation = evaluate(collect(cluster, target, status), target.settings)
+    return {d.knob: view(d, target, applied=False) for d in decide(evaluation, TunerMemory(), target.settings)}
+
+
+def view(decision: Decision, target: AutotuneTarget, *, applied: bool) -> dict[str, Any]:
+    """A decision as JSON-ready data: what `/status`, the metrics and `opsd doctor` show."""
+    direction = decision.direction
+    return {"current": decision.current, "recommended": decision.recommended, "direction": direction.value,
+            "reason": decision.reason, "mode": target.mode, "applied": applied and direction != Direction.HOLD,
+            "bounds": list(bounds(target, decision.knob))}
+
+
+def bounds(target: AutotuneTarget, knob: str) -> tuple[int, int]:
+    """A knob's configured lower and upper bound."""
+    s = target.settings
+    if knob == DYN_BATCH_SIZE:
+        return s.min_dyn_batch_size, s.max_dyn_batch_size
+    return s.min_rows_per_partition, s.max_rows_per_partition

@@ -1,0 +1,195 @@
+"""Decide the auto-tuner's values. Pure: the evaluation, the tuner's memory of earlier decisions and the settings
+in, decisions out.
+
+`max_rows_per_partition`, first rule that applies:
+1. the query failed of memory (a failure not handled before): cut at once to `memory_cut` x the largest batch's
+   rows per partition (or x the cap), and remember that size as a ceiling never to be reached again;
+2. OOM risk at or over the threshold: cut at once to `memory_cut` x the cap (to the safe cap if smaller), once per
+   completed batch (until a batch completes after a cut, the risk is still that of the batch planned before it);
+3. no cap in force: set one at once (the safe cap, else `start_rows_per_partition`), so that a first batch after
+   a start or an outage cannot swallow the backlog;
+4. the cap is over the OOM check's safe cap: cut to it;
+5. stabilising: fewer than `stabilisation_batches` batches planned after the last change have completed — the
+   batch planned before a change replays with its old range, so the first batch counted is the second one after
+   the newest batch seen at the change;
+6. the fixed point (see `evaluate`), with bounded steps: a raise only while the cap binds, a backlog waits and
+   the risk is under the threshold (at most `max_step_up` x, `max_step_up_unknown_risk` x while the risk is
+   unknown), never over the safe cap, the memory ceiling or the upper bound; a cut only while the newest batch is
+   over the target, at most to `max_step_down` x; no change within `hysteresis` of the cap (no oscillation at a
+   steady rate: there the cap either does not bind or its batches meet the target).
+
+`dyn_batch_size`, additive increase and multiplicative decrease, judged once per batch and only on calls made
+with the value in force: halve on retries, errors or a call slower than `slow_call_seconds`; add
+`dyn_batch_size_step` while calls are fast and full; never above the rows-per-transaction limit
+(`Facts.dyn_batch_size_ceiling`, from `streaming_core.tuning.dyn_batch_size_in_force`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from opsd.checks.autotune.evaluate import Evaluation
+from opsd.checks.autotune.facts import Facts
+
+if TYPE_CHECKING:
+    from opsd.config.models import AutotuneSettings
+
+MAX_ROWS, DYN_BATCH_SIZE = "max_rows_per_partition", "dyn_batch_size"
+
+
+class Direction(StrEnum):
+    UP = "up"
+    DOWN = "down"
+    HOLD = "hold"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One knob's decision: the value recommended (the current one when holding) and why."""
+
+    query: str
+    knob: str
+    current: int | None
+    recommended: int | None
+    reason: str
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def direction(self) -> Direction:
+        if self.recommended is None or self.recommended == self.current:
+            return Direction.HOLD
+        return Direction.UP if self.current is None or self.recommended > self.current else Direction.DOWN
+
+
+@dataclass(frozen=True)
+class TunerMemory:
+    """What the tuner remembers of one query between runs."""
+
+    #: The newest batch id seen when the cap was last changed (None: never changed).
+    rows_changed_after: int | None = None
+    #: A cap at which a batch failed of memory: raises stay below it.
+    rows_ceiling: int | None = None
+    #: The failed run already acted on (a failure is cut for once).
+    handled_failure: str | None = None
+    #: The batch whose write statistics were last judged.
+    judged_write_batch: int | None = None
+
+
+def failed_size(facts: Facts) -> int | None:
+    """The rows per partition a memory failure happened at: the cap, or the largest recent batch when that is
+    smaller (None when neither is known)."""
+    largest = max((b.partition_rows or 0 for b in facts.batches), default=0)
+    known = [x for x in (facts.max_rows_per_partition, largest) if x]
+    return min(known) if known else None
+
+
+def _clamp(value: float, low: int, high: int) -> int:
+    return max(low, min(high, int(value)))
+
+
+def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
+    facts, rows = evaluation.facts, evaluation.rows
+    cap, risk, safe = facts.max_rows_per_partition, facts.memory.risk, facts.memory.safe_max_rows_per_partition
+    newest = rows.newest
+    inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.partition_rows,
+              "duration_seconds": newest and newest.duration_seconds,
+              "phases_seconds": dict(newest.durations_seconds) if newest else None,
+              "target_seconds": rows.target_seconds, "ideal_rows": rows.ideal_rows, "binding": rows.binding,
+              "backlog_rows": facts.backlog_rows,
+              "time_to_drain_seconds": facts.time_to_drain_seconds, "oom_risk": risk, "safe_cap": safe}
+    low, high = settings.min_rows_per_partition, settings.max_rows_per_partition
+    if safe is not None:
+        high = max(low, min(high, safe))
+
+    def to(value: float | None, reason: str) -> Decision:
+        return Decision(facts.query, MAX_ROWS, cap, cap if value is None else _clamp(value, low, high), reason, inputs)
+
+    if rows.memory_failure and facts.failed_run != memory.handled_failure:
+        return to((failed_size(facts) or settings.start_rows_per_partition) * settings.memory_cut, "memory_failure")
+    changed = memory.rows_changed_after
+    if risk is not None and risk >= settings.risk_threshold and cap is not None:
+        if changed is not None and (newest is None or newest.batch_id <= changed):
+            return to(None, "stabilising")  # cut already, and no batch since: the risk is still the planned batch's
+        return to(min(cap * settings.memory_cut, safe or cap), "oom_risk")
+    if cap is None:
+        return to(safe or settings.start_rows_per_partition, "first_batch_safe")
+    if safe is not None and cap > safe:
+        return to(safe, "safe_cap")
+    if newest is None:
+        return to(None, "no_batches")
+    settled = [b for b in facts.batches if changed is None or b.batch_id > changed + 1]
+    if len(settled) < (settings.stabilisation_batches if changed is not None else 1):
+        return to(None, "stabilising")
+    if rows.ideal_rows is None:
+        return to(None, "no_batches")
+    if rows.ideal_rows > cap * (1 + settings.hysteresis):
+        if not rows.binding:
+            return to(None, "cap_not_binding")
+        if not facts.backlog_rows:
+            return to(None, "no_backlog")
+        if risk is not None and risk >= settings.risk_threshold:
+            return to(None, "oom_risk")
+        step = settings.max_step_up if risk is not None else settings.max_step_up_unknown_risk
+        target = min(rows.ideal_rows, cap * step)
+        if memory.rows_ceiling is not None:
+            target = min(target, memory.rows_ceiling * settings.memory_cut)
+        return to(max(cap, target), "fast_batches")
+    if rows.over_target and rows.ideal_rows < cap * (1 - settings.hysteresis):
+        return to(max(rows.ideal_rows, cap * settings.max_step_down), "slow_batches")
+    return to(None, "within_target")
+
+
+def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
+    facts, write = evaluation.facts, evaluation.write
+    size, stats = facts.dyn_batch_size, facts.write
+    inputs = {"batch_id": stats and stats.batch_id, "calls": stats and stats.calls, "rows": stats and stats.rows,
+              "seconds": stats and stats.seconds, "max_call_seconds": stats and stats.max_call_seconds,
+              "retries": stats and stats.retries, "errors": stats and stats.errors,
+              "rows_per_call": write.rows_per_call}
+
+    def to(value: float | None, reason: str) -> Decision:
+        if value is None or size is None:
+            return Decision(facts.query, DYN_BATCH_SIZE, size, size, reason, inputs)
+        high = facts.dyn_batch_size_ceiling or settings.max_dyn_batch_size
+        bounded = _clamp(value, min(settings.min_dyn_batch_size, high), high)
+        return Decision(facts.query, DYN_BATCH_SIZE, size, bounded, reason, inputs)
+
+    if size is None or stats is None or stats.batch_id == memory.judged_write_batch or not write.current:
+        return to(None, "no_new_writes")
+    if write.troubled:
+        return to(size * 0.5, "failed_calls")
+    if write.slow:
+        return to(size * 0.5, "slow_calls")
+    if write.full and stats.max_call_seconds * 2 <= settings.slow_call_seconds:
+        return to(size + settings.dyn_batch_size_step, "fast_full_calls")
+    return to(None, "calls_not_full" if not write.full else "within_target")
+
+
+def decide(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> tuple[Decision, ...]:
+    """The decisions for the query's knobs (a knob the query does not have is left out)."""
+    facts = evaluation.facts
+    found = []
+    if facts.reads_queue:
+        found.append(decide_rows(evaluation, memory, settings))
+    if facts.dyn_batch_size is not None:
+        found.append(decide_write(evaluation, memory, settings))
+    return tuple(found)
+
+
+def remember(memory: TunerMemory, decisions: tuple[Decision, ...], evaluation: Evaluation,
+             applied: bool) -> TunerMemory:
+    """The memory after the decisions (`applied`: their values were written)."""
+    facts = evaluation.facts
+    newest = max((b.batch_id for b in facts.batches), default=None)
+    for d in decisions:
+        if d.knob == MAX_ROWS and d.reason == "memory_failure":
+            known = [x for x in (failed_size(facts), memory.rows_ceiling) if x]
+            memory = replace(memory, handled_failure=facts.failed_run, rows_ceiling=min(known) if known else None)
+        if d.knob == MAX_ROWS and applied and d.direction != Direction.HOLD:
+            memory = replace(memory, rows_changed_after=newest if newest is not None else -2)
+        if d.knob == DYN_BATCH_SIZE and facts.write is not None:
+            memory = replace(memory, judged_write_batch=facts.write.batch_id)
+    return memory

@@ -1,0 +1,140 @@
+"""Evaluate a query's facts for the auto-tuner. Pure: no cluster, no Spark, no clock.
+
+- the target batch duration: `target_share` of the trigger interval, else `target_batch_seconds`;
+- the batch-duration-versus-size relation over the recent batches, duration = intercept + slope x rows of the
+  largest partition, fitted by least squares when the sizes differ enough, else through the origin from the
+  batches' mean rate (with a fixed cost per batch this errs toward the measured size: it raises and cuts less
+  than the true relation would, and the batches at the new size give the fit). The fixed point of Das et al.
+  ("Adaptive Stream Processing using Dynamic Batch Sizing") is the size whose fitted duration meets the target;
+- whether the cap binds (the newest batch read its largest partition up to the cap: raising it reads more);
+- whether the last failure is an out-of-memory failure (the JVM's, Python's, or a container killed over its
+  memory limit), from Spark's failure text;
+- the sink's insert calls: slow (the slowest call over `slow_call_seconds`), troubled (retries or errors), full
+  (calls carry on average at least half the rows per call, so more rows per call means fewer calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from opsd.checks.autotune.facts import Batch, Facts
+from opsd.observe.events import exception_class, python_failure
+
+if TYPE_CHECKING:
+    from opsd.config.models import AutotuneSettings
+
+#: Exception classes that say a process ran out of memory.
+MEMORY_CLASSES = frozenset({"OutOfMemoryError", "MemoryError", "SparkOutOfMemoryError", "OutOfDirectMemoryError"})
+#: Texts that say the same where no class names it (a killed executor or container, a direct buffer).
+MEMORY_TEXTS = ("java.lang.OutOfMemoryError", "exceeding memory limits", "OOMKilled", "Direct buffer memory",
+                "Cannot allocate memory")
+#: Sizes fitted by least squares must spread at least this much (largest / smallest).
+MIN_SPREAD = 1.2
+#: The cap binds when the newest batch's largest partition read at least this share of it.
+BINDING_SHARE = 0.9
+#: Insert calls are full when they carry on average at least this share of the rows per call.
+FULL_SHARE = 0.5
+
+
+def failed_of_memory(text: str | None) -> bool:
+    """Whether Spark's failure text is an out-of-memory failure."""
+    if not text:
+        return False
+    python = python_failure(text)
+    classes = {exception_class(text), python[0] if python else ""}
+    return bool(classes & MEMORY_CLASSES) or any(marker in text for marker in MEMORY_TEXTS)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """duration_seconds = intercept + slope x rows (of the largest partition)."""
+
+    intercept: float
+    slope: float
+
+    def rows_for(self, seconds: float) -> int:
+        """The size whose duration is `seconds` (at least 1 row)."""
+        return max(1, round((seconds - self.intercept) / self.slope))
+
+
+def fit(batches: Sequence[Batch]) -> Fit | None:
+    """The relation over batches that read rows; None when there are none."""
+    sized = [(float(b.partition_rows), b.duration_seconds) for b in batches if b.partition_rows]
+    if not sized:
+        return None
+    xs, ys = [x for x, _ in sized], [y for _, y in sized]
+    if len(sized) >= 2 and max(xs) >= MIN_SPREAD * min(xs):
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in sized) / sxx
+        if slope > 0:
+            return Fit(max(0.0, my - slope * mx), slope)
+    return Fit(0.0, sum(ys) / sum(xs)) if sum(ys) > 0 else None
+
+
+@dataclass(frozen=True)
+class RowsEvaluation:
+    target_seconds: float
+    newest: Batch | None
+    fit: Fit | None
+    #: The size whose fitted duration meets the target; None without a fit.
+    ideal_rows: int | None
+    binding: bool
+    over_target: bool
+    memory_failure: bool
+
+
+@dataclass(frozen=True)
+class WriteEvaluation:
+    #: The statistics are of calls made with the rows per call in force now (not of an older value).
+    current: bool
+    slow: bool
+    troubled: bool
+    full: bool
+    rows_per_call: float | None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    facts: Facts
+    rows: RowsEvaluation
+    write: WriteEvaluation
+
+
+def evaluate_rows(facts: Facts, settings: AutotuneSettings) -> RowsEvaluation:
+    interval = facts.trigger_interval_seconds
+    target = settings.target_share * interval if interval else settings.target_batch_seconds
+    recent = [b for b in facts.batches if b.partition_rows][-settings.history_batches:]
+    newest = recent[-1] if recent else None
+    relation = fit(recent)
+    cap = facts.max_rows_per_partition
+    return RowsEvaluation(
+        target_seconds=target,
+        newest=newest,
+        fit=relation,
+        ideal_rows=relation.rows_for(target) if relation else None,
+        binding=bool(newest and cap and (newest.partition_rows or 0) >= BINDING_SHARE * cap),
+        over_target=bool(newest and newest.duration_seconds > target),
+        memory_failure=failed_of_memory(facts.failure),
+    )
+
+
+def evaluate_write(facts: Facts, settings: AutotuneSettings) -> WriteEvaluation:
+    stats, size = facts.write, facts.dyn_batch_size
+    if stats is None or size is None or stats.calls == 0:  # a batch whose tasks failed before any call
+        troubled = bool(stats and stats.errors)
+        return WriteEvaluation(troubled, False, troubled, False, None)
+    per_call = stats.rows / stats.calls
+    return WriteEvaluation(
+        current=stats.dyn_batch_size == size,
+        slow=stats.max_call_seconds > settings.slow_call_seconds,
+        troubled=stats.retries > 0 or stats.errors > 0,
+        full=per_call >= FULL_SHARE * size,
+        rows_per_call=per_call,
+    )
+
+
+def evaluate(facts: Facts, settings: AutotuneSettings) -> Evaluation:
+    return Evaluation(facts, evaluate_rows(facts, settings), evaluate_write(facts, settings))

@@ -1,0 +1,59 @@
+"""What the auto-tuner collects about one query, as plain data: its recent batches (rows, durations by phase), the
+values in force, its backlog and time to drain, its OOM risk and safe cap, its last failure and its sink's write
+statistics. Built by `collect`, read by `evaluate`; tests build them by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streaming_core.write_stats import WriteStats
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One completed micro-batch."""
+
+    batch_id: int
+    rows: int
+    #: Rows of its largest yt partition (what the cap limits); None when the source reports no range.
+    partition_rows: int | None
+    duration_seconds: float
+    durations_seconds: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """The OOM check's verdict for the query's next batch: risk (0..1, None = unknown) and the largest cap it
+    judges safe (None = unknown)."""
+
+    risk: float | None = None
+    safe_max_rows_per_partition: int | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    query: str
+    #: `recommend` or `apply` (a query in mode `off` is never collected).
+    mode: str
+    #: None: no cap (with `reads_queue`), or not a yt source.
+    max_rows_per_partition: int | None
+    #: None: not a yt sink.
+    dyn_batch_size: int | None
+    batches: tuple[Batch, ...] = ()
+    #: The query reads a yt queue through a tuning document (it has the `max_rows_per_partition` knob).
+    reads_queue: bool = True
+    trigger_interval_seconds: float | None = None
+    backlog_rows: int | None = None
+    time_to_drain_seconds: float | None = None
+    memory: MemoryLimit = field(default_factory=MemoryLimit)
+    #: Spark's failure text of the query's last termination while it is not running, else None.
+    failure: str | None = None
+    #: What identifies that failure (the failed run's id): a failure is acted on once.
+    failed_run: str | None = None
+    write: WriteStats | None = None
+    #: The largest rows per insert call the sink would use (the configured upper bound, clamped by the
+    #: rows-per-transaction rule of `streaming_core.tuning`).
+    dyn_batch_size_ceiling: int | None = None

@@ -1,0 +1,175 @@
+"""The auto-tuner's evaluate and decide steps, with plain data: the fixed point toward the target duration, memory
+cuts at once, a safe first batch, the one-batch delay and the stabilisation window, no oscillation at a steady rate,
+and AIMD of rows per insert call under the rows-per-transaction limit."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_ROWS, Direction, TunerMemory, decide, remember
+from opsd.checks.autotune.evaluate import evaluate, failed_of_memory, fit
+from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit
+from opsd.config.models import AutotuneSettings
+from streaming_core.write_stats import WriteStats
+
+SETTINGS = AutotuneSettings()
+NEW = TunerMemory()
+OOM_TEXT = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed: "
+            "java.lang.OutOfMemoryError: Java heap space")
+
+
+def batches(sizes: list[int], *, cost: float = 1e-4, fixed: float = 0.5, first_id: int = 0) -> tuple[Batch, ...]:
+    """Batches whose duration is fixed + cost x rows of the largest partition."""
+    return tuple(Batch(first_id + i, 2 * n, n, fixed + cost * n) for i, n in enumerate(sizes))
+
+
+def facts(cap: int | None = 10_000, found: tuple[Batch, ...] = (), **changes) -> Facts:
+    base = Facts("q", "apply", cap, None, found, trigger_interval_seconds=10.0, backlog_rows=1_000_000)
+    return replace(base, **changes)
+
+
+def rows_decision(f: Facts, memory: TunerMemory = NEW, settings: AutotuneSettings = SETTINGS):
+    return next(d for d in decide(evaluate(f, settings), memory, settings) if d.knob == MAX_ROWS)
+
+
+def test_the_fit_recovers_a_linear_duration_and_gives_the_size_meeting_the_target():
+    relation = fit(batches([10_000, 20_000, 40_000]))
+    assert relation.intercept == pytest.approx(0.5) and relation.slope == pytest.approx(1e-4)
+    assert relation.rows_for(7.0) == 65_000
+
+
+def test_batches_of_one_size_fall_back_to_the_rate_through_the_origin_which_raises_less():
+    relation = fit(batches([10_000, 10_000]))
+    assert relation.intercept == 0 and relation.rows_for(7.0) < 65_000
+
+
+def test_a_binding_cap_with_a_backlog_is_raised_toward_the_target_by_a_bounded_step():
+    d = rows_decision(facts(10_000, batches([10_000, 10_000, 10_000])))
+    assert (d.direction, d.reason) == (Direction.UP, "fast_batches")
+    assert d.recommended == 12_500  # x max_step_up_unknown_risk while the OOM risk is unknown
+
+
+def test_with_a_known_low_risk_the_step_is_larger_but_never_over_the_safe_cap():
+    low_risk = MemoryLimit(risk=0.1, safe_max_rows_per_partition=15_000)
+    d = rows_decision(facts(10_000, batches([10_000, 10_000]), memory=low_risk))
+    assert d.recommended == 15_000
+
+
+def test_slow_batches_are_cut_to_the_fixed_point_by_at_most_the_step_down():
+    d = rows_decision(facts(100_000, batches([100_000] * 3, fixed=0.5, cost=1e-4)))  # 10.5 s > 7 s target
+    assert (d.direction, d.reason) == (Direction.DOWN, "slow_batches")
+    assert d.recommended == 66_667  # one size: the rate through the origin (7 s / 1.05e-4 s per row)
+
+
+def test_a_cap_that_does_not_bind_is_left_alone_at_a_steady_rate():
+    d = rows_decision(facts(10_000, batches([3_000] * 5)))
+    assert (d.direction, d.reason) == (Direction.HOLD, "cap_not_binding")
+
+
+def test_near_the_fixed_point_the_hysteresis_holds_the_cap():
+    d = rows_decision(facts(60_000, batches([60_000] * 5)))  # 6.5 s against 7 s: ideal 65 000, within 15 %
+    assert (d.direction, d.reason) == (Direction.HOLD, "within_target")
+
+
+def test_no_raise_without_a_backlog():
+    d = rows_decision(facts(10_000, batches([10_000] * 3), backlog_rows=0))
+    assert (d.direction, d.reason) == (Direction.HOLD, "no_backlog")
+
+
+def test_without_a_trigger_interval_the_target_batch_duration_is_aimed_at():
+    evaluation = evaluate(facts(10_000, batches([10_000]), trigger_interval_seconds=None), SETTINGS)
+    assert evaluation.rows.target_seconds == SETTINGS.target_batch_seconds
+
+
+def test_an_uncapped_query_gets_a_safe_first_cap_at_once():
+    assert rows_decision(facts(None)).recommended == SETTINGS.start_rows_per_partition
+    d = rows_decision(facts(None, memory=MemoryLimit(0.2, 40_000)))
+    assert (d.recommended, d.reason, d.direction) == (40_000, "first_batch_safe", Direction.UP)
+
+
+def test_risk_over_the_threshold_cuts_at_once_even_while_stabilising_but_once_per_completed_batch():
+    memory = TunerMemory(rows_changed_after=1)
+    d = rows_decision(facts(80_000, batches([80_000] * 3), memory=MemoryLimit(0.9, None)), memory)
+    assert (d.reason, d.recommended) == ("oom_risk", 40_000)
+    just_cut = TunerMemory(rows_changed_after=2)
+    assert rows_decision(facts(40_000, batches([80_000] * 3), memory=MemoryLimit(0.9, None)), just_cut).reason == \
+        "stabilising"
+
+
+def test_a_memory_failure_cuts_below_the_largest_batch_once_and_caps_later_raises():
+    f = facts(None, batches([200_000, 200_000]), failure=OOM_TEXT, failed_run="run-1")
+    d = rows_decision(f)
+    assert (d.reason, d.recommended) == ("memory_failure", 100_000)
+    memory = remember(TunerMemory(), (d,), evaluate(f, SETTINGS), applied=True)
+    assert memory.rows_ceiling == 200_000 and memory.handled_failure == "run-1"
+    # The same failure is not cut twice; later raises stay under memory_cut x the ceiling.
+    again = facts(100_000, batches([100_000] * 6, cost=1e-6, first_id=10), failure=OOM_TEXT, failed_run="run-1")
+    assert rows_decision(again, replace(memory, rows_changed_after=None)).recommended == 100_000
+
+
+def test_a_change_waits_for_batches_planned_after_it_the_one_batch_delay():
+    memory = TunerMemory(rows_changed_after=4)
+    found = batches([10_000] * 7)  # ids 0..6: batch 5 was planned before the change, 6 after it
+    assert rows_decision(facts(10_000, found), memory).reason == "stabilising"
+    more = batches([10_000] * 8)  # id 7: the second batch planned after the change (stabilisation_batches = 2)
+    assert rows_decision(facts(10_000, more), memory).reason == "fast_batches"
+
+
+def test_the_fixed_point_converges_and_then_stops_changing():
+    cap, memory, changes = 5_000, TunerMemory(), 0
+    history: list[Batch] = []
+    for batch_id in range(60):
+        history.append(Batch(batch_id, cap, cap, 0.5 + 1e-4 * cap))
+        f = facts(cap, tuple(history[-10:]), memory=MemoryLimit(0.1, None))
+        decisions = decide(evaluate(f, SETTINGS), memory, SETTINGS)
+        memory = remember(memory, decisions, evaluate(f, SETTINGS), applied=True)
+        d = decisions[0]
+        if d.direction != Direction.HOLD:
+            changes += 1
+            cap = d.recommended
+    assert 0.85 * 65_000 <= cap <= 65_000 and changes <= 6
+
+
+@pytest.mark.parametrize("text", [
+    OOM_TEXT,
+    "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n  File \"x\"\nMemoryError\n",
+    "ExecutorLostFailure: Container killed by YARN for exceeding memory limits",
+])
+def test_memory_failures_are_told_from_their_texts(text):
+    assert failed_of_memory(text)
+
+
+def test_other_failures_are_not_memory_failures():
+    assert not failed_of_memory("java.lang.IllegalStateException: boom")
+    assert not failed_of_memory(None)
+
+
+def write_decision(stats: WriteStats | None, size: int = 50_000, memory: TunerMemory = NEW):
+    f = Facts("q", "apply", None, size, write=stats, dyn_batch_size_ceiling=100_000)
+    return next(d for d in decide(evaluate(f, SETTINGS), memory, SETTINGS) if d.knob == DYN_BATCH_SIZE)
+
+
+def stats(calls: int = 4, rows: int = 200_000, slowest: float = 0.5, size: int = 50_000, **changes) -> WriteStats:
+    return replace(WriteStats(calls, rows, slowest * calls, slowest, size, batch_id=7), **changes)
+
+
+def test_fast_full_calls_add_a_step_and_never_pass_the_transaction_limit():
+    assert write_decision(stats()).recommended == 60_000
+    top = write_decision(stats(size=95_000, rows=380_000), size=95_000)
+    assert (top.recommended, top.reason) == (100_000, "fast_full_calls")
+
+
+def test_slow_calls_errors_and_retries_halve_the_rows_per_call():
+    assert (write_decision(stats(slowest=6.0)).recommended, write_decision(stats(slowest=6.0)).reason) == \
+        (25_000, "slow_calls")
+    assert write_decision(stats(errors=1)).reason == "failed_calls"
+    assert write_decision(stats(retries=2)).recommended == 25_000
+
+
+def test_partial_calls_and_statistics_of_an_older_value_or_batch_hold():
+    assert write_decision(stats(calls=4, rows=40_000)).reason == "calls_not_full"
+    assert write_decision(stats(size=40_000)).reason == "no_new_writes"
+    assert write_decision(stats(), memory=TunerMemory(judged_write_batch=7)).reason == "no_new_writes"
+    assert write_decision(None).direction == Direction.HOLD

@@ -1,0 +1,43 @@
+"""The sink records each batch's insert statistics where opsd reads them: every task counts its calls, the batch's
+commit (or abort, which counts a failed task as an error) stores their sum next to the sink's tuning document."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+from streaming_core.options import SinkOptions
+from streaming_core.sink import YtStreamWriter, plan_sink, write_rows
+from streaming_core.write_stats import read_write_stats
+from tests.sink_support import COPY_SCHEMA, make_table
+
+
+def _plan(yt, yt_root):
+    make_table(yt, f"{yt_root}/out", COPY_SCHEMA)
+    options = SinkOptions.parse({"path": f"{yt_root}/out", "cluster": yt.uri, "dyn_batch_size": "40",
+                                 "tuning_path": f"{yt_root}/tuning"}, {})
+    return plan_sink(options, T.StructType().add("data", "string").add("n", "long"), overwrite=False)
+
+
+def _rows(start: int, count: int) -> list[pa.RecordBatch]:
+    return [pa.record_batch({"data": [f"r{i}" for i in range(start, start + count)],
+                             "n": list(range(start, start + count))})]
+
+
+def test_a_committed_batch_stores_the_calls_rows_and_seconds_of_all_its_tasks(yt, yt_root):
+    plan = _plan(yt, yt_root)
+    parts = [write_rows(plan, iter(_rows(0, 100))), write_rows(plan, iter(_rows(100, 30)))]
+    assert (parts[0].stats.calls, parts[0].stats.rows, parts[0].stats.dyn_batch_size) == (3, 100, 40)
+
+    YtStreamWriter(plan).commit(parts, 7)
+
+    stats = read_write_stats(yt, f"{yt_root}/tuning")
+    assert (stats.batch_id, stats.calls, stats.rows, stats.errors, stats.dyn_batch_size) == (7, 4, 130, 0, 40)
+    assert 0 < stats.max_call_seconds <= stats.seconds
+
+
+def test_an_aborted_batch_counts_its_failed_tasks_as_errors(yt, yt_root):
+    plan = _plan(yt, yt_root)
+    YtStreamWriter(plan).abort([write_rows(plan, iter(_rows(0, 10))), None], 8)
+    stats = read_write_stats(yt, f"{yt_root}/tuning")
+    assert (stats.batch_id, stats.calls, stats.errors) == (8, 1, 1)

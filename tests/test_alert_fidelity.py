@@ -10,8 +10,7 @@ JSON Spark posts, the runner's restart report, a checkpoint and consumer that di
 going away), without a Spark query: none of these alerts needs one, and a Spark restart per fault costs minutes.
 
 Adding a fault is one `Fault` entry in `FAULTS`: the alert it must raise, the labels the page must carry, and how
-to inject it (e.g. "OOM risk high": a recorded memory prediction above the pool; "tuner pinned at a bound": a tuning
-decision held at its bound — both come with their checks' metrics).
+to inject it (e.g. "OOM risk high", when the OOM check's metrics exist: its recorded risk above the threshold).
 """
 
 from __future__ import annotations
@@ -220,6 +219,22 @@ def growing_backlog(opsd: Opsd, query: str) -> None:
     opsd.feeds.append(feed)
 
 
+def tuner_decision(current: int, recommended: int, direction: str, reason: str,
+                   bounds: tuple[int, int]) -> dict:
+    """The auto-tuner's view of one decision, as its check reports it to the recorder (mode apply)."""
+    return {"current": current, "recommended": recommended, "direction": direction, "reason": reason,
+            "mode": "apply", "applied": direction != "hold", "bounds": list(bounds)}
+
+
+def tuner_pinned(opsd: Opsd, query: str) -> None:
+    """Batches keep finishing fast: the tuner raises the cap to its upper bound and keeps recommending it there."""
+    opsd.start_query(query)
+    opsd.recorder.record_autotune(query, "max_rows_per_partition", tuner_decision(
+        200_000, 500_000, "up", "safe_cap", (1000, 500_000)), {})
+    opsd.feeds.append(lambda: opsd.recorder.record_autotune(query, "max_rows_per_partition", tuner_decision(
+        500_000, 500_000, "hold", "safe_cap", (1000, 500_000)), {}))
+
+
 def gone(opsd: Opsd, query: str) -> None:
     """The opsd endpoint goes away (the pod died or stopped answering)."""
     opsd.server.stop()
@@ -236,6 +251,8 @@ FAULTS = [
     Fault("behind trim", "OpsdOffsetDesyncUnsafe", desync(consumer_at=20, trim_to=25),
           {"severity": "critical", "state": "behind_trim"}),
     Fault("backlog growing", "OpsdBacklogGrowing", growing_backlog, {"severity": "warning"}),
+    Fault("tuner pinned at a bound", "OpsdTunerPinnedAtBound", tuner_pinned,
+          {"severity": "warning", "knob": "max_rows_per_partition", "bound": "max"}),
 ]
 
 
@@ -298,6 +315,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
     opsd = Opsd(metrics, recorder, listener, server, cluster_uri, cluster, workdir)
     opsd.start_query("healthy")
     opsd.recorder.record_tuning("healthy", max_rows_per_partition=1000, dyn_batch_size=50000)
+    for knob, current, bounds in (("max_rows_per_partition", 1000, (100, 100_000)),
+                                  ("dyn_batch_size", 50_000, (1000, 100_000))):  # the tuner holds within its bounds
+        opsd.recorder.record_autotune("healthy", knob, tuner_decision(
+            current, current, "hold", "stabilising", bounds), {})
     healthy_batches = iter(range(10**6))
     opsd.feeds.append(lambda: opsd.progress("healthy", (b := next(healthy_batches)), end=b * 10, latest=b * 10 + 3))
     # An idle query whose consumer lags its committed batch by one: healthy, and healed by the desync check.

@@ -26,6 +26,7 @@ EXPECTED_ALERTS = {
     "OpsdHighBatchDuration", "OpsdWatermarkDelayHigh", "OpsdQueryFailures", "OpsdChecksFailing",
     "OpsdListenerDroppingEvents", "OpsdMetricsAbsent", "OpsdQueryFailedPermanently", "OpsdOffsetDesyncUnsafe",
     "OpsdConsumerStuck", "OpsdLagHigh", "OpsdTimeToDrainLong",
+    "OpsdTunerPinnedAtBound",
 }
 
 

@@ -52,8 +52,8 @@ from tests.test_prometheus_scrape import PROMETHEUS, free_port
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 ALERTS_FILE = Path(__file__).resolve().parent.parent / "helm" / "opsd" / "files" / "alerts.yaml"
-#: Shipped durations are divided by this: a rule's `for: 5m` becomes 5 s here.
-SCALE = 60
+#: Shipped durations are divided by this: a rule's `for: 5m` becomes 2.5 s here, its 15-minute windows 7.5 s.
+SCALE = 120
 #: Prometheus' rule evaluation interval (scrapes are every second).
 EVALUATION_SECONDS = 2.0
 #: How long a healthy run lasts: the longest `for` of the rules, scaled (at least the issue's 5 scaled minutes).
@@ -381,8 +381,10 @@ def active_since(prometheus: str, alert: str, labels: dict[str, str]) -> float:
 def test_the_scaled_rules_are_the_shipped_rules_with_durations_divided_by_the_factor():
     rules = {rule["alert"]: rule for group in scaled_rules(ALERTS_FILE.read_text())["groups"]
              for rule in group["rules"]}
-    assert rules["OpsdQueryDown"]["for"] == "5000ms"
-    assert "[15000ms]" in rules["OpsdBacklogGrowing"]["expr"] and "offset 15000ms" in rules["OpsdQueryFailures"]["expr"]
+    assert rules["OpsdQueryDown"]["for"] == f"{5 * 60_000 // SCALE}ms"
+    fifteen_minutes = f"{15 * 60_000 // SCALE}ms"
+    assert f"[{fifteen_minutes}]" in rules["OpsdBacklogGrowing"]["expr"]
+    assert f"offset {fifteen_minutes}" in rules["OpsdQueryFailures"]["expr"]
     for name, rule in rules.items():
         shipped = SHIPPED[name]
         assert (rule["labels"], rule["annotations"]) == (shipped["labels"], shipped["annotations"])

@@ -56,8 +56,6 @@ ALERTS_FILE = Path(__file__).resolve().parent.parent / "helm" / "opsd" / "files"
 SCALE = 120
 #: Prometheus' rule evaluation interval (scrapes are every second).
 EVALUATION_SECONDS = 2.0
-#: How long a healthy run lasts: the longest `for` of the rules, scaled (at least the issue's 5 scaled minutes).
-HEALTHY_SECONDS = 15 * 60 / SCALE
 #: Waiting beyond the deadline before giving up, so a late alert is reported as late rather than as missing.
 GRACE_SECONDS = 60.0
 #: What the checks' background thread does every second: like opsd's scheduler, at the scaled pace.
@@ -92,6 +90,8 @@ def scaled_rules(text: str) -> dict:
 
 SHIPPED = {rule["alert"]: rule for group in yaml.safe_load(ALERTS_FILE.read_text())["groups"]
            for rule in group["rules"]}
+#: How long a healthy run lasts: the longest `for` of the rules, scaled (30 minutes: well over the issue's 5).
+HEALTHY_SECONDS = max(seconds(rule.get("for", "0s")) for rule in SHIPPED.values()) / SCALE
 
 
 def query_id(name: str) -> str:

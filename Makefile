@@ -40,13 +40,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# promtool and the Prometheus server are used by the tests (Debian package `prometheus`); tmux is the terminal the
-# demo's test watches the live view in.
+# promtool and the Prometheus server are used by the tests (Debian package `prometheus`), and Alertmanager by the
+# alert fidelity matrix (Debian package `prometheus-alertmanager`, binary `prometheus-alertmanager`); tmux is the
+# terminal the demo's test watches the live view in.
 system-packages:
 	@command -v promtool >/dev/null 2>&1 || { \
 	  echo "installing Debian package prometheus (promtool)"; \
 	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ $$(id -u) -ne 0 ] && echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq prometheus >/dev/null; }
+	@command -v prometheus-alertmanager >/dev/null 2>&1 || { \
+	  echo "installing Debian package prometheus-alertmanager"; \
+	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ $$(id -u) -ne 0 ] && echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq prometheus-alertmanager >/dev/null; }
 	@command -v tmux >/dev/null 2>&1 || { \
 	  echo "installing Debian package tmux"; \
 	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ $$(id -u) -ne 0 ] && echo sudo); \

@@ -16,19 +16,25 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from grafana.promql import defined_series, unknown_labels, unknown_metrics
+from grafana.promql import SCRAPE_LABELS, defined_series, unknown_labels, unknown_metrics
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+ALERTS_FILE = REPO_ROOT / "helm" / "opsd" / "files" / "alerts.yaml"
 OUTPUT_DIRS = (REPO_ROOT / "grafana" / "dashboards", REPO_ROOT / "helm" / "opsd" / "files" / "dashboards")
 
 # Every panel and variable queries the data source picked in the `datasource` variable, so the
 # dashboard imports into any Grafana whatever its Prometheus data source is called.
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-# The matcher every per-query selector carries; a test checks no panel forgets it.
+# The matcher every per-query selector of the overview carries; a test checks no panel forgets it.
 Q = 'query=~"$query"'
+# The drill-down's matcher: one pipeline of one opsd (namespace and instance keep two releases' same-named
+# queries apart).
+P = 'namespace=~"$namespace", instance=~"$instance", query="$pipeline"'
+# The runbooks: sections of the chart README, one per alert (the alert rules' runbook_url links the same).
+RUNBOOK_BASE = "https://github.com/yt-streaming-opsd/yt-streaming-opsd/blob/main/helm/opsd/README.md"
 GRID_WIDTH = 24
 BATCH_DURATION = "opsd_batch_duration_seconds"
-_LABEL_VALUES = re.compile(r"label_values\((\w+),\s*(\w+)\)")
+_LABEL_VALUES = re.compile(r"label_values\((\w+)(?:\{[^}]*\})?,\s*(\w+)\)")
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,10 @@ class Panel:
     height: int = 8
     # For state timelines of 0/1 gauges: (text, colour) shown for 0 and for 1.
     states: tuple[tuple[str, str], tuple[str, str]] | None = None
+    # A value from which the panel turns red (drawn as a line): the threshold of the alert on it.
+    bad_above: float | None = None
+    # The alert whose runbook the description links.
+    runbook: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,20 +81,115 @@ def quantile(q: float, metric: str, by: str, matchers: str) -> str:
     )
 
 
-def boolean_panel(title: str, description: str, expr: str, one: str, one_is_good: bool = False) -> Panel:
+def boolean_panel(title: str, description: str, expr: str, one: str, one_is_good: bool = False,
+                  runbook: str | None = None) -> Panel:
     """A state timeline of a 0/1 gauge per query, so a flapping query shows as stripes."""
     good, bad = "green", "red"
     states = (("no", bad), (one, good)) if one_is_good else (("no", good), (one, bad))
-    return Panel(title, description, (Target(expr, "{{query}}"),), kind="state-timeline", width=8,
-                 states=states)
+    width = 8 if runbook is None else 6
+    return Panel(title, description, (Target(expr, "{{query}}"),), kind="state-timeline", width=width,
+                 states=states, runbook=runbook)
 
 
-def knob_panel(title: str, in_force: str, knob: str, description: str) -> Panel:
+def silence_panel(matcher: str, width: int) -> Panel:
+    """Seconds since the last progress and since opsd last heard from the query (progress or idle event): an idle
+    query is heard from every few seconds, so only a query silent on both counts looks stalled."""
+    return Panel("Time since last progress and since heard from", "Seconds since the last micro-batch and since the "
+                 "last progress or idle event: an idle query's last batch is old but it is heard from; a stalled one "
+                 "is not heard from either.", (
+                     Target(f"time() - opsd_last_progress_timestamp_seconds{{{matcher}}}", "{{query}} progress"),
+                     Target(f"time() - opsd_last_heard_timestamp_seconds{{{matcher}}}", "{{query}} heard from"),
+                 ), unit="s", width=width, runbook="OpsdQueryStalled")
+
+
+def lag_row(matcher: str, who: str) -> Row:
+    """Unread rows, lag, rates and time to drain of the queries ``matcher`` selects; ``who`` starts each legend."""
+    return Row("Backlog, lag and time to drain", (
+        Panel("Unread rows per partition", "The queue's end minus the next row the query reads.", (
+            Target(f"opsd_queue_unread_rows{{{matcher}}}", who + "{{queue}}/{{partition}}"),
+        ), unit="suffix:rows", width=6, runbook="OpsdBacklogGrowing"),
+        Panel("Lag per partition", "Age of the next row to read; 0 when nothing is unread. Red above the OpsdLagHigh "
+              "threshold (15 minutes).", (
+                  Target(f"opsd_queue_lag_seconds{{{matcher}}}", who + "{{queue}}/{{partition}}"),
+              ), unit="s", width=6, bad_above=900, runbook="OpsdLagHigh"),
+        Panel("Queue input vs read rows/s", "Rows written to the queues against rows the query moved past, averaged "
+              "over opsd's lag window.", (
+                  Target(f"opsd_queue_input_rows_per_second{{{matcher}}}", who + "input"),
+                  Target(f"opsd_queue_read_rows_per_second{{{matcher}}}", who + "read"),
+              ), unit="suffix:rows/s", width=6),
+        Panel("Time to drain", "Backlog / (read rate - input rate); +Inf (not drawn) while not draining. Red above "
+              "the OpsdTimeToDrainLong threshold (1 hour).", (
+                  Target(f"opsd_time_to_drain_seconds{{{matcher}}}", "{{query}}"),
+              ), unit="s", width=6, bad_above=3600, runbook="OpsdTimeToDrainLong"),
+    ))
+
+
+def state_row(matcher: str, who: str) -> Row:
+    """Event time and state of the queries ``matcher`` selects; ``who`` starts each legend."""
+    return Row("State and event time", (
+        Panel("Watermark delay", "Progress time minus the event-time watermark. Red above the OpsdWatermarkDelayHigh "
+              "threshold (15 minutes).", (
+                  Target(f"opsd_watermark_delay_seconds{{{matcher}}}", "{{query}}"),
+              ), unit="s", width=8, bad_above=900, runbook="OpsdWatermarkDelayHigh"),
+        Panel("State rows", "Rows held by each stateful operator.", (
+            Target(f"opsd_state_rows{{{matcher}}}", who + "{{operator}}"),
+        ), unit="suffix:rows", width=8),
+        Panel("State memory", "Memory used by each stateful operator's state store.", (
+            Target(f"opsd_state_memory_bytes{{{matcher}}}", who + "{{operator}}"),
+        ), unit="bytes", width=8),
+    ))
+
+
+def memory_row(matcher: str, who: str) -> Row:
+    """The OOM check's view of the next batch of the queries ``matcher`` selects; ``who`` starts each legend."""
+    return Row("OOM risk of the next batch", (
+        Panel("OOM risk", "Predicted peak of the next micro-batch over each memory pool's limit; 1.0 = out of memory. "
+              "Red at the OpsdOomRiskHigh threshold (0.9).", (
+                  Target(f"opsd_oom_risk{{{matcher}}}", who + "{{pool}}"),
+              ), unit="percentunit", width=8, bad_above=0.9, runbook="OpsdOomRiskHigh"),
+        Panel("Memory peak: predicted, observed, limit",
+              "Per pool: the next batch's predicted peak, the last batch's measured peak, the pool's limit.",
+              tuple(Target(f"opsd_oom_{series}_bytes{{{matcher}}}", f"{who}{{{{pool}}}} {series}")
+                    for series in ("predicted_peak", "observed_peak", "limit")), unit="bytes", width=8),
+        Panel("Next batch size", "Planned bytes of the next micro-batch (backlog under the cap in force).", (
+            Target(f"opsd_oom_batch_bytes{{{matcher}}}", who + "bytes"),
+        ), unit="bytes", width=8),
+        Panel("Safe max_rows_per_partition",
+              "Largest cap that keeps every pool's OOM risk under the target, against the cap in force.", (
+                  Target(f"opsd_oom_safe_max_rows_per_partition{{{matcher}}}", who + "safe"),
+                  Target(f"opsd_tuning_max_rows_per_partition{{{matcher}}}", who + "in force"),
+              ), unit="suffix:rows"),
+        Panel("Memory failures", "Failures whose cause is memory, by the pool the failure blames.", (
+            Target(f"sum by (query, pool) (increase(opsd_memory_failures_total{{{matcher}}}[$__rate_interval]))",
+                   who + "{{pool}}"),
+        ), unit="short"),
+    ))
+
+
+def tuning_row(matcher: str, who: str) -> Row:
+    """The live-tuning knobs (in force, recommended, bounds) and the auto-tuner's decisions for the queries ``matcher``
+    selects; ``who`` starts each legend."""
+    return Row("Live tuning", (
+        knob_panel("max_rows_per_partition", "opsd_tuning_max_rows_per_partition", "max_rows_per_partition",
+                   "Read limit per partition in force for the query's source (tuning document, else the option)",
+                   matcher, who),
+        knob_panel("dynBatchSize", "opsd_tuning_dyn_batch_size", "dyn_batch_size",
+                   "Rows per insert in force for the query's yt sink (tuning document, else the option or conf)",
+                   matcher, who),
+        Panel("Auto-tuner decisions", "Changes the auto-tuner decided, by knob, direction and reason (holds "
+              "left out); on the pipeline dashboard each is an annotation too.", (
+                  Target(f'sum by (query, knob, direction, reason) (increase(opsd_autotune_decisions_total{{{matcher}, '
+                         f'direction!="hold"}}[$__rate_interval]))', who + "{{knob}} {{direction}} {{reason}}"),
+              ), unit="short", width=8),
+    ))
+
+
+def knob_panel(title: str, in_force: str, knob: str, description: str, matcher: str, who: str) -> Panel:
     """A live-tuning knob: the value in force, the auto-tuner's recommendation and its bounds."""
     return Panel(title, f"{description}, the auto-tuner's recommendation and its bounds.", (
-        Target(f"{in_force}{{{Q}}}", "{{query}} in force"),
-        Target(f'opsd_autotune_recommended{{{Q}, knob="{knob}"}}', "{{query}} recommended"),
-        Target(f'opsd_autotune_bound{{{Q}, knob="{knob}"}}', "{{query}} {{bound}}"),
+        Target(f"{in_force}{{{matcher}}}", who + "in force"),
+        Target(f'opsd_autotune_recommended{{{matcher}, knob="{knob}"}}', who + "recommended"),
+        Target(f'opsd_autotune_bound{{{matcher}, knob="{knob}"}}', who + "{{bound}}"),
     ), unit="suffix:rows", width=8)
 
 
@@ -112,10 +217,7 @@ def overview_rows() -> tuple[Row, ...]:
                              f"(increase(opsd_query_failures_total{{{Q}}}[$__rate_interval]))",
                              "{{query}} {{exception}}"),
                   )),
-            Panel("Time since last progress",
-                  "Seconds since the query last reported progress; grows while a batch runs or hangs.", (
-                      Target(f"time() - opsd_last_progress_timestamp_seconds{{{Q}}}", "{{query}}"),
-                  ), unit="s"),
+            silence_panel(Q, width=12),
         )),
         Row("Micro-batches", (
             Panel("Batch duration p50 by phase", "Median duration of each micro-batch phase.", (
@@ -147,22 +249,7 @@ def overview_rows() -> tuple[Row, ...]:
                 Target(f"opsd_source_end_offset{{{Q}}}", "{{query}} {{queue}}/{{partition}} end"),
             )),
         )),
-        Row("Backlog, lag and time to drain", (
-            Panel("Unread rows per partition", "The queue's end minus the next row the query reads.", (
-                Target(f"opsd_queue_unread_rows{{{Q}}}", "{{query}} {{queue}}/{{partition}}"),
-            ), unit="suffix:rows", width=6),
-            Panel("Lag per partition", "Age of the next row to read; 0 when nothing is unread.", (
-                Target(f"opsd_queue_lag_seconds{{{Q}}}", "{{query}} {{queue}}/{{partition}}"),
-            ), unit="s", width=6),
-            Panel("Queue input vs read rows/s", "Rows written to the queues against rows the query moved past, "
-                  "averaged over opsd's lag window.", (
-                      Target(f"opsd_queue_input_rows_per_second{{{Q}}}", "{{query}} input"),
-                      Target(f"opsd_queue_read_rows_per_second{{{Q}}}", "{{query}} read"),
-                  ), unit="suffix:rows/s", width=6),
-            Panel("Time to drain", "Backlog / (read rate - input rate); +Inf (not drawn) while not draining.", (
-                Target(f"opsd_time_to_drain_seconds{{{Q}}}", "{{query}}"),
-            ), unit="s", width=6),
-        )),
+        lag_row(Q, "{{query}} "),
         Row("Offset desync", (
             Panel("Desync state per partition",
                   "1 for the state of each queue partition: the checkpoint's committed batch against the consumer "
@@ -177,50 +264,9 @@ def overview_rows() -> tuple[Row, ...]:
                        "{{query}} {{outcome}}"),
             ), width=8),
         )),
-        Row("State and event time", (
-            Panel("Watermark delay", "Progress time minus the event-time watermark.", (
-                Target(f"opsd_watermark_delay_seconds{{{Q}}}", "{{query}}"),
-            ), unit="s", width=8),
-            Panel("State rows", "Rows held by each stateful operator.", (
-                Target(f"opsd_state_rows{{{Q}}}", "{{query}} {{operator}}"),
-            ), unit="suffix:rows", width=8),
-            Panel("State memory", "Memory used by each stateful operator's state store.", (
-                Target(f"opsd_state_memory_bytes{{{Q}}}", "{{query}} {{operator}}"),
-            ), unit="bytes", width=8),
-        )),
-        Row("Live tuning", (
-            knob_panel("max_rows_per_partition", "opsd_tuning_max_rows_per_partition", "max_rows_per_partition",
-                       "Read limit per partition in force for the query's source (tuning document, else the option)"),
-            knob_panel("dynBatchSize", "opsd_tuning_dyn_batch_size", "dyn_batch_size",
-                       "Rows per insert in force for the query's yt sink (tuning document, else the option or conf)"),
-            Panel("Auto-tuner decisions", "Changes the auto-tuner decided, by knob, direction and reason (holds "
-                  "left out).", (
-                Target(f'sum by (query, knob, direction, reason) (increase(opsd_autotune_decisions_total{{{Q}, '
-                       f'direction!="hold"}}[$__rate_interval]))', "{{query}} {{knob}} {{direction}} {{reason}}"),
-            ), unit="short", width=8),
-        )),
-        Row("OOM risk of the next batch", (
-            Panel("OOM risk",
-                  "Predicted peak of the next micro-batch over each memory pool's limit; 1.0 = out of memory.", (
-                Target(f"opsd_oom_risk{{{Q}}}", "{{query}} {{pool}}"),
-            ), unit="percentunit", width=8),
-            Panel("Memory peak: predicted, observed, limit",
-                  "Per pool: the next batch's predicted peak, the last batch's measured peak, the pool's limit.",
-                  tuple(Target(f"opsd_oom_{series}_bytes{{{Q}}}", f"{{{{query}}}} {{{{pool}}}} {series}")
-                        for series in ("predicted_peak", "observed_peak", "limit")), unit="bytes", width=8),
-            Panel("Next batch size", "Planned bytes of the next micro-batch (backlog under the cap in force).", (
-                Target(f"opsd_oom_batch_bytes{{{Q}}}", "{{query}}"),
-            ), unit="bytes", width=8),
-            Panel("Safe max_rows_per_partition",
-                  "Largest cap that keeps every pool's OOM risk under the target, against the cap in force.", (
-                Target(f"opsd_oom_safe_max_rows_per_partition{{{Q}}}", "{{query}} safe"),
-                Target(f"opsd_tuning_max_rows_per_partition{{{Q}}}", "{{query}} in force"),
-            ), unit="suffix:rows"),
-            Panel("Memory failures", "Failures whose cause is memory, by the pool the failure blames.", (
-                Target(f"sum by (query, pool) (increase(opsd_memory_failures_total{{{Q}}}[$__rate_interval]))",
-                       "{{query}} {{pool}}"),
-            ), unit="short"),
-        )),
+        state_row(Q, "{{query}} "),
+        tuning_row(Q, "{{query}} "),
+        memory_row(Q, "{{query}} "),
         Row("opsd itself", (
             Panel("Check errors", "Runs and failed runs of opsd's periodic checks.", (
                 Target("sum by (check) (rate(opsd_check_errors_total[$__rate_interval]))",
@@ -242,6 +288,82 @@ def overview_rows() -> tuple[Row, ...]:
     )
 
 
+def pipeline_rows() -> tuple[Row, ...]:
+    """The rows of the per-pipeline drill-down: one query of one opsd, from its state down to its tuning."""
+    return (
+        Row("State", (
+            boolean_panel("Up", "1 while the query is active.", f"opsd_query_up{{{P}}}", "up", one_is_good=True,
+                          runbook="OpsdQueryDown"),
+            boolean_panel("Crash loop", "1 while the restart backoff is at its cap.",
+                          f"opsd_query_crash_loop{{{P}}}", "crash loop", runbook="OpsdQueryCrashLooping"),
+            boolean_panel("Stalled", "1 when no progress is made although the sources have backlog; an idle query "
+                          "(nothing to read) is not stalled.", f"opsd_query_stalled{{{P}}}", "stalled",
+                          runbook="OpsdQueryStalled"),
+            boolean_panel("Failed permanently", "1 when opsd stopped the query for good (a config or code error).",
+                          f"opsd_query_failed_permanently{{{P}}}", "failed", runbook="OpsdQueryFailedPermanently"),
+            silence_panel(P, width=8),
+            Panel("Terminations, failures by exception", "Lifecycle events per interval.", (
+                Target(f"increase(opsd_query_terminations_total{{{P}}}[$__rate_interval])", "{{query}} terminations"),
+                Target(f"sum by (query, exception) (increase(opsd_query_failures_total{{{P}}}[$__rate_interval]))",
+                       "{{query}} {{exception}}"),
+            ), width=8, runbook="OpsdQueryFailures"),
+            Panel("Last batch id", "Id of the last micro-batch that reported progress.", (
+                Target(f"opsd_last_batch_id{{{P}}}", "{{query}}"),
+            ), width=8),
+        )),
+        lag_row(P, ""),
+        Row("Offset desync: consumer vs checkpoint", (
+            Panel("Desync state per partition", "The state of each partition (1 = in that state): in_sync, "
+                  "lagging_one_batch (an idle query's late acknowledgement), stuck, consumer_ahead, behind_trim.", (
+                      Target(f"opsd_desync_state{{{P}}} == 1", "{{queue}}/{{partition}} {{state}}"),
+                  ), width=8, runbook="OpsdOffsetDesyncUnsafe"),
+            Panel("Checkpoint minus consumer", "The checkpoint's next row minus the consumer's offset, per partition; "
+                  "negative: the consumer is ahead (a restart skips rows).", (
+                      Target(f"opsd_desync_rows{{{P}}}", "{{queue}}/{{partition}}"),
+                  ), unit="suffix:rows", width=8, runbook="OpsdConsumerStuck"),
+            Panel("Heals", "Heals of lagging consumers per interval, by outcome.", (
+                Target(f"sum by (query, outcome) (increase(opsd_desync_heals_total{{{P}}}[$__rate_interval]))",
+                       "{{outcome}}"),
+            ), width=8),
+        )),
+        Row("Micro-batches", (
+            Panel("Batch duration p95 by phase", "95th percentile of each phase: addBatch is the work, latestOffset / "
+                  "getBatch the source, walCommit / commitOffsets the checkpoint. Red above the OpsdHighBatchDuration "
+                  "threshold (2 minutes).", (
+                      Target(quantile(0.95, BATCH_DURATION, "query, phase", P), "{{phase}}"),
+                  ), unit="s", bad_above=120, runbook="OpsdHighBatchDuration"),
+            Panel("Input vs processed rows/s", "Arrival rate against processing rate of the last batch.", (
+                Target(f"opsd_input_rows_per_second{{{P}}}", "input"),
+                Target(f"opsd_processed_rows_per_second{{{P}}}", "processed"),
+            ), unit="suffix:rows/s"),
+            Panel("Backlog per partition, batch end vs latest", "Rows waiting in each partition as the last batch saw "
+                  "them; the last batch's end offset against the latest available one.", (
+                      Target(f"opsd_source_backlog_rows{{{P}}}", "{{queue}}/{{partition}} backlog"),
+                      Target(f"opsd_source_end_offset{{{P}}}", "{{queue}}/{{partition}} batch end"),
+                      Target(f"opsd_source_latest_offset{{{P}}}", "{{queue}}/{{partition}} latest"),
+                  ), width=12),
+            Panel("Rows read and written", "Rows per second from the input and output row counters.", (
+                Target(f"rate(opsd_input_rows_total{{{P}}}[$__rate_interval])", "read"),
+                Target(f"rate(opsd_output_rows_total{{{P}}}[$__rate_interval])", "written"),
+            ), unit="suffix:rows/s", width=12),
+        )),
+        state_row(P, ""),
+        tuning_row(P, ""),
+        memory_row(P, ""),
+    )
+
+
+#: The drill-down's annotations: (name, colour, expression that is > 0 at the event).
+PIPELINE_ANNOTATIONS = (
+    ("Restarts", "orange", f"increase(opsd_query_restarts_total{{{P}}}[2m]) > 0"),
+    ("Failures", "red", f"sum by (query) (increase(opsd_query_failures_total{{{P}}}[2m])) > 0"),
+    ("Tuning decisions", "blue", f'sum by (query, knob, direction, reason) (increase(opsd_autotune_decisions_total'
+                                 f'{{{P}, direction!="hold"}}[2m])) > 0 '
+                                 f"or changes(opsd_tuning_max_rows_per_partition{{{P}}}[2m]) > 0 "
+                                 f"or changes(opsd_tuning_dyn_batch_size{{{P}}}[2m]) > 0"),
+)
+
+
 def target_json(target: Target, ref_id: str) -> dict:
     """A Prometheus target; instant targets feed tables, which need one row per series."""
     body = {"datasource": DATASOURCE, "expr": target.expr, "legendFormat": target.legend, "refId": ref_id}
@@ -259,7 +381,17 @@ def panel_options(panel: Panel) -> tuple[dict, dict]:
     if panel.kind == "table":
         return {}, {"showHeader": True}
     legend = {"calcs": ["lastNotNull", "max"], "displayMode": "table", "placement": "bottom"}
-    return {"unit": panel.unit}, {"legend": legend, "tooltip": {"mode": "multi", "sort": "desc"}}
+    defaults: dict = {"unit": panel.unit}
+    if panel.bad_above is not None:
+        defaults |= {"thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None},
+                                                                  {"color": "red", "value": panel.bad_above}]},
+                     "custom": {"thresholdsStyle": {"mode": "line"}}}
+    return defaults, {"legend": legend, "tooltip": {"mode": "multi", "sort": "desc"}}
+
+
+def runbook_url(alert: str) -> str:
+    """The runbook section of ``alert`` (GitHub's anchor of its heading)."""
+    return f"{RUNBOOK_BASE}#{alert.lower()}"
 
 
 def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict:
@@ -267,7 +399,7 @@ def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict:
     defaults, options = panel_options(panel)
     return {
         "datasource": DATASOURCE,
-        "description": panel.description,
+        "description": panel.description + (f" Runbook: {runbook_url(panel.runbook)}" if panel.runbook else ""),
         "fieldConfig": {"defaults": defaults, "overrides": []},
         "gridPos": {"h": panel.height, "w": panel.width, "x": x, "y": y},
         "id": panel_id,
@@ -296,46 +428,88 @@ def layout(rows: tuple[Row, ...]) -> Iterator[dict]:
         y += line_height
 
 
+DATASOURCE_VARIABLE = {"current": {}, "hide": 0, "label": "Data source", "name": "datasource",
+                       "query": "prometheus", "refresh": 1, "regex": "", "type": "datasource"}
+
+
+def query_variable(name: str, label: str, query: str, *, everything: bool) -> dict:
+    """A variable listing the values of a label (``label_values(...)``); ``everything`` adds All (``.*``)."""
+    variable = {"current": {}, "datasource": DATASOURCE, "definition": query, "hide": 0, "includeAll": everything,
+                "label": label, "multi": everything, "name": name, "query": query, "refresh": 2, "regex": "",
+                "sort": 1, "type": "query"}
+    return variable | ({"allValue": ".*"} if everything else {})
+
+
 def templating() -> dict:
     """The data source and query variables; `query` lists every query opsd reports on."""
-    datasource = {"current": {}, "hide": 0, "label": "Data source", "name": "datasource",
-                  "query": "prometheus", "refresh": 1, "regex": "", "type": "datasource"}
-    query = {"allValue": ".*", "current": {}, "datasource": DATASOURCE,
-             "definition": "label_values(opsd_query_up, query)", "hide": 0, "includeAll": True,
-             "label": "Query", "multi": True, "name": "query",
-             "query": "label_values(opsd_query_up, query)", "refresh": 2, "regex": "", "sort": 1,
-             "type": "query"}
-    return {"list": [datasource, query]}
+    query = query_variable("query", "Query", "label_values(opsd_query_up, query)", everything=True)
+    return {"list": [DATASOURCE_VARIABLE, query]}
 
 
-def overview() -> dict:
-    """The opsd overview dashboard: one screen from "is it up" down to opsd's own health."""
+def pipeline_templating() -> dict:
+    """Data source, then namespace, instance and pipeline, each narrowed by the ones before it."""
+    return {"list": [
+        DATASOURCE_VARIABLE,
+        query_variable("namespace", "Namespace", "label_values(opsd_build_info, namespace)", everything=True),
+        query_variable("instance", "opsd", 'label_values(opsd_build_info{namespace=~"$namespace"}, instance)',
+                       everything=True),
+        query_variable("pipeline", "Pipeline",
+                       'label_values(opsd_query_up{namespace=~"$namespace", instance=~"$instance"}, query)',
+                       everything=False),
+    ]}
+
+
+def annotation_json(name: str, color: str, expr: str) -> dict:
+    return {"datasource": DATASOURCE, "enable": True, "expr": expr, "iconColor": color, "name": name,
+            "step": "30s", "titleFormat": name, "useValueForTime": False}
+
+
+def dashboard_json(uid: str, title: str, description: str, rows: tuple[Row, ...], templating_list: dict, *,
+                   annotations: list[dict] | None = None, links: list[dict] | None = None) -> dict:
+    """A dashboard of ``rows`` with the settings every opsd dashboard shares."""
     return {
-        "annotations": {"list": []},
-        "description": "Streaming queries run by opsd: health, micro-batches, backlog, state, tuning.",
+        "annotations": {"list": annotations or []},
+        "description": description,
         "editable": True,
         "graphTooltip": 1,
-        "links": [],
-        "panels": list(layout(overview_rows())),
+        "links": links or [],
+        "panels": list(layout(rows)),
         "refresh": "30s",
         "schemaVersion": 39,
         "tags": ["opsd", "spark", "ytsaurus"],
-        "templating": templating(),
+        "templating": templating_list,
         "time": {"from": "now-6h", "to": "now"},
         "timezone": "",
-        "title": "opsd overview",
-        "uid": "opsd-overview",
+        "title": title,
+        "uid": uid,
         "version": 1,
     }
 
 
-DASHBOARDS = {"opsd-overview.json": overview}
+def overview() -> dict:
+    """The opsd overview dashboard: one screen from "is it up" down to opsd's own health."""
+    return dashboard_json("opsd-overview", "opsd overview",
+                          "Streaming queries run by opsd: health, micro-batches, backlog, state, tuning.",
+                          overview_rows(), templating())
+
+
+def pipeline() -> dict:
+    """The per-pipeline drill-down: one query of one opsd, with restarts, failures and tuning as annotations."""
+    return dashboard_json(
+        "opsd-pipeline", "opsd pipeline", "One streaming query of one opsd: state, backlog and lag per partition, "
+        "offset desync, micro-batches, tuning.", pipeline_rows(), pipeline_templating(),
+        annotations=[annotation_json(*item) for item in PIPELINE_ANNOTATIONS],
+        links=[{"title": "opsd overview", "type": "link", "url": "/d/opsd-overview"}])
+
+
+DASHBOARDS = {"opsd-overview.json": overview, "opsd-pipeline.json": pipeline}
 
 
 def expressions(dashboard: dict) -> Iterator[str]:
-    """Every PromQL expression of a dashboard's panels."""
+    """Every PromQL expression of a dashboard's panels and annotations."""
     for panel in dashboard["panels"]:
         yield from (target["expr"] for target in panel.get("targets", []))
+    yield from (annotation["expr"] for annotation in dashboard["annotations"]["list"])
 
 
 def variable_sources(dashboard: dict) -> Iterator[tuple[str, str]]:
@@ -353,7 +527,7 @@ def problems(dashboard: dict) -> Iterator[str]:
             yield f"{expr!r}: unknown metrics {sorted(unknown_metrics(expr))}, labels {unknown_labels(expr)}"
     series = defined_series()
     for metric, label in variable_sources(dashboard):
-        if metric not in series or label not in series[metric].labels:
+        if metric not in series or label not in (*series[metric].labels, *SCRAPE_LABELS):
             yield f"variable label_values({metric}, {label}): no such metric or label"
 
 

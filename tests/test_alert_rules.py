@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from grafana.build import RUNBOOK_BASE
 from grafana.promql import unknown_labels, unknown_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,8 +25,10 @@ EXPECTED_ALERTS = {
     "OpsdQueryDown", "OpsdQueryCrashLooping", "OpsdQueryStalled", "OpsdBacklogGrowing",
     "OpsdHighBatchDuration", "OpsdWatermarkDelayHigh", "OpsdQueryFailures", "OpsdChecksFailing",
     "OpsdListenerDroppingEvents", "OpsdMetricsAbsent", "OpsdQueryFailedPermanently", "OpsdOffsetDesyncUnsafe",
-    "OpsdConsumerStuck", "OpsdOomRiskHigh",
+    "OpsdConsumerStuck", "OpsdLagHigh", "OpsdTimeToDrainLong",
+    "OpsdTunerPinnedAtBound", "OpsdOomRiskHigh",
 }
+
 
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
                                     reason="promtool not on PATH (Debian package prometheus; `make test` installs it)")
@@ -84,3 +87,18 @@ def test_alert_has_a_severity_a_summary_and_a_description(rule):
 def test_every_alert_has_a_runbook_section_in_the_chart_readme():
     headings = set(re.findall(r"^###\s+(\w+)\s*$", CHART_README.read_text(), flags=re.MULTILINE))
     assert EXPECTED_ALERTS - headings == set()
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors a Markdown renderer (GitHub's rule) gives the headings: lower case, punctuation dropped,
+    spaces as hyphens."""
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*$", markdown, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("rule", alert_rules(), ids=lambda rule: rule["alert"])
+def test_alert_links_its_runbook_section_by_an_anchor_the_readme_has(rule):
+    base, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+    assert base == RUNBOOK_BASE
+    assert anchor == rule["alert"].lower()
+    assert anchor in heading_anchors(CHART_README.read_text())

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from opsd.cli import main
 from opsd.cli.main import INTERRUPTED, build_parser
 from opsd.config.models import OpsdConfig
-from opsd.config.reference import config_reference
+from opsd.config.reference import MARKDOWN_PATH, config_reference
 
 OPSD = [sys.executable, "-m", "opsd.cli"]
 
@@ -66,6 +66,7 @@ def test_run_help_lists_every_config_key_with_its_default() -> None:
     text = help_of("run")
 
     assert "The config file (YAML), key by key with defaults:" in text
+    assert f"With types, as one table: {MARKDOWN_PATH}" in text
     assert "port = 9108: port to bind" in text
     assert "format = auto: json: one JSON object per line" in text
     reference = config_reference()

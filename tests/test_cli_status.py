@@ -66,3 +66,8 @@ def test_names_too_long_for_the_width_fold_instead_of_being_cut() -> None:
 ])
 def test_state_word_names_the_most_urgent_state(query: dict, word: str) -> None:
     assert state_word(query) == word
+
+
+def test_the_spark_ui_address_is_printed_when_the_daemon_serves_one() -> None:
+    assert rendered({**DOCUMENT, "spark_ui": "http://10.0.0.7:4040"})[-1] == "Spark UI: http://10.0.0.7:4040"
+    assert not [line for line in rendered(DOCUMENT) if "Spark UI" in line]

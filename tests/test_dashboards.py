@@ -18,8 +18,12 @@ from opsd.telemetry.metrics import METRIC_DEFINITIONS
 DASHBOARD = build.overview()
 TARGETS = [(panel["title"], target) for panel in DASHBOARD["panels"] for target in panel.get("targets", [])]
 QUERY_MATCHER = "=~$query"
+PIPELINE = build.pipeline()
+PIPELINE_PANELS = [panel for panel in PIPELINE["panels"] if panel["type"] != "row"]
+PIPELINE_EXPRESSIONS = list(build.expressions(PIPELINE))
 # What Grafana substitutes before the query reaches Prometheus.
-GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$query": ".*"}
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$query": ".*", "$namespace": ".*", "$instance": ".*",
+                     "$pipeline": "clicks"}
 
 
 def target_id(item: tuple[str, dict]) -> str:
@@ -101,8 +105,7 @@ def test_panels_do_not_overlap_and_fit_the_grid():
 def test_every_panel_query_is_valid_promql(tmp_path):
     """promtool parses each expression as a recording rule, after Grafana's variable substitution."""
     rules = []
-    for index, (_, target) in enumerate(TARGETS):
-        expr = target["expr"]
+    for index, expr in enumerate([target["expr"] for _, target in TARGETS] + PIPELINE_EXPRESSIONS):
         for variable, value in GRAFANA_VARIABLES.items():
             expr = expr.replace(variable, value)
         rules.append({"record": f"dashboard:expr_{index}", "expr": expr})
@@ -111,3 +114,54 @@ def test_every_panel_query_is_valid_promql(tmp_path):
     result = subprocess.run(["promtool", "check", "rules", str(rule_file)],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("expr", PIPELINE_EXPRESSIONS)
+def test_the_drill_down_selects_one_pipeline_of_one_namespace_and_instance(expr):
+    """Two releases with the same query name must not merge: every per-query selector names all three."""
+    assert unknown_metrics(expr) == set() and unknown_labels(expr) == {}
+    labelled = per_query_metrics(expr)
+    assert labelled
+    for name, matchers in selectors(expr):
+        if name in labelled:
+            scope = {label: matchers.get(label) for label in ("namespace", "instance", "query")}
+            assert scope == {"namespace": "=~$namespace", "instance": "=~$instance", "query": "=$pipeline"}, name
+
+
+def test_the_drill_down_variables_narrow_namespace_then_instance_then_one_pipeline():
+    variables = {v["name"]: v for v in PIPELINE["templating"]["list"]}
+    assert list(variables) == ["datasource", "namespace", "instance", "pipeline"]
+    assert variables["pipeline"]["multi"] is False and variables["pipeline"]["includeAll"] is False
+    assert "$namespace" in variables["instance"]["query"]
+    assert {"$namespace", "$instance"} <= set(re.findall(r"\$\w+", variables["pipeline"]["query"]))
+    assert list(build.problems(PIPELINE)) == []
+
+
+def test_the_drill_down_annotates_restarts_failures_and_tuning_decisions():
+    annotations = {a["name"]: a["expr"] for a in PIPELINE["annotations"]["list"]}
+    assert set(annotations) == {"Restarts", "Failures", "Tuning decisions"}
+    assert "opsd_query_restarts_total" in annotations["Restarts"]
+    assert "opsd_query_failures_total" in annotations["Failures"]
+    assert "opsd_tuning_max_rows_per_partition" in annotations["Tuning decisions"]
+
+
+def test_drill_down_panels_on_an_alerted_metric_link_its_runbook_and_draw_its_threshold():
+    alerts = {rule["alert"]: rule for group in yaml.safe_load(build.ALERTS_FILE.read_text())["groups"]
+              for rule in group["rules"]}
+    linked = {}
+    for panel in PIPELINE_PANELS:
+        if match := re.search(r"Runbook: (\S+)$", panel["description"]):
+            linked[panel["title"]] = match.group(1)
+            assert match.group(1) in {rule["annotations"]["runbook_url"] for rule in alerts.values()}
+        steps = panel["fieldConfig"]["defaults"].get("thresholds", {}).get("steps", [])
+        if steps:
+            threshold = steps[-1]["value"]
+            assert steps[-1]["color"] == "red"
+            assert any(re.search(rf">=? {threshold:g}\b", rule["expr"]) for rule in alerts.values()), panel["title"]
+    assert len(linked) >= 8
+
+
+def test_the_drill_down_shows_every_per_query_metric_opsd_defines():
+    per_query = {d.name for d in METRIC_DEFINITIONS if "query" in d.labels}
+    shown = {defined_series()[name].name for expr in PIPELINE_EXPRESSIONS for name in per_query_metrics(expr)}
+    assert per_query - shown == set()

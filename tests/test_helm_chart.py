@@ -16,6 +16,7 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
+from checkov_support import checkov, needs_checkov
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART_DIR = ROOT / "helm" / "opsd"
@@ -33,6 +34,7 @@ FEATURES = {
         ("Role", FULLNAME), ("RoleBinding", FULLNAME), ("Service", f"{FULLNAME}-driver"),
     }),
     "serviceAccount": ({"serviceAccount": {"create": True}}, {("ServiceAccount", FULLNAME)}),
+    "networkPolicy": ({"networkPolicy": {"enabled": True}}, {("NetworkPolicy", FULLNAME)}),
 }
 FEATURES_OFF = {"serviceAccount": {"create": False}}
 # opsd's own config: opsd validates it and reports every invalid key, so the schema lists only the
@@ -194,12 +196,22 @@ def test_an_optional_feature_creates_its_objects_only_when_enabled(chart, featur
 
 def test_the_default_values_render_no_optional_objects(chart):
     kinds = {o["kind"] for o in render(chart, merged({}))}
-    assert kinds == {"Deployment", "ConfigMap", "Service", "ServiceAccount"}
+    assert kinds == {"Deployment", "ConfigMap", "Service", "ServiceAccount", "NetworkPolicy"}
 
 
 def test_the_prometheus_rule_carries_exactly_the_rules_of_the_alerts_file(chart):
     rule = find(render(chart, merged({"prometheusRule": {"enabled": True}})), "PrometheusRule")
     assert rule["spec"] == yaml.safe_load((CHART_DIR / "files" / "alerts.yaml").read_text())
+
+
+def test_the_runbook_links_point_where_the_values_say_keeping_each_alerts_anchor(chart):
+    def links(values: dict) -> dict[str, str]:
+        rule = find(render(chart, merged({"prometheusRule": {"enabled": True, **values}})), "PrometheusRule")
+        return {r["alert"]: r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"]}
+
+    shipped, moved = links({}), links({"runbookBaseUrl": "https://wiki.example.com/opsd"})
+    assert set(shipped) == set(moved) and shipped.values() != moved.values()
+    assert all(moved[alert] == f"https://wiki.example.com/opsd#{alert.lower()}" for alert in moved)
 
 
 def test_the_service_monitor_relabels_the_job_to_opsd_as_the_absent_alert_expects(chart):
@@ -325,3 +337,31 @@ def test_every_values_key_has_a_comment_and_a_schema_property():
     documented = {path: commented for path, commented in keys.items() if path in schema}
     assert [path for path, commented in documented.items() if not commented] == []
     assert {path for path in keys if len(path) == 1} <= set(schema)
+
+
+@needs_checkov
+def test_checkov_passes_every_scenario_or_skips_a_check_with_a_written_reason(chart, tmp_path):
+    for scenario in SCENARIOS:
+        manifests = chart.render(merged(scenario_values(scenario)), name=RELEASE, namespace=NAMESPACE)
+        (tmp_path / f"{scenario.stem}.yaml").write_text("\n---\n".join(manifests.values()))
+    failed, skipped = checkov(tmp_path, "kubernetes")
+    assert failed == []
+    assert [s["check_id"] for s in skipped if len(s["check_result"].get("suppress_comment", "")) < 20] == []
+
+
+def test_the_network_policy_admits_the_ports_the_pod_serves_and_no_other(chart):
+    objects = render(chart, merged({"sparkOnKubernetes": {"enabled": True}}))
+    policy = find(objects, "NetworkPolicy")
+    admitted = {port["port"] for rule in policy["spec"]["ingress"] for port in rule["ports"]}
+    assert admitted == {port["name"] for port in opsd_container(objects)["ports"]}
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= \
+        find(objects, "Deployment")["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_the_service_account_token_is_mounted_only_for_spark_on_kubernetes(chart):
+    def mounted(values: dict) -> bool:
+        return find(render(chart, merged(values)), "Deployment")["spec"]["template"]["spec"][
+            "automountServiceAccountToken"]
+
+    assert mounted({}) is False
+    assert mounted({"sparkOnKubernetes": {"enabled": True}}) is True

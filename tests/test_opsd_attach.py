@@ -141,7 +141,8 @@ def test_attach_to_a_query_already_running_and_idle_files_it_under_its_name_only
             statuses = json.loads(get(f"{attached.url}/status"))["queries"]
             assert list(statuses) == [name]
             assert statuses[name]["active"] and statuses[name]["last_heartbeat_at"] is not None
-            assert json.loads(get(f"{attached.url}/readyz"))["ready"]
+            readiness = json.loads(get(f"{attached.url}/readyz"))
+            assert readiness["ready"] and readiness["degraded"] == []
             assert sample(scrape(attached), "opsd_query_up", query=str(query.id)) is None
         finally:
             attached.detach()

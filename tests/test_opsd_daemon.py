@@ -195,6 +195,10 @@ def test_the_oom_check_judges_the_next_batch_from_the_spark_ui(daemon: Daemon) -
 
     wait_until(lambda: heap_risk() is not None, WAIT_SECONDS, "opsd_oom_risk of the pipeline's heap")
     assert 0.0 < heap_risk() < 1.0
+    with urllib.request.urlopen(f"{daemon.url}/status", timeout=10) as response:
+        ui = json.load(response)["spark_ui"]
+    with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=10) as response:
+        assert json.load(response), "/status names the Spark UI the session serves"
 
 
 def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemon: Daemon) -> None:

@@ -68,17 +68,26 @@ def test_readyz_is_200_when_every_query_progresses(server: OpsHttpServer, store:
     response = get(server, "/readyz")
 
     assert response.status_code == 200
-    assert response.json() == {"ready": True, "not_ready": []}
+    assert response.json() == {"ready": True, "not_ready": [], "degraded": []}
 
 
-def test_readyz_is_503_with_a_json_reason_for_a_silent_query(server: OpsHttpServer, store: StatusStore) -> None:
+def test_readyz_stays_200_and_lists_a_silent_query_as_degraded(server: OpsHttpServer, store: StatusStore) -> None:
     store.update("clicks", active=True, started_at=NOW - 500, last_heartbeat_at=NOW - 300)
 
     response = get(server, "/readyz")
 
-    assert response.status_code == 503
-    [reason] = response.json()["not_ready"]
+    assert response.status_code == 200
+    [reason] = response.json()["degraded"]
     assert (reason["query"], reason["reason"]) == ("clicks", "no_progress")
+
+
+def test_readyz_is_503_while_a_query_is_not_brought_up(server: OpsHttpServer, store: StatusStore) -> None:
+    store.update("clicks")
+
+    response = get(server, "/readyz")
+
+    assert response.status_code == 503
+    assert response.json()["not_ready"] == [{"query": "clicks", "reason": "not_started", "detail": ""}]
 
 
 def test_status_serves_the_store_as_json(server: OpsHttpServer, store: StatusStore) -> None:

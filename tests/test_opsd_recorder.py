@@ -146,6 +146,17 @@ def test_idle_event_is_a_heartbeat_without_batch_progress(recorder: Recorder, cl
     assert (status.last_heartbeat_at, status.last_progress_at) == (1_100.0, None)
 
 
+def test_an_idle_query_is_heard_on_metrics_while_its_progress_time_stays(
+        recorder: Recorder, registry, clock: FakeClock) -> None:
+    """Dashboards show "time since heard from" from this: an idle query must not look stalled."""
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
+    clock.now = 1_100.0
+    recorder.record(QueryIdle(id=QUERY_ID, run_id="run-1", timestamp=1_099.0))
+
+    assert value(registry, "opsd_last_heard_timestamp_seconds", query="clicks") == 1_100.0
+    assert value(registry, "opsd_last_progress_timestamp_seconds", query="clicks") is None
+
+
 def test_clean_stop_counts_a_termination_but_no_failure(recorder: Recorder, registry) -> None:
     recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
     recorder.record(QueryTerminated(id=QUERY_ID, run_id="run-1"))

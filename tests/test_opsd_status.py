@@ -21,7 +21,9 @@ def running(**changes: object) -> QueryStatus:
 
 
 def reasons(*statuses: QueryStatus) -> list[str]:
-    return [item.reason for item in evaluate_readiness(statuses, NOW, POLICY).not_ready]
+    """Every reason a query is not ready or degraded."""
+    readiness = evaluate_readiness(statuses, NOW, POLICY)
+    return [item.reason for item in (*readiness.not_ready, *readiness.degraded)]
 
 
 def test_no_known_query_is_ready() -> None:
@@ -32,11 +34,11 @@ def test_active_query_heard_from_recently_is_ready() -> None:
     assert evaluate_readiness([running()], NOW, POLICY).ready
 
 
-def test_silent_query_is_not_ready_and_the_reason_names_the_window() -> None:
+def test_silent_query_is_degraded_and_the_reason_names_the_window() -> None:
     readiness = evaluate_readiness([running(last_heartbeat_at=NOW - 61)], NOW, POLICY)
 
-    assert not readiness.ready
-    [item] = readiness.not_ready
+    assert readiness.ready
+    [item] = readiness.degraded
     assert (item.query, item.reason) == ("clicks", "no_progress")
     assert "allowed 60.0s" in item.detail
 
@@ -56,11 +58,21 @@ def test_before_first_event_the_start_time_counts() -> None:
     [
         (running(active=False, terminated_at=NOW, exception="x", exception_class="ValueError"), "failed"),
         (running(crash_loop=True), "crash_loop"),
-        (QueryStatus(name="clicks"), "not_started"),
+        (running(active=False, terminated_at=NOW, permanent_failure="sink: //t does not exist"), "failed_permanently"),
     ],
 )
-def test_failed_crash_looping_or_unstarted_query_is_not_ready(status: QueryStatus, reason: str) -> None:
-    assert reasons(status) == [reason]
+def test_a_failing_query_leaves_the_daemon_ready_and_is_listed_as_degraded(status: QueryStatus, reason: str) -> None:
+    readiness = evaluate_readiness([status], NOW, POLICY)
+
+    assert readiness.ready
+    assert [item.reason for item in readiness.degraded] == [reason]
+
+
+def test_a_query_not_brought_up_yet_makes_the_daemon_not_ready() -> None:
+    readiness = evaluate_readiness([running(name="up"), QueryStatus(name="clicks")], NOW, POLICY)
+
+    assert not readiness.ready
+    assert [(item.query, item.reason) for item in readiness.not_ready] == [("clicks", "not_started")]
 
 
 def test_query_stopped_cleanly_does_not_block_readiness() -> None:
@@ -74,8 +86,9 @@ def test_one_bad_query_among_good_ones_is_reported_alone() -> None:
     readiness = evaluate_readiness([good, bad], NOW, POLICY)
 
     assert readiness.to_json() == {
-        "ready": False,
-        "not_ready": [{"query": "bad", "reason": "crash_loop", "detail": ""}],
+        "ready": True,
+        "not_ready": [],
+        "degraded": [{"query": "bad", "reason": "crash_loop", "detail": ""}],
     }
 
 

@@ -6,7 +6,7 @@ import argparse
 
 from opsd.cli.common import CliError
 from opsd.config.load import ConfigError
-from opsd.config.reference import config_reference
+from opsd.config.reference import MARKDOWN_PATH, config_reference
 from opsd.telemetry.http import PortInUseError
 
 
@@ -14,7 +14,8 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     run = subparsers.add_parser(
         "run", help="run the pipelines of a config file until SIGTERM",
         description="Run the pipelines of a config file until SIGTERM or Ctrl-C, then stop them gracefully.",
-        epilog="The config file (YAML), key by key with defaults:\n\n" + config_reference())
+        epilog="The config file (YAML), key by key with defaults:\n\n" + config_reference()
+               + f"\n\nWith types, as one table: {MARKDOWN_PATH}; examples: examples/configs/ (in the repository).")
     run.add_argument("config", help="opsd YAML config file; its keys are listed below")
     run.add_argument("--check", action="store_true",
                      help="check the config and each pipeline (queue, consumer, checkpoint, functions, sink table and "

@@ -44,7 +44,7 @@ def status_command(args: argparse.Namespace) -> int:
 def status_view(document: dict, width: int = 80) -> Group:
     """The `/status` document for people, `width` columns wide at most: a table with one short column per fact and
     values never cut (only a name too long for `width` folds), then a line per failed query naming its exception's
-    class (`--json` has the message)."""
+    class (`--json` has the message), then the Spark UI's address when it is on."""
     queries = document.get("queries", document)
     rows = [[name, state_word(q), _count(q.get("last_batch_id"), "-"), _count(q.get("backlog_rows"), "unknown"),
              _count(q.get("restarts"), "0")] for name, q in sorted(queries.items())]
@@ -58,7 +58,8 @@ def status_view(document: dict, width: int = 80) -> Group:
         table.add_row(*row)
     errors = [Text(f"{name}: {q['exception_class']}", overflow="fold")
               for name, q in sorted(queries.items()) if q.get("exception_class")]
-    return Group(table, *errors)
+    ui = [Text(f"Spark UI: {document['spark_ui']}", overflow="fold")] if document.get("spark_ui") else []
+    return Group(table, *errors, *ui)
 
 
 def _count(value: int | None, missing: str) -> str:

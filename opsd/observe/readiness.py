@@ -1,4 +1,10 @@
-"""Readiness: whether every known query is alive and heard from within its progress window (`/readyz`).
+"""Readiness: whether opsd has brought up every known query, and which queries are in trouble (`/readyz`).
+
+A failing pipeline must stay visible: `/readyz` failing takes the pod out of its Service's endpoints, and with it
+the metrics and alerts that say which pipeline fails. So only a query that was never brought up (opsd is still
+starting) makes the daemon not ready; a failed, crash-looping, silent or permanently failed query is *degraded*:
+listed in the document beside the verdict, and reported by its own metric and alert (`opsd_query_up`,
+`opsd_query_crash_loop`, `opsd_query_stalled`, `opsd_query_failed_permanently`).
 
 `evaluate_readiness` is pure (status snapshots, the time, a `ProgressPolicy`); `readiness_probe` binds it to the
 store and the clock for the HTTP endpoint.
@@ -31,38 +37,42 @@ class ProgressPolicy:
 
 @dataclass(frozen=True)
 class NotReady:
-    """Why one query keeps opsd from being ready."""
+    """Why one query keeps opsd from being ready (``not_started``) or is degraded (every other reason)."""
 
     query: str
     reason: str
     detail: str = ""
 
 
+#: The one reason that makes the daemon not ready: a query opsd has not brought up yet.
+NOT_STARTED = "not_started"
+
+
 @dataclass(frozen=True)
 class Readiness:
     ready: bool
     not_ready: tuple[NotReady, ...] = field(default=())
+    degraded: tuple[NotReady, ...] = field(default=())
 
     def to_json(self) -> dict[str, Any]:
-        return {"ready": self.ready, "not_ready": [asdict(item) for item in self.not_ready]}
+        return {"ready": self.ready, "not_ready": [asdict(item) for item in self.not_ready],
+                "degraded": [asdict(item) for item in self.degraded]}
 
 
 def evaluate_readiness(statuses: Iterable[QueryStatus], now: float, policy: ProgressPolicy) -> Readiness:
-    """Ready when every known query is active and heard from (progress or idle) within its window.
+    """Ready when every known query has been brought up; the queries in trouble are listed as degraded.
 
-    A query that stopped cleanly (no exception) does not block readiness: it finished on purpose
-    (``availableNow``, a user's ``stop()``). A query stopped for good on a failure, a failed query, one in a
-    crash loop, one registered but not started yet, and a silent one do.
+    Degraded: a query stopped for good on a failure, a failed one, one in a crash loop, and one active but not
+    heard from (progress or idle) within its window. A query that stopped cleanly (no exception) is neither: it
+    finished on purpose (``availableNow``, a user's ``stop()``).
     """
-    problems: list[NotReady] = []
-    for status in statuses:
-        problem = _readiness_problem(status, now, policy)
-        if problem is not None:
-            problems.append(problem)
-    return Readiness(ready=not problems, not_ready=tuple(problems))
+    problems = [problem for status in statuses if (problem := _query_problem(status, now, policy)) is not None]
+    not_ready = tuple(problem for problem in problems if problem.reason == NOT_STARTED)
+    degraded = tuple(problem for problem in problems if problem.reason != NOT_STARTED)
+    return Readiness(ready=not not_ready, not_ready=not_ready, degraded=degraded)
 
 
-def _readiness_problem(status: QueryStatus, now: float, policy: ProgressPolicy) -> NotReady | None:
+def _query_problem(status: QueryStatus, now: float, policy: ProgressPolicy) -> NotReady | None:
     if status.permanent_failure:
         return NotReady(status.name, "failed_permanently", status.permanent_failure)
     if status.crash_loop:
@@ -72,7 +82,7 @@ def _readiness_problem(status: QueryStatus, now: float, policy: ProgressPolicy) 
     if not status.active:
         if status.terminated_at is not None:
             return None
-        return NotReady(status.name, "not_started")
+        return NotReady(status.name, NOT_STARTED)
     last_heard = status.heard_since
     window = policy.window_seconds(status)
     if last_heard is None or now - last_heard > window:

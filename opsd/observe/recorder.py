@@ -91,6 +91,7 @@ class Recorder:
             partitions=progress.partitions,
         )
         self._export_progress(progress)
+        self.metrics.last_heard_timestamp_seconds.labels(query=progress.query).set(now)
         log.info(
             "batch_completed",
             query=progress.query,
@@ -107,10 +108,10 @@ class Recorder:
             log.debug("idle_event_of_unknown_query", query_id=event.id)
             return
         name = self.status.name_for(event.id)
-        self.status.update(
-            name, id=event.id, run_id=event.run_id, active=True, last_heartbeat_at=self.clock()
-        )
+        now = self.clock()
+        self.status.update(name, id=event.id, run_id=event.run_id, active=True, last_heartbeat_at=now)
         self.metrics.query_up.labels(query=name).set(1)
+        self.metrics.last_heard_timestamp_seconds.labels(query=name).set(now)
 
     @record.register
     def _terminated(self, event: QueryTerminated) -> None:

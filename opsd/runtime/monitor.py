@@ -88,7 +88,8 @@ def attach(
     with contextlib.ExitStack() as undo:
         http = None
         if port is not None:
-            http = OpsHttpServer(metrics.render, status=recorder.status.to_json,
+            ui = spark.sparkContext.uiWebUrl  # the Spark UI (Structured Streaming tab), None when it is off
+            http = OpsHttpServer(metrics.render, status=lambda: {**recorder.status.to_json(), "spark_ui": ui},
                                  readiness=readiness_probe(recorder.status, policy, clock), host=host, port=port)
             undo.callback(http.stop)
         listener.start()

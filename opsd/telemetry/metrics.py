@@ -83,6 +83,11 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "Unix time of the last progress event.",
         _Q, "seconds",
     ),
+    MetricDefinition(
+        "opsd_last_heard_timestamp_seconds", _G,
+        "Unix time opsd last heard from the query: a progress or an idle event (an idle query is heard, not stalled).",
+        _Q, "seconds",
+    ),
     # Query lifecycle.
     MetricDefinition("opsd_query_up", _G, "1 while the query is active, 0 once stopped or failed.", _Q),
     MetricDefinition(
@@ -289,6 +294,7 @@ class Metrics:
         self.processed_rows_per_second: Family = made["opsd_processed_rows_per_second"]
         self.last_batch_id: Family = made["opsd_last_batch_id"]
         self.last_progress_timestamp_seconds: Family = made["opsd_last_progress_timestamp_seconds"]
+        self.last_heard_timestamp_seconds: Family = made["opsd_last_heard_timestamp_seconds"]
         self.query_up: Family = made["opsd_query_up"]
         self.query_terminations: Family = made["opsd_query_terminations_total"]
         self.query_failures: Family = made["opsd_query_failures_total"]

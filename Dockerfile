@@ -1,0 +1,54 @@
+# syntax=docker/dockerfile:1
+# The opsd image: the yt-streaming-opsd package with its dependencies in a venv at a fixed path, Java 17,
+# and `opsd` as the entrypoint. The chart (helm/opsd) runs it; tests/test_dockerfile.py checks this file
+# against pyproject.toml and the chart, and scans it with checkov.
+#
+# The venv is at the same path in every container built from this image, so Spark executors on Kubernetes
+# (same image) start Python with the driver's PYSPARK_PYTHON. It runs as the unprivileged user 1000 and works
+# with a read-only root filesystem: the only paths written are the volumes below.
+
+# Build stage: install the package and its dependencies into the venv.
+FROM python:3.11.11-slim-bookworm AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/opsd/venv
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY streaming_core ./streaming_core
+COPY opsd ./opsd
+COPY scripts ./scripts
+# The `spyt` extra: SPYT's YtFileSystem for yt:/// checkpoints on a real YTsaurus cluster.
+RUN /opt/opsd/venv/bin/pip install ".[spyt]" \
+    && /opt/opsd/venv/bin/python -m compileall -q /opt/opsd/venv
+
+# Runtime stage: Java 17 JRE, the venv, an unprivileged user.
+# The same base as the build stage: the venv's python links to its /usr/local/bin/python3.11.
+FROM python:3.11.11-slim-bookworm
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --gid 1000 opsd \
+    && useradd --uid 1000 --gid 1000 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin opsd \
+    && mkdir -p /var/lib/opsd/cluster /var/lib/opsd/spark-local /etc/opsd \
+    && chown -R 1000:1000 /var/lib/opsd
+COPY --from=build /opt/opsd/venv /opt/opsd/venv
+# PYSPARK_PYTHON: the venv's Python for the Python processes Spark starts (scripts/yt-spark-python says why
+# it is a wrapper). HOME and the Spark local dirs point at volumes: the root filesystem may be read-only.
+ENV PATH=/opt/opsd/venv/bin:$PATH \
+    PYSPARK_PYTHON=/opt/opsd/venv/bin/yt-spark-python \
+    PYSPARK_DRIVER_PYTHON=/opt/opsd/venv/bin/python \
+    HOME=/tmp \
+    SPARK_LOCAL_DIRS=/var/lib/opsd/spark-local \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# Writable paths: scratch space, Spark's shuffle and spill files, and the embedded cluster's root (the
+# chart's default cluster is local:///var/lib/opsd/cluster).
+VOLUME ["/tmp", "/var/lib/opsd/spark-local", "/var/lib/opsd/cluster"]
+USER 1000:1000
+WORKDIR /tmp
+EXPOSE 9464
+# The daemon answers /healthz while it runs (the chart's probes ask it too); 9464 is opsd's default port.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=4)"]
+ENTRYPOINT ["opsd"]
+CMD ["run", "/etc/opsd/config.yaml"]

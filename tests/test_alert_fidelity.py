@@ -10,7 +10,7 @@ JSON Spark posts, the runner's restart report, a checkpoint and consumer that di
 going away), without a Spark query: none of these alerts needs one, and a Spark restart per fault costs minutes.
 
 Adding a fault is one `Fault` entry in `FAULTS`: the alert it must raise, the labels the page must carry, and how
-to inject it (e.g. "OOM risk high", when the OOM check's metrics exist: its recorded risk above the threshold).
+to inject it. The OOM risk and the tuner's decisions go in through the recorder, as their checks report them.
 """
 
 from __future__ import annotations
@@ -235,6 +235,20 @@ def tuner_pinned(opsd: Opsd, query: str) -> None:
         500_000, 500_000, "hold", "safe_cap", (1000, 500_000)), {}))
 
 
+def oom_risk_high(opsd: Opsd, query: str) -> None:
+    """The OOM check predicts the next batch past the heap's limit (and a batch already died of it)."""
+    opsd.start_query(query)
+
+    def judge() -> None:
+        opsd.recorder.record_oom_pool(query, "jvm_heap", risk=1.2, predicted_peak_bytes=6e8, limit_bytes=5e8,
+                                      observed_peak_bytes=4.5e8)
+        opsd.recorder.record_oom(query, risk=1.2, batch_bytes=2e8, safe_max_rows_per_partition=1000, target_risk=0.7)
+
+    judge()
+    opsd.recorder.record_memory_failure(query, "jvm_heap")
+    opsd.feeds.append(judge)
+
+
 def gone(opsd: Opsd, query: str) -> None:
     """The opsd endpoint goes away (the pod died or stopped answering)."""
     opsd.server.stop()
@@ -253,6 +267,7 @@ FAULTS = [
     Fault("backlog growing", "OpsdBacklogGrowing", growing_backlog, {"severity": "warning"}),
     Fault("tuner pinned at a bound", "OpsdTunerPinnedAtBound", tuner_pinned,
           {"severity": "warning", "knob": "max_rows_per_partition", "bound": "max"}),
+    Fault("OOM risk high", "OpsdOomRiskHigh", oom_risk_high, {"severity": "warning", "pool": "jvm_heap"}),
 ]
 
 

@@ -93,5 +93,5 @@ def test_a_failure_a_restart_cannot_fix_stops_the_pipeline_and_says_so(spark, cl
     assert registry.get_sample_value("opsd_query_restarts_total", {"query": name}) == 0
     assert registry.get_sample_value("opsd_query_failed_permanently", {"query": name}) == 1
     readiness = evaluate_readiness(recorder.status.snapshot().values(), 0.0, ProgressPolicy())
-    [reason] = readiness.not_ready
+    [reason] = readiness.degraded  # visible in /readyz's document, without taking the daemon out of the Service
     assert reason.reason == "failed_permanently" and "no_such_module" in reason.detail

@@ -34,7 +34,8 @@ def watched(spark, yt, yt_root, cluster_uri, tmp_path):
     query.stop()
     monitor.listener.flush(10)
     config = OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [
-        {"name": "oom_watched", "source": {"path": queue}, "sink": {"format": "console"}}]})
+        {"name": "oom_watched", "source": {"path": queue, "options": {"consumer_path": consumer}},
+         "sink": {"format": "console"}}]})
     check = OomCheck(config, monitor.recorder, SparkRest(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId),
                      dict(spark.sparkContext.getConf().getAll()))
     yield monitor, check

@@ -365,3 +365,13 @@ def test_the_service_account_token_is_mounted_only_for_spark_on_kubernetes(chart
 
     assert mounted({}) is False
     assert mounted({"sparkOnKubernetes": {"enabled": True}}) is True
+
+
+def test_the_spark_ui_can_be_reached_through_an_optional_ingress_on_the_services_port(chart):
+    assert not [o for o in render(chart, merged({})) if o["kind"] == "Ingress"], "off by default"
+    objects = render(chart, merged({"sparkUiIngress": {"enabled": True, "host": "ui.example.com"}}))
+    ingress = find(objects, "Ingress", f"{FULLNAME}-spark-ui")
+    [rule] = ingress["spec"]["rules"]
+    backend = rule["http"]["paths"][0]["backend"]["service"]
+    assert rule["host"] == "ui.example.com" and backend == {"name": FULLNAME, "port": {"name": "spark-ui"}}
+    assert "spark-ui" in {p["name"] for p in find(objects, "Service")["spec"]["ports"]}

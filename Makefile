@@ -42,20 +42,16 @@ $(STAMP): pyproject.toml
 
 # promtool and the Prometheus server are used by the tests (Debian package `prometheus`), and Alertmanager by the
 # alert fidelity matrix (Debian package `prometheus-alertmanager`, binary `prometheus-alertmanager`); tmux is the
-# terminal the demo's test watches the live view in.
+# terminal the demo's test watches the live view in. Each entry is package:command; missing ones are installed at once.
+DEBIAN_PACKAGES := prometheus:promtool prometheus-alertmanager:prometheus-alertmanager tmux:tmux
 system-packages:
-	@command -v promtool >/dev/null 2>&1 || { \
-	  echo "installing Debian package prometheus (promtool)"; \
+	@missing=""; for pair in $(DEBIAN_PACKAGES); do \
+	  command -v $${pair##*:} >/dev/null 2>&1 || missing="$$missing $${pair%%:*}"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
 	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ $$(id -u) -ne 0 ] && echo sudo); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq prometheus >/dev/null; }
-	@command -v prometheus-alertmanager >/dev/null 2>&1 || { \
-	  echo "installing Debian package prometheus-alertmanager"; \
-	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ $$(id -u) -ne 0 ] && echo sudo); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq prometheus-alertmanager >/dev/null; }
-	@command -v tmux >/dev/null 2>&1 || { \
-	  echo "installing Debian package tmux"; \
-	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ $$(id -u) -ne 0 ] && echo sudo); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq tmux >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 clean:
 	rm -rf .opsd spark-warehouse

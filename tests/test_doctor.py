@@ -91,18 +91,23 @@ def test_a_config_gives_every_query_with_its_tuning_values(yt, job, cluster_uri,
     assert (watched["recommended"], watched["reason"], watched["mode"]) == (100_000, "first_batch_safe", "recommend")
 
 
+def doctor_of_daemon(capsys, recorder: Recorder) -> tuple[int, str]:
+    """`opsd doctor --url` against a daemon endpoint serving `recorder`'s status."""
+    server = OpsHttpServer(lambda: b"", status=recorder.status.to_json, host="127.0.0.1", port=0)
+    server.start()
+    try:
+        return doctor(capsys, "--url", server.url)
+    finally:
+        server.stop()
+
+
 def test_a_daemons_failed_query_and_a_backlog_that_does_not_drain_need_action(capsys, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "400")  # the table for people, unwrapped
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     recorder.status.update("clicks", active=False, exception_class="java.io.IOException", exception="disk full\n at")
     recorder.record_lag("clicks", {"backlog_rows": 900, "time_to_drain_seconds": "+Inf", "input_rows_per_second": 30.0,
                                    "processed_rows_per_second": 10.0, "queues": {}})
-    server = OpsHttpServer(lambda: b"", status=recorder.status.to_json, host="127.0.0.1", port=0)
-    server.start()
-    try:
-        code, out = doctor(capsys, "--url", server.url)
-    finally:
-        server.stop()
+    code, out = doctor_of_daemon(capsys, recorder)
 
     flat = " ".join(out.split())
     assert code == 1 and "needs action" in flat
@@ -125,12 +130,7 @@ def test_a_query_stopped_for_good_and_one_near_a_memory_limit_need_action(capsys
     recorder.record_oom("big", risk=1.2, batch_bytes=4e8, safe_max_rows_per_partition=20_000, target_risk=0.7)
     recorder.status.update("fine", active=True)
     recorder.record_oom("fine", risk=0.3, batch_bytes=1e6, safe_max_rows_per_partition=90_000, target_risk=0.7)
-    server = OpsHttpServer(lambda: b"", status=recorder.status.to_json, host="127.0.0.1", port=0)
-    server.start()
-    try:
-        code, out = doctor(capsys, "--url", server.url)
-    finally:
-        server.stop()
+    code, out = doctor_of_daemon(capsys, recorder)
 
     flat = " ".join(out.split())
     assert code == 1

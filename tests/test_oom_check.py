@@ -63,12 +63,14 @@ def test_the_next_batch_is_judged_from_the_measured_peaks_and_the_cap_in_force(w
 @pytest.mark.spark
 def test_a_failure_of_memory_is_counted_and_learned_at_the_pools_limit(watched):
     monitor, check = watched
-    check.run()
+    before = next(p for p in check.run()["oom_watched"].pools if p.pool == "jvm_heap").model.observations
     monitor.recorder.status.update("oom_watched", active=False, terminated_at=123.0,
                                    exception="java.lang.OutOfMemoryError: Java heap space")
     evaluation = check.run()["oom_watched"]
 
     heap = next(p for p in evaluation.pools if p.pool == "jvm_heap")
-    assert heap.model.observations == 2
+    # The failed batch is one more observation (at the limit), whether or not Spark had measured the batch before
+    # it: a stage shorter than the metrics' polling interval may carry no peak.
+    assert heap.model.observations == before + 1
     assert monitor.metrics.registry.get_sample_value(
         "opsd_memory_failures_total", {"query": "oom_watched", "pool": "jvm_heap"}) == 1

@@ -25,6 +25,7 @@ from opsd.observe.events import failure_message
 from opsd.runtime import lifecycle
 from opsd.telemetry.logs import configure_logging
 from streaming_core.cluster import connect
+from streaming_core.tuning import read_tuning
 
 ROWS, ROW_BYTES, PARTITIONS = 600_000, 1024, 2
 MAX_RESTARTS = 2
@@ -64,23 +65,27 @@ def run(uri: str, root: str, name: str, mode: str) -> dict[str, Any]:
     started = time.perf_counter()
     with lifecycle.running(config) as app:
         supervisor = app.runner.supervisors[0]
-        hook = supervisor._before_start
 
-        def counting(query: str, failure: str | None) -> object:
+        def counting(query: str, failure: str | None) -> None:
             if failure is not None:
                 failures.append(failure)
-            return hook(query, failure) if hook else None
 
-        supervisor._before_start = counting
+        def cap_at_start(query: str, failure: str | None) -> None:
+            with connect(uri) as cluster:
+                caps.append(read_tuning(cluster, config.pipelines[0].source_tuning_path()).max_rows_per_partition)
+
+        caps: list[int | None] = []
+        supervisor._before_start = (counting, *supervisor._before_start, cap_at_start)
         app.runner.start()
         supervisor.finished.wait(1800)
-        drained = not supervisor.gave_up and supervisor.permanent_failure is None
+        drained = (not supervisor.gave_up and supervisor.permanent_failure is None
+                   and supervisor.driver_gone is None)
         last = app.monitor.recorder.status.get(name)
         if not drained and last is not None and last.exception:  # the failure it gave up on
             failures.append(last.exception)
     return {"oom_failures": sum(failed_of_memory(f) for f in failures), "failures": len(failures),
             "failure_messages": sorted({failure_message(f)[:160] for f in failures}),
-            "drained": drained, "seconds": round(time.perf_counter() - started, 1)}
+            "drained": drained, "seconds": round(time.perf_counter() - started, 1), "caps_at_start": caps}
 
 
 def in_child(root: str, name: str, mode: str) -> dict[str, Any]:
@@ -114,6 +119,7 @@ def main() -> None:
     print(json.dumps({"uncapped_oom_failures": uncapped["oom_failures"], "uncapped_drained": uncapped["drained"],
                       "oom_failures": tuned["oom_failures"], "tuned_drained": tuned["drained"],
                       "tuned_failures": tuned["failures"], "tuned_seconds": tuned["seconds"],
+                      "tuned_caps_at_start": tuned.get("caps_at_start"),
                       "uncapped_driver_died_of_oom": uncapped["driver_died_of_oom"],
                       "tuned_driver_died_of_oom": tuned["driver_died_of_oom"],
                       "tuned_failure_messages": tuned.get("failure_messages", [tuned.get("error")]),

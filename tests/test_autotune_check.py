@@ -119,7 +119,7 @@ def test_the_supervisor_restarts_a_query_that_failed_of_memory_with_the_cut_cap(
             raise RuntimeError(OOM)
         return FakeQuery()
 
-    supervisor = Supervisor(None, cfg.pipelines[0], recorder, start=start, before_start=check.before_start)
+    supervisor = Supervisor(None, cfg.pipelines[0], recorder, start=start, before_start=[check.before_start])
     supervisor.start()
     assert supervisor.finished.wait(10)
     # First start: uncapped, so a safe first cap; the restart after the OOM: half the largest batch's rows.

@@ -28,7 +28,7 @@ from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
 from opsd.config.spark import spark_defaults
 from opsd.runtime.monitor import Monitor, attach, recent_progress
-from opsd.runtime.runner import Runner
+from opsd.runtime.runner import BeforeStart, Runner
 from opsd.telemetry.http import check_port_free
 from opsd.telemetry.logs import children_write_to
 from streaming_core import build_session
@@ -45,11 +45,11 @@ def session_for(config: OpsdConfig) -> SparkSession:
                          conf=spark_defaults(config))
 
 
-def monitor_for(spark: SparkSession, config: OpsdConfig) -> tuple[Monitor, AutotuneCheck]:
+def monitor_for(spark: SparkSession, config: OpsdConfig) -> tuple[Monitor, list[BeforeStart]]:
     """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines, the
     offset desync and lag of its pipelines and watched queries (desync healed where the config enables it), the
-    OOM risk of their next batches (from the Spark UI's REST API, when the UI is on) and the auto-tuner (returned
-    too: the runner calls it before every start)."""
+    OOM risk of their next batches (from the Spark UI's REST API, when the UI is on) and the auto-tuner. Returns
+    the hooks the runner calls before every start: the OOM check's verdict first, then the tuner that reads it."""
     checks = config.checks
     monitor = attach(spark, host=config.http.host, port=config.http.port, policy=checks.progress_policy(),
                      watchdog_seconds=checks.watchdog_seconds, desync_seconds=checks.desync_seconds,
@@ -62,6 +62,7 @@ def monitor_for(spark: SparkSession, config: OpsdConfig) -> tuple[Monitor, Autot
     monitor.scheduler.add_check("desync", desync.run, checks.desync_seconds)
     lag = LagCheck(config.cluster, monitor.recorder, targets, progress, checks)
     monitor.scheduler.add_check("lag", lag.run, checks.lag_seconds)
+    hooks: list[BeforeStart] = []
     context = spark.sparkContext
     if context.uiWebUrl is None:
         log.warning("oom_check_disabled", reason="spark.ui.enabled=false", effect="no memory peaks to read")
@@ -69,9 +70,10 @@ def monitor_for(spark: SparkSession, config: OpsdConfig) -> tuple[Monitor, Autot
         oom = OomCheck(config, monitor.recorder, SparkRest(context.uiWebUrl, context.applicationId),
                        dict(context.getConf().getAll()))
         monitor.scheduler.add_check("oom", oom.run, checks.oom_risk_seconds)
+        hooks.append(oom.before_start)
     tuner = AutotuneCheck(config.cluster, monitor.recorder, autotune_targets(config))
     monitor.scheduler.add_check("autotune", tuner.run, checks.autotune_seconds)
-    return monitor, tuner
+    return monitor, [*hooks, tuner.before_start]
 
 
 @dataclass
@@ -107,9 +109,9 @@ def running(config: OpsdConfig, spark_output: Path | None = None) -> Iterator[Ru
         with children_write_to(spark_output) if spark_output else contextlib.nullcontext(), _keeping_ctrl_c():
             spark = session_for(config)
         teardown.callback(_logged, "spark_stop", spark.stop)
-        monitor, tuner = monitor_for(spark, config)
+        monitor, before_start = monitor_for(spark, config)
         teardown.callback(_logged, "monitor_detach", monitor.detach)
-        runner = Runner(spark, list(config.pipelines), monitor.recorder, before_start=tuner.before_start)
+        runner = Runner(spark, list(config.pipelines), monitor.recorder, before_start=before_start)
         app = Running(config, spark, monitor, runner)
         teardown.callback(_logged, "pipelines_stop", app.stop)
         yield app

@@ -5,16 +5,18 @@ running micro-batch finishes) on shutdown.
 Deciding (`Backoff`) is separate from acting (`Supervisor`), so the restart policy is tested with plain
 numbers and the supervisor with a real Spark session.
 
-Before every start and restart the supervisor calls its `before_start(name, failure_text)` hook (the auto-tuner's,
+Before every start and restart the supervisor calls its `before_start(name, failure_text)` hooks in order (the OOM
+check's, then the auto-tuner's: `opsd.checks.oom.check.OomCheck.before_start`,
 `opsd.checks.autotune.check.AutotuneCheck.before_start`): a query starts with a cap its first batch survives and
-restarts after an out-of-memory failure with the cut cap. A failing hook is logged and never stops the start.
+restarts after an out-of-memory failure with the cut cap. A failing hook is logged and never stops the start, nor
+the hooks after it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -71,9 +73,9 @@ class Supervisor:
                  start: Callable[[SparkSession, PipelineConfig], StreamingQuery] = start_query,
                  clock: Callable[[], float] = time.monotonic,
                  healthy_after_seconds: float = HEALTHY_RUN_SECONDS,
-                 before_start: BeforeStart | None = None) -> None:
+                 before_start: Sequence[BeforeStart] = ()) -> None:
         self.spark = spark
-        self._before_start = before_start
+        self._before_start = tuple(before_start)
         self.pipeline = pipeline
         self.recorder = recorder
         self.backoff = Backoff(pipeline.restart)
@@ -139,12 +141,11 @@ class Supervisor:
             self.finished.set()
 
     def _prepare(self, failure: str | None) -> None:
-        if self._before_start is None:
-            return
-        try:
-            self._before_start(self.name, failure)
-        except Exception:
-            log.exception("before_start_failed", query=self.name)
+        for hook in self._before_start:
+            try:
+                hook(self.name, failure)
+            except Exception:
+                log.exception("before_start_failed", query=self.name, hook=getattr(hook, "__qualname__", repr(hook)))
 
     def _await(self, query: StreamingQuery, started: float) -> None:
         """Wait for the query to end (raising its failure); clear the crash-loop flag once it runs healthily."""
@@ -220,7 +221,7 @@ class Runner:
     """All pipelines of a config, each under its own `Supervisor`."""
 
     def __init__(self, spark: SparkSession, pipelines: list[PipelineConfig], recorder: Recorder,
-                 before_start: BeforeStart | None = None) -> None:
+                 before_start: Sequence[BeforeStart] = ()) -> None:
         self.supervisors = [Supervisor(spark, p, recorder, before_start=before_start) for p in pipelines]
 
     def start(self) -> None:

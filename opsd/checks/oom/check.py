@@ -5,22 +5,32 @@ the safe cap it exports is for the tuner and `opsd doctor`.
 The check is the online part of the model: it keeps, per query and pool, the observations of the batches it
 saw (a bounded history; the fit weighs recent ones more), one per batch id, plus one failed observation for each
 failure whose cause is memory.
+
+It also judges a query the runner is about to start (`before_start`, called before the auto-tuner's): a query that
+ran before from its last batch (after a memory failure, with that failure observed first), one that never read
+from where its consumer stands and the rows ahead of it (the prior alone: no batch measured yet). So the tuner
+caps the first batch of a run by the model, not by a fixed guess.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from opsd.checks.oom.collect import SparkRest, pool_limits, sample_bytes_per_row, stage_peaks
+import structlog
+
+from opsd.checks.oom.collect import SparkRest, next_partitions, pool_limits, sample_bytes_per_row, stage_peaks
 from opsd.checks.oom.evaluate import HEAP, POOLS, Evaluation, ModelSettings, Observation, evaluate, planned_batch
 from opsd.checks.oom.failures import memory_pool_of_failure
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import QueryStatus
-from streaming_core.cluster import connect
+from streaming_core.cluster import ClusterError, connect
+from streaming_core.options import CONSUMER_PATH
+
+log = structlog.get_logger(__name__)
 
 Stages = list[dict[str, Any]]
 
@@ -37,7 +47,8 @@ class _QueryMemory:
     observations: dict[str, deque[Observation]] = field(
         default_factory=lambda: {pool: deque(maxlen=HISTORY) for pool in POOLS})
     last_batch_id: int | None = None
-    last_failure_at: float | None = None
+    #: The failed run (its run id, else its termination time or text) last observed: a failure is observed once.
+    last_failed_run: str | float | None = None
     last_evaluation: Evaluation | None = None
 
 
@@ -52,6 +63,8 @@ class OomCheck:
         self.target_risk = config.checks.oom_risk_target
         self.settings = ModelSettings(half_life_batches=config.checks.oom_half_life_batches)
         self.cluster_uri = config.cluster
+        self.sources = {p.name: (p.source.path, p.source.options.get(CONSUMER_PATH))
+                        for p in config.pipelines if p.source.format == "yt"}
         self.memory: dict[str, _QueryMemory] = {}
 
     def run(self) -> dict[str, Evaluation]:
@@ -68,6 +81,32 @@ class OomCheck:
                     continue
                 found[name] = self._evaluate(status, bytes_per_row, stages)
         return found
+
+    def before_start(self, query: str, failure: str | None = None) -> Evaluation | None:
+        """The verdict for the first batch of a run the runner is about to start (`failure`: why the last run
+        ended, which the status may not hold yet); None for a query that reads no yt queue or has nothing to
+        measure its rows by. A failure to judge is logged: the start goes on."""
+        status = self.recorder.status.get(query)
+        try:
+            if status is not None and status.partitions:
+                if failure is not None and not status.failed:
+                    status = replace(status, exception=failure)
+                with connect(self.cluster_uri) as cluster:
+                    bytes_per_row = sample_bytes_per_row(cluster, status.partitions)
+                return None if bytes_per_row is None else self._evaluate(status, bytes_per_row, self.rest.stages())
+            if query not in self.sources or self.sources[query][1] is None:
+                return None
+            queue, consumer = self.sources[query]
+            with connect(self.cluster_uri) as cluster:
+                partitions = next_partitions(cluster, queue, consumer)
+                bytes_per_row = sample_bytes_per_row(cluster, partitions, ahead=True)
+        except (ClusterError, OSError, ValueError) as e:
+            log.warning("oom_before_start_failed", query=query, error=f"{type(e).__name__}: {e}")
+            return None
+        if bytes_per_row is None:
+            return None
+        return self._evaluate(replace(status or QueryStatus(name=query), partitions=tuple(partitions)),
+                              bytes_per_row, [])
 
     def _evaluate(self, status: QueryStatus, bytes_per_row: float, stages: Stages) -> Evaluation:
         memory = self.memory.setdefault(status.name, _QueryMemory())
@@ -108,9 +147,10 @@ class OomCheck:
     def _observe_failure(self, status: QueryStatus, memory: _QueryMemory) -> None:
         """A new failure whose cause is memory: the batch that was planned died at the pool's limit."""
         pool = memory_pool_of_failure(status.exception)
-        if pool is None or status.terminated_at == memory.last_failure_at:
+        run = status.run_id or status.terminated_at or status.exception
+        if pool is None or run == memory.last_failed_run:
             return
-        memory.last_failure_at = status.terminated_at
+        memory.last_failed_run = run
         self.recorder.record_memory_failure(status.name, pool)
         planned = memory.last_evaluation
         if planned is not None and pool in memory.observations:

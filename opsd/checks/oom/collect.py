@@ -100,23 +100,39 @@ def stage_peaks(stages: Iterable[Mapping[str, Any]], start: float, end: float) -
     return peaks
 
 
-def sample_bytes_per_row(cluster: Cluster, partitions: Sequence[PartitionOffsets],
-                         max_rows: int = SAMPLE_ROWS) -> float | None:
-    """Arrow bytes per row of up to `max_rows` of the rows last read (spread over the partitions that have some);
-    None when none is readable (nothing read yet, or trimmed away)."""
-    read = [p for p in partitions if p.end is not None and p.end >= 0]
-    if not read:
-        return None
-    rows = nbytes = 0
-    per_partition = max(1, max_rows // len(read))
-    trimmed = {}
-    for part in read:
+def sample_bytes_per_row(cluster: Cluster, partitions: Sequence[PartitionOffsets], max_rows: int = SAMPLE_ROWS, *,
+                         ahead: bool = False) -> float | None:
+    """Arrow bytes per row of up to `max_rows` rows spread over the partitions: the rows last read, or with `ahead`
+    the next rows to read (a query about to start). None when none is readable (nothing read yet, nothing ahead,
+    or trimmed away)."""
+    trimmed: dict[str, dict[int, int]] = {}
+    spans = []
+    per_partition = max(1, max_rows // max(1, len(partitions)))
+    for part in partitions:
+        if part.end is None or (ahead and part.latest is None):
+            continue
         if part.queue not in trimmed:
             trimmed[part.queue] = {t.tablet_index: t.trimmed_row_count for t in cluster.get_tablet_infos(part.queue)}
-        lower = max(part.end + 1 - per_partition, trimmed[part.queue].get(part.partition, 0))
-        if lower > part.end:
-            continue
-        for batch in cluster.read_tablet(part.queue, part.partition, lower, part.end + 1, max_rows=per_partition):
+        first = trimmed[part.queue].get(part.partition, 0)
+        if ahead:
+            lower = max(part.end + 1, first)
+            upper = min(part.latest + 1, lower + per_partition)
+        else:
+            lower, upper = max(part.end + 1 - per_partition, first), part.end + 1
+        if lower < upper:
+            spans.append((part.queue, part.partition, lower, upper))
+    rows = nbytes = 0
+    for queue, partition, lower, upper in spans:
+        for batch in cluster.read_tablet(queue, partition, lower, upper, max_rows=upper - lower):
             rows += batch.num_rows
             nbytes += batch.nbytes
     return nbytes / rows if rows else None
+
+
+def next_partitions(cluster: Cluster, queue: str, consumer: str) -> list[PartitionOffsets]:
+    """Where a query that has not read yet stands on each partition of its queue: its consumer's offset (never
+    below the trimmed rows) as the last row read, the queue's last row as the latest."""
+    offsets = cluster.get_consumer_offsets(consumer, queue)
+    return [PartitionOffsets(queue, t.tablet_index, None,
+                             max(offsets.get(t.tablet_index, 0), t.trimmed_row_count) - 1, t.total_row_count - 1)
+            for t in cluster.get_tablet_infos(queue)]

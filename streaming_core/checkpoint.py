@@ -8,7 +8,9 @@ source's line is `streaming_core.offsets.QueueOffset` JSON (this connector's car
 does not); other sources' lines are kept as "not a yt offset".
 
 Only the newest files are read: the listing of `offsets/` and `commits/`, the newest offsets file, the committed
-batch's and the one before it (whose end is the committed batch's start). Locations: a local path, `file://`,
+batch's and the one before it (whose end is the committed batch's start). One write exists, for the auto-tuner
+after a memory failure: `drop_planned_batch` removes a planned batch that was never committed, so that Spark plans
+it again (under the cap in force) instead of replaying its range. Locations: a local path, `file://`,
 or `yt:///...` — on the embedded cluster (`local:///root`) the file `<root>/...` (as `session.checkpoint_conf`
 maps it for Spark), on YTsaurus Cypress files read through ytsaurus-client. Pure Python: no pyspark.
 """
@@ -39,6 +41,8 @@ class CheckpointFiles(Protocol):
 
     def read(self, path: str) -> str: ...
 
+    def remove(self, path: str) -> None: ...
+
 
 class LocalFiles:
     """A checkpoint on local disk (a plain path, `file://`, or `yt:///` on the embedded cluster)."""
@@ -52,6 +56,9 @@ class LocalFiles:
 
     def read(self, path: str) -> str:
         return (self.root / path).read_text()
+
+    def remove(self, path: str) -> None:
+        (self.root / path).unlink(missing_ok=True)
 
 
 class CypressFiles:
@@ -67,6 +74,9 @@ class CypressFiles:
 
     def read(self, path: str) -> str:
         return self.client.read_file(f"{self.root}/{path}").read().decode()
+
+    def remove(self, path: str) -> None:
+        self.client.remove(f"{self.root}/{path}", force=True)
 
 
 def _yt_client(proxy: str) -> Any:
@@ -174,3 +184,25 @@ def read_checkpoint(location: str, cluster_uri: str | None = None, *,
     at_commit = newest if newest and newest.batch_id == newest_commit else offsets(newest_commit)
     before = offsets(newest_commit - 1) if newest_commit is not None else None
     return Checkpoint(location, newest, newest_commit, at_commit, before)
+
+
+def has_state(location: str, cluster_uri: str | None = None, *, files: CheckpointFiles | None = None) -> bool:
+    """Whether the query keeps state in its checkpoint (a `state/` folder: a stateful operator ran)."""
+    files = files or checkpoint_files(location, cluster_uri)
+    return bool(files.list("state"))
+
+
+def drop_planned_batch(location: str, batch_id: int, cluster_uri: str | None = None, *,
+                       files: CheckpointFiles | None = None) -> None:
+    """Remove `offsets/<batch_id>` (and Hadoop's checksum of it), so that the query's next run plans that batch
+    again. Only the newest batch, and only while it is not committed: `ValueError` otherwise, and nothing is
+    removed. The caller must know the sink holds no output of the batch (the query is stopped)."""
+    files = files or checkpoint_files(location, cluster_uri)
+    planned = _batch_ids(files, "offsets")
+    if not planned or planned[-1] != batch_id:
+        raise ValueError(f"{location}: batch {batch_id} is not the newest planned batch (newest: "
+                         f"{planned[-1] if planned else None}); nothing removed")
+    if batch_id in _batch_ids(files, "commits"):
+        raise ValueError(f"{location}: batch {batch_id} is committed; nothing removed")
+    files.remove(f"offsets/.{batch_id}.crc")
+    files.remove(f"offsets/{batch_id}")

@@ -241,6 +241,15 @@ def commit_log_path(options: SinkOptions) -> str:
     return f"{options.path}_commits"
 
 
+def batch_committed(options: SinkOptions, batch_id: int) -> bool:
+    """Whether the transactional commit of `batch_id` by this query (`query_key`) is in the sink's commit log."""
+    log_path = commit_log_path(options)
+    with connect(options.cluster) as cluster:
+        if not cluster.exists(log_path):
+            return False
+        return bool(cluster.lookup_rows(log_path, [{"query": query_key(options), "batch_id": batch_id}]))
+
+
 def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int) -> bool:
     """Transactional commit: staged rows + marker in one transaction, at most once per (query, batch).
 

@@ -68,3 +68,20 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> No
     while not condition():
         assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
         time.sleep(0.2)
+
+
+#: Rows per task above which `memory_bound` fails as a worker out of memory would.
+MEMORY_BOUND_ROWS = 1500
+
+
+def memory_bound(df: DataFrame) -> DataFrame:
+    """`data, n` of each row, in Python workers that raise `MemoryError` on a task of more than
+    `MEMORY_BOUND_ROWS` rows: a batch too big for its memory, without taking the test's memory."""
+
+    def rows(batches):
+        held = list(batches)
+        if sum(b.num_rows for b in held) > MEMORY_BOUND_ROWS:
+            raise MemoryError(f"memory_bound: a task of more than {MEMORY_BOUND_ROWS} rows")
+        yield from held
+
+    return df.select("data", "n").mapInArrow(rows, "data string, n long")

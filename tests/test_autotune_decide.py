@@ -8,9 +8,18 @@ from dataclasses import replace
 
 import pytest
 
-from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_ROWS, Direction, TunerMemory, decide, remember
+from opsd.checks.autotune.decide import (
+    DYN_BATCH_SIZE,
+    MAX_ROWS,
+    Direction,
+    Replan,
+    TunerMemory,
+    decide,
+    decide_replan,
+    remember,
+)
 from opsd.checks.autotune.evaluate import evaluate, failed_of_memory, fit
-from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit
+from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
 from opsd.config.models import AutotuneSettings
 from streaming_core.write_stats import WriteStats
 
@@ -130,6 +139,17 @@ def test_the_fixed_point_converges_and_then_stops_changing():
             changes += 1
             cap = d.recommended
     assert 0.85 * 65_000 <= cap <= 65_000 and changes <= 6
+
+
+def test_only_a_memory_failure_gets_its_planned_batch_planned_again_and_a_refusal_keeps_its_reason():
+    planned = facts(10_000, failure=OOM_TEXT, failed_run="r", uncommitted=Uncommitted(7))
+    assert decide_replan(evaluate(planned, SETTINGS)) == Replan("q", 7, None)
+    refused = replace(planned, uncommitted=Uncommitted(7, "the query keeps state"))
+    assert decide_replan(evaluate(refused, SETTINGS)) == Replan("q", 7, "the query keeps state")
+    other = replace(planned, failure="java.net.ConnectException: Connection refused")
+    assert decide_replan(evaluate(other, SETTINGS)) is None  # the same range may well pass next time
+    assert decide_replan(evaluate(replace(planned, uncommitted=None), SETTINGS)) is None
+    assert decide_replan(evaluate(replace(planned, reads_queue=False), SETTINGS)) is None  # no cap to plan under
 
 
 @pytest.mark.parametrize("text", [

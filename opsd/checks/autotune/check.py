@@ -1,7 +1,8 @@
 """The scheduled auto-tuner: for every query whose mode is not `off`, collect -> evaluate -> decide -> record, and
 in mode `apply` apply. It also runs for one pipeline just before the runner (re)starts it (`before_start`), so a
 query starts with a cap its first batch survives and restarts after an out-of-memory failure with the cut cap
-(the source reads its tuning document at every `latestOffset`).
+(the source reads its tuning document at every `latestOffset`); there, and only there (the query is stopped), the
+batch the failed run left planned is planned again under that cap when that is safe (`decide_replan`).
 
 One query's failure is logged and never stops the others.
 """
@@ -13,9 +14,17 @@ from typing import Any
 
 import structlog
 
-from opsd.checks.autotune.apply import apply
-from opsd.checks.autotune.collect import AutotuneTarget, collect
-from opsd.checks.autotune.decide import DYN_BATCH_SIZE, Decision, Direction, TunerMemory, decide, remember
+from opsd.checks.autotune.apply import apply, replan
+from opsd.checks.autotune.collect import AutotuneTarget, collect, replan_policy
+from opsd.checks.autotune.decide import (
+    DYN_BATCH_SIZE,
+    Decision,
+    Direction,
+    TunerMemory,
+    decide,
+    decide_replan,
+    remember,
+)
 from opsd.checks.autotune.evaluate import evaluate
 from opsd.checks.tuning.collect import TuningSources, sources_for
 from opsd.config.models import OpsdConfig
@@ -30,7 +39,8 @@ log = structlog.get_logger(__name__)
 def targets_for(config: OpsdConfig) -> list[AutotuneTarget]:
     """The config's pipelines (mode `apply` unless configured) and watched queries (`recommend`), except `off`."""
     conf = dict(config.spark.conf)
-    found = [AutotuneTarget(sources_for(p, conf), p.autotune.mode_for(watched=False), p.autotune)
+    found = [AutotuneTarget(sources_for(p, conf), p.autotune.mode_for(watched=False), p.autotune,
+                            replan_policy(p, config.cluster, conf))
              for p in config.pipelines if p.source.format == "yt" or p.sink.format == "yt"]
     for w in config.watch:
         document = default_tuning_path(w.consumer)
@@ -62,9 +72,10 @@ class AutotuneCheck:
         if target is None:
             return []
         with connect(self.cluster_uri) as cluster:
-            return self._tune(cluster, target, failure)
+            return self._tune(cluster, target, failure, stopped=True)
 
-    def _tune(self, cluster: Cluster, target: AutotuneTarget, failure: str | None = None) -> list[Decision]:
+    def _tune(self, cluster: Cluster, target: AutotuneTarget, failure: str | None = None, *,
+              stopped: bool = False) -> list[Decision]:
         try:
             facts = collect(cluster, target, self.recorder.status.get(target.query), failure)
             evaluation = evaluate(facts, target.settings)
@@ -73,6 +84,9 @@ class AutotuneCheck:
             applying = target.mode == "apply"
             if applying:
                 apply(cluster, target.tuning.source_document, target.tuning.sink_document, decisions)
+                again = decide_replan(evaluation) if stopped else None
+                if again is not None and target.replan.checkpoint is not None:
+                    replan(cluster, target.replan.checkpoint, again)
         except (ClusterError, OSError, ValueError) as e:
             log.warning("autotune_failed", query=target.query, error=f"{type(e).__name__}: {e}")
             return []

@@ -5,6 +5,11 @@ last batch (`streaming_core.write_stats`).
 
 The OOM check records `oom_risk` (0..1) and `safe_max_rows_per_partition` on the query's status; until it
 does, both are unknown (`MemoryLimit()`) and the tuner is conservative about them (`opsd.checks.autotune.decide`).
+
+After a failure, the batch the checkpoint holds planned and uncommitted (`Uncommitted`), with why planning it again
+could lose or duplicate output, if it could (`ReplanPolicy`): a stateful query's state or a sink that holds the
+batch's output already (a transactional yt sink's commit log, Spark's file sink log) or promises a replayed batch id
+the same rows (`foreachBatch`).
 """
 
 from __future__ import annotations
@@ -14,14 +19,51 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit
+from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
 from opsd.checks.tuning.collect import TuningSources
 from opsd.checks.tuning.collect import collect as collect_tuning
-from opsd.config.models import AutotuneSettings
+from opsd.config.models import AutotuneSettings, PipelineConfig
 from opsd.observe.status import QueryStatus
+from streaming_core.checkpoint import has_state, newest_batch
 from streaming_core.cluster import Cluster
+from streaming_core.options import CHECKPOINT_LOCATION, CLUSTER, PATH, SinkOptions
+from streaming_core.sink import batch_committed
 from streaming_core.tuning import Tuning, dyn_batch_size_in_force
 from streaming_core.write_stats import read_write_stats
+
+#: Sinks that cannot take a re-planned batch, and why.
+REPLAN_REFUSED = {
+    "foreachBatch": "a foreachBatch function may rely on Spark's promise that a replayed batch id has the same rows",
+    "parquet": "Spark's file sink log may hold the batch's output already",
+}
+
+
+@dataclass(frozen=True)
+class ReplanPolicy:
+    """Whether the query's planned, uncommitted batch may be planned again, as far as its config tells."""
+
+    checkpoint: str | None = None
+    #: Why its sink cannot take a re-planned batch whatever the checkpoint holds; None when it can.
+    refused: str | None = "opsd does not run the query"
+    #: A transactional yt sink's options: it can while its commit log lacks the batch.
+    transactional: SinkOptions | None = None
+
+
+def replan_policy(pipeline: PipelineConfig, cluster_uri: str | None, spark_conf: Mapping[str, str]) -> ReplanPolicy:
+    """A pipeline's `ReplanPolicy` (console, memory, at-least-once and idempotent yt sinks take a re-planned batch:
+    every row still reaches them at least once, and an idempotent one writes a row twice as once)."""
+    location, sink = pipeline.checkpoint_location, pipeline.sink
+    if not location:
+        return ReplanPolicy(refused="no checkpoint location: a restart plans every batch anew")
+    transactional = None
+    if sink.format == "yt":
+        try:
+            options = SinkOptions.parse({CLUSTER: cluster_uri or "", **sink.options, PATH: sink.path or "",
+                                         CHECKPOINT_LOCATION: location}, spark_conf)
+        except ValueError as e:
+            return ReplanPolicy(refused=f"the yt sink's options do not parse: {e}")
+        transactional = options if options.transactional else None
+    return ReplanPolicy(location, REPLAN_REFUSED.get(sink.format), transactional)
 
 
 @dataclass(frozen=True)
@@ -31,6 +73,7 @@ class AutotuneTarget:
     tuning: TuningSources
     mode: str
     settings: AutotuneSettings
+    replan: ReplanPolicy = ReplanPolicy()
 
     @property
     def query(self) -> str:
@@ -61,6 +104,22 @@ def memory_limit(status: QueryStatus | None) -> MemoryLimit:
     return MemoryLimit(None if risk is None else float(risk), None if cap is None else int(cap))
 
 
+def uncommitted(cluster: Cluster, policy: ReplanPolicy) -> Uncommitted | None:
+    """The checkpoint's planned, uncommitted batch and why it may not be planned again (None: none planned)."""
+    if policy.checkpoint is None:
+        return None
+    batch_id, committed = newest_batch(policy.checkpoint, cluster.uri)
+    if batch_id is None or committed:
+        return None
+    if policy.refused:
+        return Uncommitted(batch_id, policy.refused)
+    if has_state(policy.checkpoint, cluster.uri):
+        return Uncommitted(batch_id, "the query keeps state, which the failed batch may have changed")
+    if policy.transactional and batch_committed(policy.transactional, batch_id):
+        return Uncommitted(batch_id, "the transactional sink committed the batch before the query failed")
+    return Uncommitted(batch_id)
+
+
 def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None,
             failure: str | None = None) -> Facts:
     """The query's facts; `failure` is the text of a failure the caller saw before the status did (the runner,
@@ -82,6 +141,7 @@ def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None
         memory=memory_limit(status),
         failure=failure,
         failed_run=None if failure is None else (status and status.run_id) or failure,
+        uncommitted=None if failure is None else uncommitted(cluster, target.replan),
         write=read_write_stats(cluster, target.tuning.sink_document) if in_force.dyn_batch_size else None,
         dyn_batch_size_ceiling=dyn_batch_size_in_force(Tuning(dyn_batch_size=target.settings.max_dyn_batch_size),
                                                        target.settings.max_dyn_batch_size),

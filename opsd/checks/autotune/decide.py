@@ -18,6 +18,10 @@ in, decisions out.
    over the target, at most to `max_step_down` x; no change within `hysteresis` of the cap (no oscillation at a
    steady rate: there the cap either does not bind or its batches meet the target).
 
+A failed run's planned batch (`decide_replan`, only before the runner restarts the query): after a memory failure,
+the batch the run left planned and uncommitted is planned again under the cut cap when the facts show that is safe;
+else it replays with its range (Spark's rule), and the refusal says why.
+
 `dyn_batch_size`, additive increase and multiplicative decrease, judged once per batch and only on calls made
 with the value in force: halve on retries, errors or a call slower than `slow_call_seconds`; add
 `dyn_batch_size_step` while calls are fast and full; never above the rows-per-transaction limit
@@ -166,6 +170,23 @@ def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
     if write.full and stats.max_call_seconds * 2 <= settings.slow_call_seconds:
         return to(size + settings.dyn_batch_size_step, "fast_full_calls")
     return to(None, "calls_not_full" if not write.full else "within_target")
+
+
+@dataclass(frozen=True)
+class Replan:
+    """Plan a failed run's uncommitted batch again (`refused` None) or let it replay with its range (why)."""
+
+    query: str
+    batch_id: int
+    refused: str | None
+
+
+def decide_replan(evaluation: Evaluation) -> Replan | None:
+    """For a query about to restart after a memory failure that left a batch planned: whether to plan it again."""
+    facts = evaluation.facts
+    if not evaluation.rows.memory_failure or facts.uncommitted is None or not facts.reads_queue:
+        return None
+    return Replan(facts.query, facts.uncommitted.batch_id, facts.uncommitted.unsafe)
 
 
 def decide(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> tuple[Decision, ...]:

@@ -1,6 +1,6 @@
 """What the auto-tuner collects about one query, as plain data: its recent batches (rows, durations by phase), the
-values in force, its backlog and time to drain, its OOM risk and safe cap, its last failure and its sink's write
-statistics. Built by `collect`, read by `evaluate`; tests build them by hand."""
+values in force, its backlog and time to drain, its OOM risk and safe cap, its last failure (and the batch it left
+planned), and its sink's write statistics. Built by `collect`, read by `evaluate`; tests build them by hand."""
 
 from __future__ import annotations
 
@@ -34,6 +34,15 @@ class MemoryLimit:
 
 
 @dataclass(frozen=True)
+class Uncommitted:
+    """The newest batch of the query's checkpoint: planned, never committed (the batch a failed run died in)."""
+
+    batch_id: int
+    #: Why planning it again could lose or duplicate output; None when the sink holds none of it.
+    unsafe: str | None = None
+
+
+@dataclass(frozen=True)
 class Facts:
     query: str
     #: `recommend` or `apply` (a query in mode `off` is never collected).
@@ -53,6 +62,8 @@ class Facts:
     failure: str | None = None
     #: What identifies that failure (the failed run's id): a failure is acted on once.
     failed_run: str | None = None
+    #: After a failure, the batch planned and not committed, which a restart would replay with its range.
+    uncommitted: Uncommitted | None = None
     write: WriteStats | None = None
     #: The largest rows per insert call the sink would use (the configured upper bound, clamped by the
     #: rows-per-transaction rule of `streaming_core.tuning`).

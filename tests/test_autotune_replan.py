@@ -57,6 +57,8 @@ def test_the_batch_that_died_of_memory_is_planned_again_under_the_cut_cap(spark,
     assert events.count("pipeline_failed") == 1, "one failure: the restart did not replay the failed range"
     assert not supervisor.gave_up and supervisor.permanent_failure is None
     assert "autotune_replanned" in events
+    assert recorder.metrics.registry.get_sample_value("opsd_autotune_decisions_total", {
+        "query": "replan", "knob": "planned_batch", "direction": "down", "reason": "memory_failure"}) == 1
     cap = read_tuning(yt, cfg.pipelines[0].source_tuning_path()).max_rows_per_partition
     assert cap <= MEMORY_BOUND_ROWS < CAP
     written = [row for batch in yt.read_tablet(f"{yt_root}/out", 0, 0, 2 * ROWS) for row in batch.to_pylist()]

@@ -303,6 +303,12 @@ class Recorder:
         if view["applied"]:
             self.record_tuning(query, **{knob: view["recommended"]})
 
+    def record_replan(self, query: str, batch_id: int, refused: str | None) -> None:
+        """The tuner planned a failed run's batch again (down: under the cut cap), or refused to (hold)."""
+        direction, reason = ("hold", "replan_refused") if refused else ("down", "memory_failure")
+        self.metrics.autotune_decisions.labels(query=query, knob="planned_batch", direction=direction,
+                                               reason=reason).inc()
+
     def record_oom_pool(self, query: str, pool: str, *, risk: float, predicted_peak_bytes: float, limit_bytes: float,
                         observed_peak_bytes: float | None) -> None:
         """The OOM check's verdict for one memory pool of a query's next batch."""

@@ -214,7 +214,8 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
     ),
     MetricDefinition(
         "opsd_autotune_decisions_total", _C,
-        "Auto-tuner decisions by knob, direction (up, down, hold) and reason.",
+        "Auto-tuner decisions by knob (max_rows_per_partition, dyn_batch_size; planned_batch: a failed run's "
+        "batch planned again, or not), direction (up, down, hold) and reason.",
         ("query", "knob", "direction", "reason"),
     ),
     # OOM risk of the next micro-batch, per memory pool (jvm_heap, direct, python_worker).

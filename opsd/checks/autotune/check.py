@@ -87,6 +87,7 @@ class AutotuneCheck:
                 again = decide_replan(evaluation) if stopped else None
                 if again is not None and target.replan.checkpoint is not None:
                     replan(cluster, target.replan.checkpoint, again)
+                    self.recorder.record_replan(target.query, again.batch_id, again.refused)
         except (ClusterError, OSError, ValueError) as e:
             log.warning("autotune_failed", query=target.query, error=f"{type(e).__name__}: {e}")
             return []

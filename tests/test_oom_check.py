@@ -3,6 +3,8 @@ progress and the cap in force, risk and safe cap recorded as metrics and status;
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry
@@ -27,8 +29,14 @@ def watched(spark, yt, yt_root, cluster_uri, tmp_path):
         yt.insert_rows(queue, pa.table({"data": ["x" * 100] * ROWS_PER_PARTITION,
                                         "n": list(range(ROWS_PER_PARTITION))}), tablet_index=tablet)
     monitor = opsd.attach(spark, registry=CollectorRegistry(), port=None)
-    query = (spark.readStream.format("yt").option("consumer_path", consumer).option("max_rows_per_partition", CAP)
-             .load(queue).writeStream.format("noop").queryName("oom_watched")
+
+    def slowly(batches):
+        time.sleep(1.0)  # tasks longer than Spark's metrics polling interval (200 ms): their peaks are measured
+        yield from batches
+
+    read = spark.readStream.format("yt").option("consumer_path", consumer).option("max_rows_per_partition", CAP)
+    df = read.load(queue)
+    query = (df.mapInArrow(slowly, df.schema).writeStream.format("noop").queryName("oom_watched")
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(processingTime="1 hour").start())
     wait_until(lambda: query.lastProgress is not None, 120, "the first capped batch")  # the next is an hour away
     query.stop()

@@ -142,14 +142,23 @@ def test_the_fixed_point_converges_and_then_stops_changing():
 
 
 def test_only_a_memory_failure_gets_its_planned_batch_planned_again_and_a_refusal_keeps_its_reason():
-    planned = facts(10_000, failure=OOM_TEXT, failed_run="r", uncommitted=Uncommitted(7))
-    assert decide_replan(evaluate(planned, SETTINGS)) == Replan("q", 7, None)
-    refused = replace(planned, uncommitted=Uncommitted(7, "the query keeps state"))
-    assert decide_replan(evaluate(refused, SETTINGS)) == Replan("q", 7, "the query keeps state")
+    planned = facts(10_000, failure=OOM_TEXT, failed_run="r", uncommitted=Uncommitted(7, 20_000))
+    assert decide_replan(evaluate(planned, SETTINGS), 5_000) == Replan("q", 7, None)
+    refused = replace(planned, uncommitted=Uncommitted(7, 20_000, "the query keeps state"))
+    assert decide_replan(evaluate(refused, SETTINGS), 5_000) == Replan("q", 7, "the query keeps state")
     other = replace(planned, failure="java.net.ConnectException: Connection refused")
-    assert decide_replan(evaluate(other, SETTINGS)) is None  # the same range may well pass next time
-    assert decide_replan(evaluate(replace(planned, uncommitted=None), SETTINGS)) is None
-    assert decide_replan(evaluate(replace(planned, reads_queue=False), SETTINGS)) is None  # no cap to plan under
+    assert decide_replan(evaluate(other, SETTINGS), 5_000) is None  # the same range may well pass next time
+    assert decide_replan(evaluate(replace(planned, uncommitted=None), SETTINGS), 5_000) is None
+    assert decide_replan(evaluate(replace(planned, reads_queue=False), SETTINGS), 5_000) is None
+
+
+def test_a_batch_is_planned_again_only_when_the_cap_now_makes_it_smaller():
+    planned = facts(10_000, failure=OOM_TEXT, failed_run="r", uncommitted=Uncommitted(7, 20_000))
+    assert decide_replan(evaluate(planned, SETTINGS), 19_999) is not None
+    assert decide_replan(evaluate(planned, SETTINGS), 20_000) is None  # it would be planned the same
+    assert decide_replan(evaluate(planned, SETTINGS), None) is None  # uncapped: it could grow
+    unknown = replace(planned, uncommitted=Uncommitted(7, None))
+    assert decide_replan(evaluate(unknown, SETTINGS), 5_000) is None
 
 
 @pytest.mark.parametrize("text", [

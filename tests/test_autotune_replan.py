@@ -56,7 +56,7 @@ def test_the_batch_that_died_of_memory_is_planned_again_under_the_cut_cap(spark,
     events = [e["event"] for e in logs]
     assert events.count("pipeline_failed") == 1, "one failure: the restart did not replay the failed range"
     assert not supervisor.gave_up and supervisor.permanent_failure is None
-    assert "autotune_replanned" in events
+    assert "autotune_replanned" in events and "autotune_checkpoint_unreadable" not in events
     assert recorder.metrics.registry.get_sample_value("opsd_autotune_decisions_total", {
         "query": "replan", "knob": "planned_batch", "direction": "down", "reason": "memory_failure"}) == 1
     cap = read_tuning(yt, cfg.pipelines[0].source_tuning_path()).max_rows_per_partition
@@ -92,24 +92,34 @@ def test_only_the_newest_uncommitted_batch_is_removed_with_its_checksum(tmp_path
 def test_why_a_planned_batch_may_not_be_planned_again(yt, yt_root, cluster_uri, tmp_path):
     location = planned_checkpoint(tmp_path / "cp", batches=3, committed=2)
 
-    def facts(**sink: object):
-        cfg = config(cluster_uri, yt_root, location, **sink)
-        return uncommitted(yt, replan_policy(cfg.pipelines[0], cluster_uri, {}))
+    def facts(location: str = location, **pipeline: object):
+        cfg = config(cluster_uri, yt_root, location)
+        changed = cfg.pipelines[0].model_copy(update=pipeline)
+        return uncommitted(yt, replan_policy(changed, cluster_uri, {}))
 
     assert facts() is not None and facts().batch_id == 2 and facts().unsafe is None  # at-least-once yt sink
-    for_each = OpsdConfig.model_validate({"pipelines": [{
-        "name": "f", "source": {"path": "//q", "options": {"consumer_path": "//c"}},
-        "sink": {"format": "foreachBatch", "callable": "m:f"}, "checkpoint_location": location}]})
-    assert "foreachBatch" in uncommitted(yt, replan_policy(for_each.pipelines[0], cluster_uri, {})).unsafe
-    transactional = facts(options={"transactional": "true"})
-    assert transactional.unsafe is None  # its commit log does not hold batch 2
+    sink = config(cluster_uri, yt_root, location).pipelines[0].sink
+    for_each = sink.model_copy(update={"format": "foreachBatch", "callable": "m:f", "path": None})
+    assert "foreachBatch" in facts(sink=for_each).unsafe
+    assert "file sink" in facts(sink=sink.model_copy(update={"format": "parquet"})).unsafe
+    assert "keeps state" in facts(stateful=True).unsafe
+    assert "plans every batch anew" in replan_policy(
+        config(cluster_uri, yt_root, location).pipelines[0].model_copy(update={"checkpoint_location": None}),
+        cluster_uri, {}).refused
+    # A transactional commit that holds the batch refuses it, whether or not opsd's config says transactional.
     yt.create("table", f"{yt_root}/out_commits", recursive=True,
               attributes={"dynamic": True, "schema": COMMIT_LOG_SCHEMA})
+    transactional = sink.model_copy(update={"options": {"transactional": "true"}})
+    assert facts(sink=transactional).unsafe is None  # its commit log does not hold batch 2
     yt.insert_rows(f"{yt_root}/out_commits", [{"query": location, "batch_id": 2, "rows": 1, "committed_at": 0.0}])
-    assert "committed the batch" in facts(options={"transactional": "true"}).unsafe
+    assert "committed the batch" in facts(sink=transactional).unsafe
+    assert "committed the batch" in facts().unsafe
     (tmp_path / "cp" / "state" / "0").mkdir(parents=True)
     assert "keeps state" in facts().unsafe
     assert uncommitted(yt, ReplanPolicy()) is None  # a watched query: no checkpoint opsd may touch
+    with capture_logs() as logs:
+        assert facts("hdfs://namenode/cp") is None  # unreadable: nothing is planned again
+    assert logs[0]["event"] == "autotune_checkpoint_unreadable"
     drop_planned_batch(location, 2)
     assert facts() is None  # nothing planned past the committed batch
 

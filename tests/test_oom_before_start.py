@@ -21,7 +21,7 @@ from opsd.observe.status import StatusStore
 from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
 from streaming_core.consumer import advance_consumer
-from streaming_core.tuning import read_tuning
+from streaming_core.tuning import read_tuning, write_tuning
 from tests.conftest import make_queue
 
 SMALL, BIG = 10, 2000  # bytes of `data` in the rows already read and in the rows ahead
@@ -145,3 +145,27 @@ def test_a_restart_after_a_memory_failure_observes_the_failure_before_the_tuner_
 class FinishedQuery:
     def awaitTermination(self, timeout: float) -> bool:
         return True
+
+
+def test_a_cap_already_in_force_is_what_the_first_batch_is_judged_by_and_a_safe_one_is_kept(yt, started):
+    _, _, oom, tuner, document = started
+    uncapped = oom.before_start("p")
+    safe = uncapped.safe_max_rows_per_partition
+    write_tuning(yt, document, max_rows_per_partition=safe // 2)
+    verdict = oom.before_start("p")
+
+    assert sorted(verdict.batch.rows_per_partition.values()) == [safe // 2, safe // 2]
+    assert verdict.risk <= verdict.target_risk
+    tuner.before_start("p")
+    assert read_tuning(yt, document).max_rows_per_partition == safe // 2  # not cut: its first batch is safe
+
+
+def test_a_first_batch_that_died_of_memory_is_observed_and_counted_once(started):
+    _, recorder, oom, _, _ = started
+    oom.before_start("p")
+    after = oom.before_start("p", OOM)  # the run never recorded a batch: the status has no partitions
+    heap = next(p for p in after.pools if p.pool == "jvm_heap")
+    assert heap.model.observations == 1
+    oom.before_start("p", OOM)
+    assert recorder.metrics.registry.get_sample_value(
+        "opsd_memory_failures_total", {"query": "p", "pool": "jvm_heap"}) == 1

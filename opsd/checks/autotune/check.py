@@ -9,6 +9,7 @@ One query's failure is logged and never stops the others.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,8 +19,10 @@ from opsd.checks.autotune.apply import apply, replan
 from opsd.checks.autotune.collect import AutotuneTarget, collect, replan_policy
 from opsd.checks.autotune.decide import (
     DYN_BATCH_SIZE,
+    MAX_ROWS,
     Decision,
     Direction,
+    Replan,
     TunerMemory,
     decide,
     decide_replan,
@@ -57,6 +60,7 @@ class AutotuneCheck:
         self.recorder = recorder
         self.targets = {t.query: t for t in targets}
         self.memory: dict[str, TunerMemory] = {}
+        self._lock = threading.Lock()  # the scheduler's runs and the runner's before_start share the memory
 
     def run(self) -> list[Decision]:
         """Decide (and apply where the mode says so) for every target; returns the decisions."""
@@ -76,25 +80,36 @@ class AutotuneCheck:
 
     def _tune(self, cluster: Cluster, target: AutotuneTarget, failure: str | None = None, *,
               stopped: bool = False) -> list[Decision]:
-        try:
-            facts = collect(cluster, target, self.recorder.status.get(target.query), failure)
-            evaluation = evaluate(facts, target.settings)
-            memory = self.memory.get(target.query, TunerMemory())
-            decisions = decide(evaluation, memory, target.settings)
-            applying = target.mode == "apply"
-            if applying:
-                apply(cluster, target.tuning.source_document, target.tuning.sink_document, decisions)
-                again = decide_replan(evaluation) if stopped else None
-                if again is not None and target.replan.checkpoint is not None:
-                    replan(cluster, target.replan.checkpoint, again)
-                    self.recorder.record_replan(target.query, again.batch_id, again.refused)
-        except (ClusterError, OSError, ValueError) as e:
-            log.warning("autotune_failed", query=target.query, error=f"{type(e).__name__}: {e}")
-            return []
-        self.memory[target.query] = remember(memory, decisions, evaluation, applied=applying)
+        with self._lock:
+            try:
+                facts = collect(cluster, target, self.recorder.status.get(target.query), failure, stopped=stopped)
+                evaluation = evaluate(facts, target.settings)
+                memory = self.memory.get(target.query, TunerMemory())
+                decisions = decide(evaluation, memory, target.settings)
+                applying = target.mode == "apply"
+                if applying:
+                    apply(cluster, target.tuning.source_document, target.tuning.sink_document, decisions)
+            except (ClusterError, OSError, ValueError) as e:
+                log.warning("autotune_failed", query=target.query, error=f"{type(e).__name__}: {e}")
+                return []
+            self.memory[target.query] = remember(memory, decisions, evaluation, applied=applying)
         for d in decisions:
             self.recorder.record_autotune(d.query, d.knob, view(d, target, applied=applying), d.inputs)
+        if applying and stopped:
+            cap = next((d.recommended for d in decisions if d.knob == MAX_ROWS), None)
+            self._replan(cluster, target, decide_replan(evaluation, cap))
         return list(decisions)
+
+    def _replan(self, cluster: Cluster, target: AutotuneTarget, decision: Replan | None) -> None:
+        """Plan the failed run's batch again (the query is stopped: only `before_start` calls this)."""
+        if decision is None or target.replan.checkpoint is None:
+            return
+        try:
+            replan(cluster, target.replan.checkpoint, decision)
+        except (ClusterError, OSError, ValueError) as e:
+            log.warning("autotune_replan_failed", query=target.query, error=f"{type(e).__name__}: {e}")
+            return
+        self.recorder.record_replan(target.query, decision.batch_id, decision.refused)
 
 
 def recommend(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None = None) -> dict[str, Any]:

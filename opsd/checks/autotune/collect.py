@@ -19,17 +19,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
 from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
 from opsd.checks.tuning.collect import TuningSources
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.config.models import AutotuneSettings, PipelineConfig
 from opsd.observe.status import QueryStatus
-from streaming_core.checkpoint import has_state, newest_batch
+from streaming_core.checkpoint import Checkpoint, has_state, read_checkpoint
 from streaming_core.cluster import Cluster
 from streaming_core.options import CHECKPOINT_LOCATION, CLUSTER, PATH, SinkOptions
 from streaming_core.sink import batch_committed
 from streaming_core.tuning import Tuning, dyn_batch_size_in_force
 from streaming_core.write_stats import read_write_stats
+
+log = structlog.get_logger(__name__)
 
 #: Sinks that cannot take a re-planned batch, and why.
 REPLAN_REFUSED = {
@@ -45,8 +49,9 @@ class ReplanPolicy:
     checkpoint: str | None = None
     #: Why its sink cannot take a re-planned batch whatever the checkpoint holds; None when it can.
     refused: str | None = "opsd does not run the query"
-    #: A transactional yt sink's options: it can while its commit log lacks the batch.
-    transactional: SinkOptions | None = None
+    #: A yt sink's options: it can while its transactional commit log (if any) lacks the batch. Looked up whatever
+    #: the options say: `transactional` may come from a Spark conf opsd does not see.
+    yt_sink: SinkOptions | None = None
 
 
 def replan_policy(pipeline: PipelineConfig, cluster_uri: str | None, spark_conf: Mapping[str, str]) -> ReplanPolicy:
@@ -55,15 +60,16 @@ def replan_policy(pipeline: PipelineConfig, cluster_uri: str | None, spark_conf:
     location, sink = pipeline.checkpoint_location, pipeline.sink
     if not location:
         return ReplanPolicy(refused="no checkpoint location: a restart plans every batch anew")
-    transactional = None
+    if pipeline.stateful:
+        return ReplanPolicy(location, "the query keeps state, which the failed batch may have changed")
+    options = None
     if sink.format == "yt":
         try:
             options = SinkOptions.parse({CLUSTER: cluster_uri or "", **sink.options, PATH: sink.path or "",
                                          CHECKPOINT_LOCATION: location}, spark_conf)
         except ValueError as e:
-            return ReplanPolicy(refused=f"the yt sink's options do not parse: {e}")
-        transactional = options if options.transactional else None
-    return ReplanPolicy(location, REPLAN_REFUSED.get(sink.format), transactional)
+            return ReplanPolicy(location, f"the yt sink's options do not parse: {e}")
+    return ReplanPolicy(location, REPLAN_REFUSED.get(sink.format), options)
 
 
 @dataclass(frozen=True)
@@ -105,25 +111,49 @@ def memory_limit(status: QueryStatus | None) -> MemoryLimit:
 
 
 def uncommitted(cluster: Cluster, policy: ReplanPolicy) -> Uncommitted | None:
-    """The checkpoint's planned, uncommitted batch and why it may not be planned again (None: none planned)."""
+    """The checkpoint's planned, uncommitted batch, its largest partition's rows and why it may not be planned
+    again (None: none planned, or the checkpoint cannot be read: logged, and then nothing is re-planned)."""
     if policy.checkpoint is None:
         return None
-    batch_id, committed = newest_batch(policy.checkpoint, cluster.uri)
-    if batch_id is None or committed:
+    try:
+        checkpoint = read_checkpoint(policy.checkpoint, cluster.uri)
+        planned = checkpoint.planned
+        if planned is None:
+            return None
+        rows = planned_rows(cluster, checkpoint)
+        if policy.refused:
+            return Uncommitted(planned.batch_id, rows, policy.refused)
+        if has_state(policy.checkpoint, cluster.uri):
+            return Uncommitted(planned.batch_id, rows, "the query keeps state, which the failed batch may have changed")
+        if policy.yt_sink and batch_committed(policy.yt_sink, planned.batch_id):
+            return Uncommitted(planned.batch_id, rows, "the sink committed the batch before the query failed")
+        return Uncommitted(planned.batch_id, rows)
+    except Exception as e:  # a checkpoint opsd cannot read (or a client's own error) must not stop the tuning
+        log.warning("autotune_checkpoint_unreadable", checkpoint=policy.checkpoint, error=f"{type(e).__name__}: {e}")
         return None
-    if policy.refused:
-        return Uncommitted(batch_id, policy.refused)
-    if has_state(policy.checkpoint, cluster.uri):
-        return Uncommitted(batch_id, "the query keeps state, which the failed batch may have changed")
-    if policy.transactional and batch_committed(policy.transactional, batch_id):
-        return Uncommitted(batch_id, "the transactional sink committed the batch before the query failed")
-    return Uncommitted(batch_id)
+
+
+def planned_rows(cluster: Cluster, checkpoint: Checkpoint) -> int | None:
+    """Rows of the largest yt partition of the planned batch: its end minus the committed batch's end (for the
+    first batch, minus the consumer's offset, where the source starts); None when a queue's start is unknown."""
+    planned = checkpoint.planned
+    largest = 0
+    for end in (s for s in planned.sources if s is not None) if planned else ():
+        before = checkpoint.committed.queue(end.path) if checkpoint.committed else None
+        if before is not None:
+            start = before.partitions
+        elif checkpoint.committed is None and end.consumer_path:
+            start = {p: o - 1 for p, o in cluster.get_consumer_offsets(end.consumer_path, end.path).items()}
+        else:
+            return None
+        largest = max([largest, *(last - start.get(p, -1) for p, last in end.partitions.items())])
+    return largest
 
 
 def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None,
-            failure: str | None = None) -> Facts:
+            failure: str | None = None, *, stopped: bool = False) -> Facts:
     """The query's facts; `failure` is the text of a failure the caller saw before the status did (the runner,
-    before it restarts the query)."""
+    before it restarts the query, `stopped`: only then is the checkpoint's planned batch read)."""
     failure = failure or (status.exception if status is not None and status.failed else None)
     in_force = collect_tuning(cluster, target.tuning)
     lag = (status.lag if status else None) or {}
@@ -141,7 +171,7 @@ def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None
         memory=memory_limit(status),
         failure=failure,
         failed_run=None if failure is None else (status and status.run_id) or failure,
-        uncommitted=None if failure is None else uncommitted(cluster, target.replan),
+        uncommitted=uncommitted(cluster, target.replan) if failure is not None and stopped else None,
         write=read_write_stats(cluster, target.tuning.sink_document) if in_force.dyn_batch_size else None,
         dyn_batch_size_ceiling=dyn_batch_size_in_force(Tuning(dyn_batch_size=target.settings.max_dyn_batch_size),
                                                        target.settings.max_dyn_batch_size),

@@ -181,12 +181,17 @@ class Replan:
     refused: str | None
 
 
-def decide_replan(evaluation: Evaluation) -> Replan | None:
-    """For a query about to restart after a memory failure that left a batch planned: whether to plan it again."""
+def decide_replan(evaluation: Evaluation, cap: int | None) -> Replan | None:
+    """For a query about to restart after a memory failure that left a batch planned: whether to plan it again
+    (`cap`: the cap in force once this run's decisions are applied). None when planning it again would not make
+    it smaller: no cap, or a batch whose largest partition is within the cap (or unknown)."""
     facts = evaluation.facts
-    if not evaluation.rows.memory_failure or facts.uncommitted is None or not facts.reads_queue:
+    planned = facts.uncommitted
+    if not evaluation.rows.memory_failure or planned is None or not facts.reads_queue:
         return None
-    return Replan(facts.query, facts.uncommitted.batch_id, facts.uncommitted.unsafe)
+    if cap is None or planned.partition_rows is None or planned.partition_rows <= cap:
+        return None
+    return Replan(facts.query, planned.batch_id, planned.unsafe)
 
 
 def decide(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> tuple[Decision, ...]:

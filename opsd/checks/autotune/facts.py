@@ -38,6 +38,8 @@ class Uncommitted:
     """The newest batch of the query's checkpoint: planned, never committed (the batch a failed run died in)."""
 
     batch_id: int
+    #: Rows of its largest partition (None: unknown): planning it again helps only under a smaller cap.
+    partition_rows: int | None = None
     #: Why planning it again could lose or duplicate output; None when the sink holds none of it.
     unsafe: str | None = None
 

@@ -14,6 +14,7 @@ caps the first batch of a run by the model, not by a fixed guess.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,8 @@ import structlog
 from opsd.checks.oom.collect import SparkRest, next_partitions, pool_limits, sample_bytes_per_row, stage_peaks
 from opsd.checks.oom.evaluate import HEAP, POOLS, Evaluation, ModelSettings, Observation, evaluate, planned_batch
 from opsd.checks.oom.failures import memory_pool_of_failure
+from opsd.checks.tuning.collect import collect as collect_tuning
+from opsd.checks.tuning.collect import sources_for
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import QueryStatus
@@ -63,12 +66,18 @@ class OomCheck:
         self.target_risk = config.checks.oom_risk_target
         self.settings = ModelSettings(half_life_batches=config.checks.oom_half_life_batches)
         self.cluster_uri = config.cluster
-        self.sources = {p.name: (p.source.path, p.source.options.get(CONSUMER_PATH))
-                        for p in config.pipelines if p.source.format == "yt"}
+        conf = dict(config.spark.conf)
+        self.sources = {p.name: (p.source.path, p.source.options[CONSUMER_PATH], sources_for(p, conf))
+                        for p in config.pipelines if p.source.format == "yt" and p.source.options.get(CONSUMER_PATH)}
+        self._lock = threading.Lock()  # the scheduler's runs and the runner's before_start share the memory
         self.memory: dict[str, _QueryMemory] = {}
 
     def run(self) -> dict[str, Evaluation]:
         """Evaluate every query that read a yt queue; returns the evaluations for logs, tests and doctor."""
+        with self._lock:
+            return self._run()
+
+    def _run(self) -> dict[str, Evaluation]:
         queries = {name: s for name, s in self.recorder.status.snapshot().items() if s.partitions}
         if not queries:
             return {}
@@ -84,29 +93,32 @@ class OomCheck:
 
     def before_start(self, query: str, failure: str | None = None) -> Evaluation | None:
         """The verdict for the first batch of a run the runner is about to start (`failure`: why the last run
-        ended, which the status may not hold yet); None for a query that reads no yt queue or has nothing to
-        measure its rows by. A failure to judge is logged: the start goes on."""
-        status = self.recorder.status.get(query)
-        try:
-            if status is not None and status.partitions:
-                if failure is not None and not status.failed:
-                    status = replace(status, exception=failure)
-                with connect(self.cluster_uri) as cluster:
-                    bytes_per_row = sample_bytes_per_row(cluster, status.partitions)
-                return None if bytes_per_row is None else self._evaluate(status, bytes_per_row, self.rest.stages())
-            if query not in self.sources or self.sources[query][1] is None:
+        ended, which the status may not hold yet: a memory failure is observed first, once); None for a query that
+        reads no yt queue or has nothing to measure its rows by. A failure to judge is logged: the start goes on."""
+        with self._lock:
+            status = self.recorder.status.get(query) or QueryStatus(name=query)
+            if failure is not None and not status.failed:
+                status = replace(status, exception=failure)
+            try:
+                return self._before_start(status)
+            except (ClusterError, OSError, ValueError) as e:
+                log.warning("oom_before_start_failed", query=query, error=f"{type(e).__name__}: {e}")
                 return None
-            queue, consumer = self.sources[query]
-            with connect(self.cluster_uri) as cluster:
+
+    def _before_start(self, status: QueryStatus) -> Evaluation | None:
+        with connect(self.cluster_uri) as cluster:
+            if status.partitions:  # it ran: the next batch starts where the last one ended
+                bytes_per_row = sample_bytes_per_row(cluster, status.partitions)
+                stages = self.rest.stages() if bytes_per_row is not None else []
+            elif status.name in self.sources:  # it never read: from its consumer, with the rows ahead of it
+                queue, consumer, tuning = self.sources[status.name]
                 partitions = next_partitions(cluster, queue, consumer)
                 bytes_per_row = sample_bytes_per_row(cluster, partitions, ahead=True)
-        except (ClusterError, OSError, ValueError) as e:
-            log.warning("oom_before_start_failed", query=query, error=f"{type(e).__name__}: {e}")
-            return None
-        if bytes_per_row is None:
-            return None
-        return self._evaluate(replace(status or QueryStatus(name=query), partitions=tuple(partitions)),
-                              bytes_per_row, [])
+                cap = collect_tuning(cluster, tuning).max_rows_per_partition  # the cap its first batch is planned by
+                status, stages = replace(status, partitions=tuple(partitions), max_rows_per_partition=cap), []
+            else:
+                return None
+        return None if bytes_per_row is None else self._evaluate(status, bytes_per_row, stages)
 
     def _evaluate(self, status: QueryStatus, bytes_per_row: float, stages: Stages) -> Evaluation:
         memory = self.memory.setdefault(status.name, _QueryMemory())

@@ -297,7 +297,8 @@ def main() -> None:
     for name, seconds in drain["tuned_seconds"].items():
         print(f"{'2 (simulated) tuner, cap ' + name.replace('_', ' ') + ', drain (s)':58} {seconds:>14.0f}")
     print(f"{'2 (simulated) drain_ratio, OOM check on (worse start)':58} {drain['drain_ratio']:>14.3f} {'<= 1.15':>10}")
-    print(f"{'2 (simulated) drain_ratio_no_oom_check, risk unknown':58} {drain['drain_ratio_no_oom_check']:>14.3f}")
+    print(f"{'2 (simulated) drain_ratio_no_oom_check, risk unknown':58} {drain['drain_ratio_no_oom_check']:>14.3f} "
+          f"{'<= 1.15':>10}")
     print(f"{'3 (simulated) settle_batches after a 10x rate step':58} {step['settle_batches']:>14} {'<= 10':>10}")
     print(f"{'4 (simulated) changes_per_100 at a steady rate':58} {steady['changes_per_100']:>14.2f} {'<= 2':>10}")
     print(f"{'5 (sink path, simulated proxy) default 50000 (rows/s)':58} {writes['default_rows_per_s']:>14,.0f}")

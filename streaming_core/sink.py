@@ -241,13 +241,18 @@ def commit_log_path(options: SinkOptions) -> str:
     return f"{options.path}_commits"
 
 
+def commit_key(options: SinkOptions, batch_id: int) -> dict[str, str | int]:
+    """The key of a batch's row in the sink's commit log."""
+    return {"query": query_key(options), "batch_id": batch_id}
+
+
 def batch_committed(options: SinkOptions, batch_id: int) -> bool:
     """Whether the transactional commit of `batch_id` by this query (`query_key`) is in the sink's commit log."""
     log_path = commit_log_path(options)
     with connect(options.cluster) as cluster:
         if not cluster.exists(log_path):
             return False
-        return bool(cluster.lookup_rows(log_path, [{"query": query_key(options), "batch_id": batch_id}]))
+        return bool(cluster.lookup_rows(log_path, [commit_key(options, batch_id)]))
 
 
 def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int) -> bool:
@@ -256,7 +261,7 @@ def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int)
     Returns False when the batch was committed before (a replay), in which case nothing is written.
     """
     options = plan.options
-    key = {"query": query_key(options), "batch_id": batch_id}
+    key = commit_key(options, batch_id)
     log_path = commit_log_path(options)
     staged = [p.staging_path for p in parts if p and p.staging_path]
     with connect(options.cluster) as cluster:

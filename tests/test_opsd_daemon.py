@@ -50,6 +50,12 @@ def opsd(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "COLUMNS": "200"})
 
 
+def run_daemon(config_file: Path, stderr: Path) -> subprocess.Popen[bytes]:
+    """`opsd run CONFIG` in a child process, its log lines (stderr) going to `stderr`."""
+    with stderr.open("wb") as err:
+        return subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
+
+
 def rows(first: int, count: int) -> list[dict[str, Any]]:
     return [{"data": f"row-{i}", "n": i} for i in range(first, first + count)]
 
@@ -104,8 +110,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     config_file = work / "opsd.yaml"
     config_file.write_text(yaml.safe_dump(config))
     stderr = work / "stderr.log"
-    with stderr.open("wb") as err:
-        process = subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
+    process = run_daemon(config_file, stderr)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: process.poll() is not None or http_status(f"{url}/readyz") == 200, START_SECONDS,
@@ -228,8 +233,7 @@ def test_ctrl_c_stops_gracefully_with_exit_130_and_no_error(tmp_path: Path) -> N
     def events() -> list[str]:
         return [json.loads(line)["event"] for line in stderr.read_text().splitlines() if line.startswith("{")]
 
-    with stderr.open("wb") as err:
-        process = subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
+    process = run_daemon(config_file, stderr)
     try:
         wait_until(lambda: process.poll() is not None or "batch_completed" in events(), START_SECONDS, "a batch")
         process.send_signal(signal.SIGINT)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from streaming_core.cluster import connect
 from tests.conftest import make_queue
 from tests.helpers_pipelines import wait_until
 from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows
-from tests.test_opsd_daemon import OPSD, START_SECONDS, WAIT_SECONDS, free_port, http_status, opsd, rows
+from tests.test_opsd_daemon import START_SECONDS, WAIT_SECONDS, free_port, http_status, opsd, rows, run_daemon
 
 pytestmark = pytest.mark.spark
 
@@ -47,8 +46,7 @@ def test_a_pipeline_that_can_never_start_is_refused_and_named_while_the_others_r
     assert f"pipeline 'broken': sink: {MISSING}" in check.stdout and "pipeline 'good'" not in check.stdout
 
     stderr = tmp_path / "stderr.log"
-    with stderr.open("wb") as err:
-        process = subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
+    process = run_daemon(config_file, stderr)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: process.poll() is not None or http_status(f"{url}/metrics") == 200, START_SECONDS,

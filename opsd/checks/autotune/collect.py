@@ -26,7 +26,7 @@ from opsd.checks.tuning.collect import TuningSources
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.config.models import AutotuneSettings, PipelineConfig
 from opsd.observe.status import QueryStatus
-from streaming_core.checkpoint import Checkpoint, has_state, read_checkpoint
+from streaming_core.checkpoint import Checkpoint, checkpoint_files, has_state, read_checkpoint
 from streaming_core.cluster import Cluster
 from streaming_core.options import CHECKPOINT_LOCATION, CLUSTER, PATH, SinkOptions
 from streaming_core.sink import batch_committed
@@ -44,11 +44,12 @@ REPLAN_REFUSED = {
 
 @dataclass(frozen=True)
 class ReplanPolicy:
-    """Whether the query's planned, uncommitted batch may be planned again, as far as its config tells."""
+    """Whether the query's planned, uncommitted batch may be planned again, as far as its config tells (no
+    checkpoint: nothing opsd may touch, e.g. a watched query)."""
 
     checkpoint: str | None = None
     #: Why its sink cannot take a re-planned batch whatever the checkpoint holds; None when it can.
-    refused: str | None = "opsd does not run the query"
+    refused: str | None = None
     #: A yt sink's options: it can while its transactional commit log (if any) lacks the batch. Looked up whatever
     #: the options say: `transactional` may come from a Spark conf opsd does not see.
     yt_sink: SinkOptions | None = None
@@ -116,14 +117,15 @@ def uncommitted(cluster: Cluster, policy: ReplanPolicy) -> Uncommitted | None:
     if policy.checkpoint is None:
         return None
     try:
-        checkpoint = read_checkpoint(policy.checkpoint, cluster.uri)
+        files = checkpoint_files(policy.checkpoint, cluster.uri)
+        checkpoint = read_checkpoint(policy.checkpoint, files=files)
         planned = checkpoint.planned
         if planned is None:
             return None
         rows = planned_rows(cluster, checkpoint)
         if policy.refused:
             return Uncommitted(planned.batch_id, rows, policy.refused)
-        if has_state(policy.checkpoint, cluster.uri):
+        if has_state(policy.checkpoint, files=files):
             return Uncommitted(planned.batch_id, rows, "the query keeps state, which the failed batch may have changed")
         if policy.yt_sink and batch_committed(policy.yt_sink, planned.batch_id):
             return Uncommitted(planned.batch_id, rows, "the sink committed the batch before the query failed")

@@ -18,14 +18,13 @@ maps it for Spark), on YTsaurus Cypress files read through ytsaurus-client. Pure
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from .cluster import resolve_uri
+from .cluster import resolve_uri, yt_proxy
 from .offsets import QueueOffset
 
 #: The offset log version this reader understands (Spark's `OffsetSeqLog.VERSION`).
@@ -79,10 +78,11 @@ class CypressFiles:
         self.client.remove(f"{self.root}/{path}", force=True)
 
 
-def _yt_client(proxy: str) -> Any:
+def _yt_client(uri: str) -> Any:
     from .cluster.ytsaurus.client import default_client_factory  # ytsaurus-client only when a real cluster is used
 
-    return default_client_factory(proxy, os.environ.get("YT_TOKEN"), None)
+    proxy, config = yt_proxy(uri)
+    return default_client_factory(proxy, None, config or None)
 
 
 def checkpoint_files(location: str, cluster_uri: str | None = None, *,
@@ -98,7 +98,7 @@ def checkpoint_files(location: str, cluster_uri: str | None = None, *,
     uri = resolve_uri(cluster_uri)
     if uri.startswith("local://"):
         return LocalFiles(Path(uri[len("local://"):] + parsed.path))
-    return CypressFiles(yt_client(uri[len("yt://"):]), "/" + parsed.path)
+    return CypressFiles(yt_client(uri), "/" + parsed.path)
 
 
 @dataclass(frozen=True)

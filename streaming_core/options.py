@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .cluster import resolve_uri
+from .cluster import resolve_uri, yt_uri
 from .cluster.errors import InvalidUriError
 from .tuning import default_tuning_path
 
@@ -120,7 +120,7 @@ def _choice(name: str, value: Any, choices: Mapping[str, str] | tuple[str, ...])
 def _cluster(options: Mapping[str, str], session: Mapping[str, str]) -> str:
     uri = options.get(CLUSTER) or session.get(CONF_CLUSTER)
     if not uri and session.get(CONF_PROXY):
-        uri = "yt://" + session[CONF_PROXY]
+        uri = yt_uri(session[CONF_PROXY])
     try:
         return resolve_uri(uri)
     except InvalidUriError as e:

@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 from pyspark.sql import SparkSession
 
-from .cluster import resolve_uri
+from .cluster import resolve_uri, yt_proxy
 from .datasource import register
 from .options import CONF_CLUSTER
 from .worker_python import launcher_path
@@ -63,7 +63,7 @@ def checkpoint_conf(cluster_uri: str) -> dict[str, str]:
             "spark.hadoop.fs.yt.impl.disable.cache": "true",
             "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
         }
-    conf = {"spark.hadoop.yt.proxy": uri[len("yt://"):]}
+    conf = {"spark.hadoop.yt.proxy": yt_proxy(uri)[0]}
     jars = spyt_jars()
     if not jars:
         log.warning("spyt_filesystem_missing", cluster=uri, fix="pip install 'yt-streaming-opsd[spyt]'",

@@ -92,11 +92,11 @@ def test_yt_paths_on_ytsaurus_are_cypress_files_read_through_the_client() -> Non
     cypress = FakeCypress({"//home/q/cp/offsets/3": REAL_OFFSETS, "//home/q/cp/offsets/4": REAL_OFFSETS,
                            "//home/q/cp/commits/3": 'v1\n{"nextBatchWatermarkMs":0}'})
     proxies = []
-    files = checkpoint_files("yt:///home/q/cp", "yt://hahn", yt_client=lambda proxy: proxies.append(proxy) or cypress)
+    files = checkpoint_files("yt:///home/q/cp", "yt://hahn", yt_client=lambda uri: proxies.append(uri) or cypress)
 
     checkpoint = read_checkpoint("yt:///home/q/cp", files=files)
 
-    assert isinstance(files, CypressFiles) and proxies == ["hahn"]
+    assert isinstance(files, CypressFiles) and proxies == ["yt://hahn"]
     assert (checkpoint.committed_batch, checkpoint.planned.batch_id) == (3, 4)
     assert checkpoint.committed.queue("//tmp/q").partitions == {0: 49, 1: 49}
 

@@ -23,6 +23,7 @@ import pytest
 import yt.wrapper as yt
 import yt.yson as yson
 from cluster_contract import ClusterContract
+from standin_support import STANDIN_TOKEN
 
 from streaming_core.cluster import (
     ClusterError,
@@ -36,9 +37,10 @@ from streaming_core.cluster import (
     TrimmedRowsError,
     UnreachableClusterError,
     VitalConsumerError,
+    connect,
 )
 from streaming_core.cluster.ytsaurus import CONSUMER_SCHEMA, YtsaurusCluster
-from streaming_core.cluster.ytsaurus.client import retry_seconds
+from streaming_core.cluster.ytsaurus.client import client_config, client_token, retry_seconds
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
 
 QUEUE = "//tmp/q"
@@ -149,6 +151,7 @@ def nodes() -> dict[str, Any]:
     return {
         QUEUE + "/@": QUEUE_ATTRS, QUEUE + "/@schema": QUEUE_SCHEMA, QUEUE + "/@tablet_count": 2,
         SORTED_TABLE + "/@": SORTED_ATTRS, SORTED_TABLE + "/@schema": SORTED_SCHEMA,
+        CONSUMER + "/@": {"type": "table", "dynamic": True, "schema": CONSUMER_SCHEMA, "treat_as_queue_consumer": True},
     }
 
 
@@ -306,7 +309,7 @@ class TestTablets:
     def test_reading_a_trimmed_range_names_queue_partition_and_range(self, cluster, client):
         client.answers["get_tablet_infos"] = tablet_infos((10, 0), (7, 3))
 
-        with pytest.raises(TrimmedRowsError, match=r"//tmp/q: partition 1: rows \[2, 5\).*below 3"):
+        with pytest.raises(TrimmedRowsError, match=r"//tmp/q: partition 1, rows \[2, 3\) of the requested range \[2, 5"):
             list(cluster.read_tablet(QUEUE, 1, 2, 5))
         assert "select_rows" not in client.names()
 
@@ -334,7 +337,7 @@ class TestTablets:
         client.answers["get_tablet_infos"] = tablet_infos((10, 0), (7, 0))
         client.answers["select_rows"] = [{"$tablet_index": 1, "$row_index": 4, "id": 4}]
 
-        with pytest.raises(TrimmedRowsError, match="below 4"):
+        with pytest.raises(TrimmedRowsError, match=r"rows \[2, 4\) of the requested range \[2, 5\)"):
             list(cluster.read_tablet(QUEUE, 1, 2, 5))
 
     def test_trim_is_sent_only_when_it_moves_forward(self, cluster, client):
@@ -365,7 +368,12 @@ class TestConsumers:
     def test_register_passes_vital_and_partitions(self, cluster, client):
         cluster.register_queue_consumer(QUEUE, CONSUMER, vital=True, partitions=(0, 1))
 
-        assert client.calls == [("register_queue_consumer", (QUEUE, CONSUMER, True), {"partitions": [0, 1]})]
+        assert client.calls_named("register_queue_consumer") == [((QUEUE, CONSUMER, True), {"partitions": [0, 1]})]
+
+    def test_register_refuses_a_table_that_is_not_a_consumer_before_calling(self, cluster, client):
+        with pytest.raises(SchemaError, match=f"{SORTED_TABLE}: not a consumer"):
+            cluster.register_queue_consumer(QUEUE, SORTED_TABLE)
+        assert "register_queue_consumer" not in client.names()
 
     def test_registrations_are_mapped_without_path_attributes(self, cluster, client):
         queue = yson.YsonUnicode(QUEUE)
@@ -506,14 +514,18 @@ class TestSecretsAndPickling:
         assert copy._client_instance is None
         assert (copy.proxy, copy.uri) == ("hahn", "yt://hahn")
 
-    def test_token_defaults_to_yt_token_env(self, monkeypatch):
-        monkeypatch.setenv("YT_TOKEN", "from-env")
+    def test_without_a_token_the_client_reads_its_own_sources(self, monkeypatch, tmp_path):
         seen: list[tuple[Any, ...]] = []
-        cluster = YtsaurusCluster("hahn", client_factory=lambda *a: seen.append(a) or FakeYtClient())
+        YtsaurusCluster("hahn", client_factory=lambda *a: seen.append(a) or FakeYtClient()).exists(QUEUE)
+        assert seen == [("hahn", None, None)]
 
-        cluster.exists(QUEUE)
-
-        assert seen == [("hahn", "from-env", None)]
+        monkeypatch.setenv("YT_TOKEN", "from-env")
+        assert client_token(yt.YtClient(config=client_config("hahn", None, None))) == "from-env"
+        monkeypatch.delenv("YT_TOKEN")
+        (tmp_path / "token").write_text("from-file\n")
+        monkeypatch.setenv("YT_TOKEN_PATH", str(tmp_path / "token"))
+        assert client_token(yt.YtClient(config=client_config("hahn", None, None))) == "from-file"
+        assert client_token(yt.YtClient(config=client_config("hahn", "given", None))) == "given"
 
 
 class TestValueConversion:
@@ -606,15 +618,19 @@ class TestCompositeValuesOnTheWire:
         assert table.to_pylist() == [{"$tablet_index": 0, "$row_index": 3, **self.ROW}]
 
 
-@pytest.mark.yt
-@pytest.mark.skipif(not os.environ.get("YT_PROXY"),
-                    reason="needs a real YTsaurus cluster: set YT_PROXY (and YT_TOKEN)")
 class TestYtsaurusContract(ClusterContract):
-    """The shared cluster contract (`tests/cluster_contract.py`) against the cluster at `$YT_PROXY`."""
+    """The shared cluster contract (`tests/cluster_contract.py`) through the real `ytsaurus-client` over HTTP: against
+    the cluster at `$YT_PROXY` when it is set, else against the YTsaurus HTTP stand-in (`standin_support`)."""
 
     @pytest.fixture
-    def cluster(self) -> Iterator[YtsaurusCluster]:
-        with YtsaurusCluster(os.environ["YT_PROXY"]) as cluster:
+    def cluster(self, request: pytest.FixtureRequest) -> Iterator[YtsaurusCluster]:
+        if os.environ.get("YT_PROXY"):
+            with YtsaurusCluster(os.environ["YT_PROXY"]) as cluster:
+                yield cluster
+            return
+        standin = request.getfixturevalue("standin")
+        with connect(standin.uri, token=STANDIN_TOKEN) as cluster:
+            assert isinstance(cluster, YtsaurusCluster)
             yield cluster
 
     @pytest.fixture

@@ -2,7 +2,11 @@
 
 URIs:
 - `local:///abs/root` (or `local://` for the default root) -> `EmbeddedCluster` on local disk.
-- `yt://proxy[:port]` -> `YtsaurusCluster` through `ytsaurus-client` (token from `YT_TOKEN`).
+- `yt://proxy[:port]` -> `YtsaurusCluster` through `ytsaurus-client`, the scheme as the client's own configuration
+  says (`YT_PREFER_HTTPS`, `YT_CONFIG_PATCHES`, `~/.yt/config`; plain HTTP by default);
+  `yt+https://proxy[:port]` forces HTTPS and `yt+http://proxy[:port]` plain HTTP. A query `?ca_bundle=/path.pem`
+  names the CA bundle that verifies the proxy's certificate. The token comes as the client reads it: `YT_TOKEN`,
+  `YT_TOKEN_PATH`, `~/.yt/token`.
 - None -> `$OPSD_CLUSTER`, else `yt://$YT_PROXY` when `YT_PROXY` is set, else the embedded default.
 """
 
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 from .base import Cluster, NodeInfo, Registration, TabletInfo, Transaction
 from .errors import (
@@ -31,11 +35,15 @@ __all__ = [
     "AlreadyExistsError", "Cluster", "ClusterError", "Column", "ConflictError", "InvalidUriError",
     "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "SchemaError", "TableSchema",
     "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError", "connect",
-    "default_uri", "resolve_uri",
+    "default_uri", "resolve_uri", "yt_proxy", "yt_uri",
 ]
 
 #: Root of the embedded cluster when neither the URI nor `OPSD_CLUSTER_ROOT` names one.
 DEFAULT_ROOT = ".opsd/cluster"
+#: The URI schemes of a YTsaurus proxy and the HTTP scheme each forces (None: the client's configuration decides).
+YT_SCHEMES = {"yt": None, "yt+http": "http", "yt+https": "https"}
+#: The query parameters a YTsaurus URI takes.
+YT_URI_PARAMETERS = ("ca_bundle",)
 
 
 def default_uri() -> str:
@@ -43,7 +51,7 @@ def default_uri() -> str:
     if os.environ.get("OPSD_CLUSTER"):
         return os.environ["OPSD_CLUSTER"]
     if os.environ.get("YT_PROXY"):
-        return "yt://" + os.environ["YT_PROXY"]
+        return yt_uri(os.environ["YT_PROXY"])
     return "local://" + str(Path(os.environ.get("OPSD_CLUSTER_ROOT", DEFAULT_ROOT)).resolve())
 
 
@@ -57,11 +65,35 @@ def resolve_uri(uri: str | None) -> str:
             raise InvalidUriError(f"cluster URI {uri!r}: use local:///absolute/path (three slashes)")
         root = parsed.path or os.environ.get("OPSD_CLUSTER_ROOT", DEFAULT_ROOT)
         return "local://" + str(Path(root).resolve())
-    if parsed.scheme == "yt":
-        if not parsed.netloc:
-            raise InvalidUriError(f"cluster URI {uri!r}: yt:// needs a proxy, e.g. yt://hahn or yt://host:80")
-        return f"yt://{parsed.netloc}"
-    raise InvalidUriError(f"cluster URI {uri!r}: expected local:///path or yt://proxy")
+    if parsed.scheme in YT_SCHEMES:
+        if not parsed.netloc or parsed.path not in ("", "/"):
+            raise InvalidUriError(f"cluster URI {uri!r}: {parsed.scheme}:// needs a proxy and nothing after it, e.g. "
+                                  f"yt://hahn, yt://host:80 or yt+https://host:443")
+        query = parse_qs(parsed.query, keep_blank_values=True)
+        unknown = sorted(set(query) - set(YT_URI_PARAMETERS))
+        if unknown:
+            raise InvalidUriError(f"cluster URI {uri!r}: unknown parameter {unknown[0]!r} "
+                                  f"(a YTsaurus URI takes {', '.join(YT_URI_PARAMETERS)})")
+        return f"{parsed.scheme}://{parsed.netloc}" + (f"?{urlencode(query, doseq=True)}" if query else "")
+    raise InvalidUriError(f"cluster URI {uri!r}: expected local:///path, yt://proxy or yt+https://proxy")
+
+
+def yt_proxy(uri: str) -> tuple[str, dict]:
+    """The `ytsaurus-client` proxy URL (`host:port`, or with the scheme the URI forces) and the client configuration
+    the URI names (`ca_bundle`) of a resolved YTsaurus URI."""
+    parsed = urlparse(uri)
+    scheme = YT_SCHEMES[parsed.scheme]
+    query = parse_qs(parsed.query)
+    config = {"proxy": {"ca_bundle_path": query["ca_bundle"][-1]}} if "ca_bundle" in query else {}
+    return (f"{scheme}://{parsed.netloc}" if scheme else parsed.netloc), config
+
+
+def yt_uri(proxy: str, config: dict | None = None) -> str:
+    """The URI of a `ytsaurus-client` proxy URL and configuration (`yt_proxy`'s inverse)."""
+    parsed = urlparse(proxy if "//" in proxy else "//" + proxy)
+    scheme = next((name for name, forced in YT_SCHEMES.items() if forced == (parsed.scheme or None)), "yt")
+    ca_bundle = ((config or {}).get("proxy") or {}).get("ca_bundle_path")
+    return f"{scheme}://{parsed.netloc}" + (f"?{urlencode({'ca_bundle': ca_bundle})}" if ca_bundle else "")
 
 
 def connect(uri: str | None = None, *, token: str | None = None, must_exist: bool = False) -> Cluster:
@@ -83,4 +115,5 @@ def connect(uri: str | None = None, *, token: str | None = None, must_exist: boo
         return EmbeddedCluster(root)
     from .ytsaurus import YtsaurusCluster
 
-    return YtsaurusCluster(resolved[len("yt://"):], token=token)
+    proxy, config = yt_proxy(resolved)
+    return YtsaurusCluster(proxy, token=token, config=config or None)

@@ -26,6 +26,12 @@ class ConflictError(ClusterError):
 class TrimmedRowsError(ClusterError):
     """Part of a requested row range was trimmed before it could be read."""
 
+    @classmethod
+    def of(cls, path: str, tablet: int, lower: int, upper: int, trimmed: int) -> TrimmedRowsError:
+        """The error for rows `[lower, upper)` of a partition whose rows below `trimmed` are gone (every backend's)."""
+        return cls(f"{path}: partition {tablet}, rows [{lower}, {min(trimmed, upper)}) of the requested range "
+                   f"[{lower}, {upper}) were trimmed before they were read")
+
 
 class NotRegisteredError(ClusterError):
     """The consumer is not registered for the queue."""

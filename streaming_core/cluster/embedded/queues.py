@@ -135,8 +135,7 @@ def _check_range(conn: sqlite3.Connection, path: str, tablet: int, lower: int, u
     if lower > upper or upper > total:
         raise ClusterError(f"{path}: tablet {tablet} has rows [{trimmed}, {total}); cannot read [{lower}, {upper})")
     if lower < trimmed and lower < upper:
-        raise TrimmedRowsError(f"{path}: partition {tablet}, rows [{lower}, {min(trimmed, upper)}) of the requested "
-                               f"range [{lower}, {upper}) were trimmed before they were read")
+        raise TrimmedRowsError.of(path, tablet, lower, upper, trimmed)
 
 
 def _range_pieces(conn: sqlite3.Connection, path: str, tablet: int, lower: int, upper: int,

@@ -17,17 +17,17 @@ snapshot, not the transaction's writes).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from yt.common import YtError
 
+from .. import yt_uri
 from ..base import Cluster, Transaction
 from ..errors import NoSuchPathError
 from ..schema import CONSUMER_SCHEMA
-from .client import ClientFactory, default_client_factory
+from .client import ClientFactory, client_token, default_client_factory
 from .consumers import ConsumerMixin
 from .errors import translate_error
 from .queues import QueueMixin
@@ -42,11 +42,14 @@ __all__ = [
 
 
 class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, TableMixin, Cluster):
-    """The cluster at `proxy` (`hahn`, `localhost:8000`), with `token` or `$YT_TOKEN`.
+    """The cluster at `proxy` (`hahn`, `localhost:8000`, `https://host:443`), with `token` or the client's own.
+
+    `config` is laid over the client's own configuration (see `client`). Without `token` the client reads it as it
+    always does (`YT_TOKEN`, `YT_TOKEN_PATH`, `~/.yt/token`), in each process.
 
     Notes
     -----
-    Picklable: only proxy, token and client config are pickled; the `YtClient` is created on first use
+    Picklable: only proxy, an explicit token and the config are pickled; the `YtClient` is created on first use
     in each process, which is what lets Spark ship readers holding a cluster to its workers.
     The token never appears in `repr()` nor in the messages of raised errors.
     """
@@ -58,8 +61,8 @@ class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, TableMixin, Cluster)
         client_factory: ClientFactory = default_client_factory,
     ) -> None:
         self.proxy = proxy
-        self.uri = f"yt://{proxy}"
-        self._token = token or os.environ.get("YT_TOKEN")
+        self.uri = yt_uri(proxy, config)
+        self._token = token
         self._config = config
         self._client_factory = client_factory
         self._client_instance: Any = None
@@ -103,7 +106,8 @@ class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, TableMixin, Cluster)
         try:
             yield
         except YtError as err:
-            raise translate_error(err, what, self._token) from None
+            token = self._token or (client_token(self._client_instance) if self._client_instance else None)
+            raise translate_error(err, what, token) from None
 
     def transaction(self) -> Transaction:
         """A tablet transaction on its own `YtClient`, so it never leaks into this object's calls."""

@@ -1,5 +1,11 @@
 """How the YTsaurus backend reaches the cluster: the `YtClient` factory, its retry bounds, and the wire arguments.
 
+The client is configured as `ytsaurus-client` configures itself — `YT_CONFIG_PATCHES`, the config file
+(`~/.yt/config`, `YT_CONFIG_PATH`), `YT_*` variables (`YT_PREFER_HTTPS`, `YT_TOKEN`, `YT_TOKEN_PATH`; the token
+file `~/.yt/token`) — and then only what the cluster URI says explicitly (the scheme of `yt+https://`, a CA bundle)
+and the retry bound below are laid over it. A token about to travel over plain HTTP to a host that is not this
+machine is warned about once, with the way to switch to HTTPS.
+
 A proxy that does not resolve or refuses connections is reported at once (`UnreachableClusterError`, naming the
 proxy and where the URI came from) instead of after the client's two minutes of retries; errors that can pass
 (a busy or restarting proxy) are still retried with backoff, for at most `OPSD_YT_RETRY_SECONDS` (default 30).
@@ -7,6 +13,7 @@ proxy and where the URI came from) instead of after the client's two minutes of 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from collections.abc import Callable
@@ -14,8 +21,11 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
+import structlog
 import yt.wrapper as yt
-from yt.wrapper.http_helpers import get_proxy_address_url
+from yt.wrapper.common import update
+from yt.wrapper.default_config import get_config_from_env
+from yt.wrapper.http_helpers import get_proxy_address_url, get_token
 
 from ..errors import UnreachableClusterError
 from .rows import WIRE_FORMAT
@@ -31,13 +41,56 @@ WHERE_THE_URI_COMES_FROM = ("the cluster URI: --cluster (opsd), the `cluster` op
 
 ClientFactory = Callable[[str, str | None, dict[str, Any] | None], Any]
 
+log = structlog.get_logger(__name__)
+_warned_plain_http: set[str] = set()
+
 
 def default_client_factory(proxy: str, token: str | None, config: dict[str, Any] | None) -> yt.YtClient:
-    """A real `YtClient` with bounded retries, after checking that its proxy can be reached at all."""
-    client = yt.YtClient(proxy=proxy, token=token, config={"proxy": {"retries": {
-        "total_timeout": timedelta(seconds=retry_seconds())}}, **(config or {})})
-    check_reachable(proxy, get_proxy_address_url(client=client))
+    """A real `YtClient` with bounded retries, after checking that its proxy can be reached at all.
+
+    `token` None: the client finds it itself (`YT_TOKEN`, `YT_TOKEN_PATH`, `~/.yt/token`).
+    """
+    client = yt.YtClient(config=client_config(proxy, token, config))
+    url = get_proxy_address_url(client=client)
+    warn_plain_http(url, client_token(client))
+    check_reachable(proxy, url)
     return client
+
+
+def client_config(proxy: str, token: str | None, overrides: dict[str, Any] | None) -> Any:
+    """The client's own configuration (environment, patches, config file) with the proxy, token and URI settings."""
+    config = update(get_config_from_env(), {"proxy": {"url": proxy, "retries": {
+        "total_timeout": timedelta(seconds=retry_seconds())}}})
+    if token:
+        config["token"] = token
+    return update(config, overrides or {})
+
+
+def client_token(client: Any) -> str | None:
+    """The token `client` sends, wherever it came from; None when it has none or cannot read one."""
+    try:
+        return get_token(client=client)
+    except yt.YtError:
+        return None
+
+
+def warn_plain_http(url: str, token: str | None) -> None:
+    """Warn, once per proxy, when a token would cross plain HTTP to a host other than this machine."""
+    parsed = urlparse(url)
+    if token is None or parsed.scheme != "http" or _is_loopback(parsed.hostname or "") or url in _warned_plain_http:
+        return
+    _warned_plain_http.add(url)
+    log.warning("yt_token_over_plain_http", proxy=url,
+                fix=f"use yt+https://{parsed.netloc} as the cluster URI, or set YT_PREFER_HTTPS=1")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def retry_seconds() -> float:

@@ -8,7 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..base import TABLE, Registration
+from ..base import ORDERED, SORTED, TABLE, Registration, require_kind
+from ..errors import SchemaError
 from ..schema import CONSUMER_SCHEMA
 from .client import WIRE
 from .rows import from_yt_rows, plain, registration
@@ -29,6 +30,10 @@ class ConsumerMixin:
         self, queue_path: str, consumer_path: str, *, vital: bool = False,
         partitions: Sequence[int] | None = None,
     ) -> None:
+        """Register, after checking the two tables' kinds here (YTsaurus' own refusal has no code of its own)."""
+        require_kind(self, queue_path, ORDERED)
+        if not require_kind(self, consumer_path, SORTED).attributes.get("treat_as_queue_consumer"):
+            raise SchemaError(f"{consumer_path}: not a consumer (a sorted table without treat_as_queue_consumer)")
         with self._errors(f"{queue_path} <- {consumer_path}"):
             self._client.register_queue_consumer(
                 queue_path, consumer_path, vital, partitions=None if partitions is None else list(partitions))

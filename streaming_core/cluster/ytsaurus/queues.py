@@ -8,8 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, TabletInfo
-from ..errors import TrimmedRowsError
+from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, TabletInfo, require_kind
+from ..errors import ClusterError, NoSuchPathError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema
 from .client import WIRE
 from .rows import from_yt_rows, split_batches
@@ -22,7 +22,11 @@ class QueueMixin:
     _errors: Callable[[str], AbstractContextManager[None]]
 
     def get_tablet_infos(self, path: str) -> list[TabletInfo]:
-        count = int(self.get(path + "/@tablet_count"))
+        try:
+            count = int(self.get(path + "/@tablet_count"))
+        except NoSuchPathError:
+            require_kind(self, path, ORDERED)  # a table of another kind is named as such; else the path is missing
+            raise
         with self._errors(path):
             infos = self._client.get_tablet_infos(path, list(range(count)))["tablets"]
         return [
@@ -40,21 +44,28 @@ class QueueMixin:
         schema = self.get_schema(path)
         if columns is not None:
             schema = TableSchema(tuple(schema.column(c) for c in columns))
-        self._check_not_trimmed(path, tablet_index, lower, upper)
+        self._check_range(path, tablet_index, lower, upper)
         for start in range(lower, upper, max_rows):
             stop = min(start + max_rows, upper)
             rows = self._select_range(path, schema, tablet_index, start, stop)
             if rows and int(rows[0][ROW_INDEX]) != start:
-                raise _trimmed(path, tablet_index, lower, upper, int(rows[0][ROW_INDEX]))
+                raise TrimmedRowsError.of(path, tablet_index, lower, upper, int(rows[0][ROW_INDEX]))
             table = from_yt_rows(schema, rows, service_columns=service_columns)
             yield from split_batches(table, max_bytes)
             if len(rows) < stop - start:
                 return
 
-    def _check_not_trimmed(self, path: str, tablet_index: int, lower: int, upper: int) -> None:
-        trimmed = self.get_tablet_infos(path)[tablet_index].trimmed_row_count
+    def _check_range(self, path: str, tablet_index: int, lower: int, upper: int) -> None:
+        """`ClusterError` for a tablet or rows the queue does not have, `TrimmedRowsError` for trimmed ones."""
+        infos = self.get_tablet_infos(path)
+        if not 0 <= tablet_index < len(infos):
+            raise ClusterError(f"{path}: no tablet {tablet_index} (the queue has {len(infos)})")
+        total, trimmed = infos[tablet_index].total_row_count, infos[tablet_index].trimmed_row_count
+        if lower > upper or upper > total:
+            raise ClusterError(f"{path}: tablet {tablet_index} has rows [{trimmed}, {total}); "
+                               f"cannot read [{lower}, {upper})")
         if lower < trimmed and lower < upper:
-            raise _trimmed(path, tablet_index, lower, upper, trimmed)
+            raise TrimmedRowsError.of(path, tablet_index, lower, upper, trimmed)
 
     def _select_range(
         self, path: str, schema: TableSchema, tablet_index: int, start: int, stop: int,
@@ -73,7 +84,3 @@ class QueueMixin:
         with self._errors(path):
             self._client.trim_rows(path, tablet_index, trimmed_row_count)
 
-
-def _trimmed(path: str, tablet_index: int, lower: int, upper: int, trimmed: int) -> TrimmedRowsError:
-    return TrimmedRowsError(f"{path}: partition {tablet_index}: rows [{lower}, {upper}) requested,"
-                            f" rows below {trimmed} are trimmed")

@@ -53,14 +53,14 @@ class TableMixin:
         return from_yt_rows(schema, rows).to_pylist()
 
     def select_rows(self, path: str) -> list[dict[str, Any]]:
-        schema = self.get_schema(path)
+        schema = TableSchema.from_yt(require_kind(self, path, SORTED).attributes["schema"])
         with self._errors(path):
             rows = list(self._client.select_rows(f"* FROM [{path}]", **WIRE))
         return sorted(from_yt_rows(schema, rows).to_pylist(), key=sort_key(schema.key_columns))
 
     def write_table(self, path: str, rows: ROWS, *, append: bool = False) -> None:
         """Write rows checked against the existing table's schema (create the table first)."""
-        schema = self.get_schema(path)
+        schema = TableSchema.from_yt(require_kind(self, path, STATIC).attributes["schema"])
         yt_rows = to_yt_rows(schema, to_arrow_table(schema, as_list_or_table(rows), path))
         with self._errors(path):
             self._client.write_table(yt.TablePath(path, append=append), yt_rows, **WIRE)

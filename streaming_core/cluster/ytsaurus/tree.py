@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ..base import TABLE
+from ..errors import SchemaError
 from ..schema import TableSchema
 from .rows import plain
 
@@ -27,6 +28,8 @@ class TreeMixin:
     ) -> None:
         """Create a node; a dynamic table is also mounted and waited for, so it is usable on return."""
         attrs = dict(attributes or {})
+        if node_type == TABLE and "schema" not in attrs:
+            raise SchemaError(f"{path}: a table needs a 'schema' attribute")
         if "schema" in attrs:
             attrs["schema"] = TableSchema.from_yt(attrs["schema"]).to_yt()
         with self._errors(path):

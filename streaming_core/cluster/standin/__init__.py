@@ -1,0 +1,79 @@
+"""A YTsaurus HTTP proxy stand-in on loopback: HTTP API v4 as `ytsaurus-client` speaks it, over the embedded cluster.
+
+YTsaurus itself cannot run where this project is tested, so the YTsaurus backend (`yt://proxy`) is tested
+through the real client, the real wire formats and the real HTTP path against this server: discovery, heavy
+proxies, parameters in headers, OAuth, YTsaurus error objects and trailers, over HTTP or HTTPS. Its storage is an
+embedded cluster, so the two backends share the semantics the cluster contract already holds; where the
+YTsaurus docs say otherwise, the docs win (and the stand-in is fixed).
+
+    with StandinProxy(root, token="s3cret") as proxy:
+        cluster = connect(proxy.uri, token="s3cret")
+
+`proxy.faults` injects failures (a 503, an error in a body's trailer); `proxy.served` records each answered
+request (command, TLS or not, the Authorization header), for tests of what crossed the wire. Modules: `http`
+(the protocol), `commands` (each command over the embedded cluster), `query` (the query subset of
+`select_rows`), `errors` (YTsaurus error objects and codes).
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+from pathlib import Path
+
+from .commands import Commands
+from .errors import UNAVAILABLE
+from .http import Fault, ProxyState, Served, StandinServer
+
+__all__ = ["UNAVAILABLE", "Fault", "Served", "StandinProxy"]
+
+
+class StandinProxy:
+    """The stand-in on `127.0.0.1:<port>` (a free port by default), serving the embedded cluster at `root`.
+
+    `token`: the OAuth token every command must carry (None: no authentication). `tls`: a (certificate, key) pair
+    of PEM files to serve HTTPS. `cluster_name`: `//sys/@cluster_name`, which must be the storage's own
+    (the embedded cluster writes `local` into consumer rows). A context manager: started on enter, stopped on exit.
+    """
+
+    def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
+                 host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local") -> None:
+        context = None
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+        commands = Commands(str(Path(root).resolve()), cluster_name)
+        self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None)
+        self._server = StandinServer((host, port), self.state, context)
+        self.address = f"{host}:{self._server.server_address[1]}"
+        self.state.heavy_proxies.append(self.address)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def uri(self) -> str:
+        """The cluster URI that reaches this proxy (`yt://` over HTTP, `yt+https://` over HTTPS)."""
+        return f"{'yt+https' if self.state.tls else 'yt'}://{self.address}"
+
+    @property
+    def faults(self) -> list[Fault]:
+        return self.state.faults
+
+    @property
+    def served(self) -> list[Served]:
+        return self.state.served
+
+    def start(self) -> StandinProxy:
+        self._thread = threading.Thread(target=self._server.serve_forever, name="yt-standin", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self.state.commands.cluster.close()
+
+    def __enter__(self) -> StandinProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,50 @@
+"""The YTsaurus HTTP proxy stand-in for tests: one per test session, with a token, over HTTP; HTTPS on demand.
+
+Loaded as a pytest plugin by `conftest.py`. `standin` serves an embedded cluster of its own through HTTP API v4 as
+`ytsaurus-client` speaks it; `standin_cluster` is a `YtsaurusCluster` connected to it through the real client.
+`tls_proxy(root)` starts one that serves HTTPS with a certificate from a CA made for the test (`trustme`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster.standin import StandinProxy
+
+#: The token the session's stand-in requires; distinctive, so that tests can grep output for it.
+STANDIN_TOKEN = "standin-token-7Hq2xZ9w"
+
+
+@pytest.fixture(scope="session")
+def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
+    with StandinProxy(tmp_path_factory.mktemp("standin"), token=STANDIN_TOKEN) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def standin_cluster(standin: StandinProxy) -> Iterator[Cluster]:
+    with connect(standin.uri, token=STANDIN_TOKEN) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def tls_proxy(root: Path, **kwargs) -> Iterator[tuple[StandinProxy, str]]:
+    """A stand-in serving HTTPS, and the PEM file of the CA that signed its certificate."""
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    root.mkdir(parents=True, exist_ok=True)
+    cert_file, key_file, ca_file = root / "proxy.pem", root / "proxy.key", root / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(cert_file))
+    for pem in cert.cert_chain_pems[1:]:
+        pem.write_to_path(str(cert_file), append=True)
+    cert.private_key_pem.write_to_path(str(key_file))
+    ca.cert_pem.write_to_path(str(ca_file))
+    with StandinProxy(root / "cluster", tls=(str(cert_file), str(key_file)), **kwargs) as proxy:
+        yield proxy, str(ca_file)

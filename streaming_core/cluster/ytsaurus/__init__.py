@@ -22,12 +22,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from yt.common import YtError
+from yt.packages.requests.exceptions import RequestException
 
 from .. import yt_uri
 from ..base import Cluster, Transaction
-from ..errors import NoSuchPathError
+from ..errors import NoSuchPathError, UnreachableClusterError
 from ..schema import CONSUMER_SCHEMA
-from .client import ClientFactory, client_token, default_client_factory
+from .client import WHERE_THE_URI_COMES_FROM, ClientFactory, client_token, default_client_factory
 from .consumers import ConsumerMixin
 from .errors import translate_error
 from .queues import QueueMixin
@@ -106,8 +107,14 @@ class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, TableMixin, Cluster)
         try:
             yield
         except YtError as err:
-            token = self._token or (client_token(self._client_instance) if self._client_instance else None)
-            raise translate_error(err, what, token) from None
+            raise translate_error(err, what, self._known_token()) from None
+        except (RequestException, OSError) as err:  # the transport failed after the client's retries
+            reason = str(err).replace(self._known_token() or "\0", "***")
+            raise UnreachableClusterError(f"{what}: YTsaurus proxy {self.proxy} failed: {type(err).__name__}: "
+                                          f"{reason}; check {WHERE_THE_URI_COMES_FROM}") from None
+
+    def _known_token(self) -> str | None:
+        return self._token or (client_token(self._client_instance) if self._client_instance else None)
 
     def transaction(self) -> Transaction:
         """A tablet transaction on its own `YtClient`, so it never leaks into this object's calls."""

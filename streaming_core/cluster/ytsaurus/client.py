@@ -8,7 +8,8 @@ machine is warned about once, with the way to switch to HTTPS.
 
 A proxy that does not resolve or refuses connections is reported at once (`UnreachableClusterError`, naming the
 proxy and where the URI came from) instead of after the client's two minutes of retries; errors that can pass
-(a busy or restarting proxy) are still retried with backoff, for at most `OPSD_YT_RETRY_SECONDS` (default 30).
+(a busy or restarting proxy) are still retried with backoff, for at most `OPSD_YT_RETRY_SECONDS` (default 30) in
+each of the client's retry loops (requests, dynamic-table calls, table reads and writes).
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ def default_client_factory(proxy: str, token: str | None, config: dict[str, Any]
 
 def client_config(proxy: str, token: str | None, overrides: dict[str, Any] | None) -> Any:
     """The client's own configuration (environment, patches, config file) with the proxy, token and URI settings."""
-    config = update(get_config_from_env(), {"proxy": {"url": proxy, "retries": {
-        "total_timeout": timedelta(seconds=retry_seconds())}}})
+    bound = {"total_timeout": timedelta(seconds=retry_seconds())}
+    config = update(get_config_from_env(), {"proxy": {"url": proxy, "retries": bound}, **{
+        retries: bound for retries in ("dynamic_table_retries", "read_retries", "write_retries")}})
     if token:
         config["token"] = token
     return update(config, overrides or {})

@@ -1,0 +1,165 @@
+"""The YTsaurus backend over the wire, against the HTTP stand-in: what crosses HTTP(S) and how failures come back.
+
+The cluster contract itself runs through the stand-in in `test_cluster_ytsaurus.py`; here: authentication as
+YTsaurus refuses it, retriable errors retried, errors in a streamed body's trailer, HTTPS with a CA bundle, the
+client's own configuration sources, and the token never sent where it must not go.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+import structlog
+from standin_support import STANDIN_TOKEN, tls_proxy
+
+from streaming_core.cluster import ClusterError, InvalidUriError, UnreachableClusterError, connect, resolve_uri
+from streaming_core.cluster.standin import Fault, StandinProxy
+from streaming_core.cluster.ytsaurus import client as yt_client
+
+SCHEMA = [{"name": "n", "type": "int64"}, {"name": "data", "type": "string"}]
+
+
+def make_queue(cluster, path: str, rows: int = 0) -> None:
+    cluster.create("table", path, recursive=True, attributes={"dynamic": True, "tablet_count": 1, "schema": SCHEMA})
+    if rows:
+        cluster.insert_rows(path, [{"n": i, "data": f"row-{i}"} for i in range(rows)], tablet_index=0)
+
+
+class CaptureServer:
+    """A plain TCP listener that keeps every byte sent to it (to prove what did, or did not, cross it)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.received = bytearray()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        self.sock.settimeout(0.2)
+        while self.sock.fileno() != -1:
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            with conn:
+                conn.settimeout(1)
+                try:
+                    while data := conn.recv(65536):
+                        self.received.extend(data)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class TestAuthentication:
+    def test_a_missing_or_wrong_token_is_refused_as_ytsaurus_refuses_it(self, standin: StandinProxy) -> None:
+        for token in ("wrong-token-123456", None):
+            with connect(standin.uri, token=token) as cluster, pytest.raises(ClusterError) as err:
+                cluster.exists("//tmp")
+            assert "authenticate" in str(err.value)
+            assert str(token) not in str(err.value) and STANDIN_TOKEN not in str(err.value)
+        assert [s.status for s in standin.served if s.command == "exists"][-2:] == [401, 401]
+
+    def test_the_token_travels_as_an_oauth_header(self, standin: StandinProxy, standin_cluster) -> None:
+        standin_cluster.exists("//tmp")
+        assert standin.served[-1].authorization == f"OAuth {STANDIN_TOKEN}"
+
+    def test_the_token_file_of_the_client_is_used(self, standin: StandinProxy, tmp_path: Path, monkeypatch) -> None:
+        (tmp_path / "token").write_text(STANDIN_TOKEN + "\n")
+        monkeypatch.delenv("YT_TOKEN", raising=False)
+        monkeypatch.setenv("YT_TOKEN_PATH", str(tmp_path / "token"))
+        with connect(standin.uri) as cluster:
+            assert cluster.exists("//sys") in (True, False)
+        assert standin.served[-1].status == 200
+
+
+class TestErrors:
+    def test_a_busy_proxy_is_retried_until_it_answers(self, standin: StandinProxy, standin_cluster,
+                                                      monkeypatch) -> None:
+        monkeypatch.setattr("yt.wrapper.retries.Retrier.backoff", lambda *_: 0, raising=False)
+        root = "//tmp/busy"
+        make_queue(standin_cluster, root, rows=3)
+        standin.faults.append(Fault("get_tablet_infos", status=503, times=1))
+
+        assert standin_cluster.get_tablet_infos(root)[0].total_row_count == 3
+        assert [s.status for s in standin.served if s.command == "get_tablet_infos"][-2:] == [503, 200]
+
+    def test_an_error_after_the_body_started_comes_in_the_trailer(self, standin: StandinProxy,
+                                                                  standin_cluster) -> None:
+        root = "//tmp/trailer"
+        make_queue(standin_cluster, root, rows=5)
+        standin.faults.append(Fault("select_rows", status=200, code=1, after_rows=0))
+
+        with pytest.raises(ClusterError, match="after the body started"):
+            list(standin_cluster.read_tablet(root, 0, 0, 5))
+
+    def test_error_objects_carry_ytsaurus_codes_the_client_branches_on(self, standin_cluster) -> None:
+        from streaming_core.cluster import AlreadyExistsError, NoSuchPathError
+
+        with pytest.raises(NoSuchPathError, match="//tmp/nothing/here"):
+            standin_cluster.get("//tmp/nothing/here/@type")
+        standin_cluster.create("map_node", "//tmp/twice", recursive=True)
+        with pytest.raises(AlreadyExistsError, match="//tmp/twice"):
+            standin_cluster.create("map_node", "//tmp/twice")
+
+
+class TestHttps:
+    def test_https_with_a_ca_bundle_carries_the_token_over_tls_only(self, tmp_path: Path, monkeypatch) -> None:
+        monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "1")
+        capture = CaptureServer()
+        try:
+            with tls_proxy(tmp_path / "tls", token=STANDIN_TOKEN) as (proxy, ca):
+                uri = f"{proxy.uri}?ca_bundle={ca}"
+                with connect(uri, token=STANDIN_TOKEN) as cluster:
+                    make_queue(cluster, "//tmp/tls", rows=2)
+                    assert cluster.get_tablet_infos("//tmp/tls")[0].total_row_count == 2
+                    assert cluster.uri == resolve_uri(uri)
+                assert proxy.served and all(s.tls for s in proxy.served)
+                # A heavy proxy that speaks plain HTTP: asked for HTTPS, the client speaks TLS to it too (and fails),
+                # so the token never crosses it in clear.
+                proxy.state.heavy_proxies[:] = [f"127.0.0.1:{capture.port}"]
+                with connect(uri, token=STANDIN_TOKEN) as cluster, pytest.raises(UnreachableClusterError) as err:
+                    make_queue(cluster, "//tmp/tls2", rows=2)
+                assert "//tmp/tls2" in str(err.value) and STANDIN_TOKEN not in str(err.value)
+        finally:
+            capture.close()
+        assert capture.received and STANDIN_TOKEN.encode() not in capture.received
+        assert b"Authorization" not in capture.received
+
+    def test_the_clients_own_config_can_ask_for_https(self, tmp_path: Path, monkeypatch) -> None:
+        with tls_proxy(tmp_path / "tls", token=STANDIN_TOKEN) as (proxy, ca):
+            monkeypatch.setenv("YT_CONFIG_PATCHES", f'{{proxy={{prefer_https=%true;ca_bundle_path="{ca}"}}}}')
+            with connect(f"yt://{proxy.address}", token=STANDIN_TOKEN) as cluster:
+                assert cluster.exists("//tmp") in (True, False)
+            assert proxy.served[-1].tls and proxy.served[-1].status == 200
+
+    def test_plain_http_with_a_token_to_another_host_is_warned_about_once(self) -> None:
+        yt_client._warned_plain_http.clear()
+        with structlog.testing.capture_logs() as logs:
+            yt_client.warn_plain_http("http://yt.example.com:80", "t0ken-value")
+            yt_client.warn_plain_http("http://yt.example.com:80", "t0ken-value")
+            yt_client.warn_plain_http("http://127.0.0.1:8000", "t0ken-value")
+            yt_client.warn_plain_http("https://yt.example.com", "t0ken-value")
+            yt_client.warn_plain_http("http://yt.example.com:81", None)
+        assert [e["event"] for e in logs] == ["yt_token_over_plain_http"]
+        assert "yt+https://yt.example.com:80" in logs[0]["fix"] and "t0ken-value" not in str(logs)
+
+
+class TestUris:
+    @pytest.mark.parametrize(("uri", "proxy"), [
+        ("yt://h:80", "h:80"), ("yt+https://h:443", "https://h:443"), ("yt+http://h", "http://h"),
+    ])
+    def test_the_scheme_is_the_clients_unless_the_uri_forces_one(self, uri: str, proxy: str) -> None:
+        cluster = connect(uri)
+        assert (cluster.proxy, cluster.uri) == (proxy, uri)
+
+    @pytest.mark.parametrize("uri", ["yt://h/path", "yt://h?token=x", "yt+ftp://h"])
+    def test_malformed_or_unknown_parts_are_refused_by_name(self, uri: str) -> None:
+        with pytest.raises(InvalidUriError, match="cluster URI"):
+            resolve_uri(uri)

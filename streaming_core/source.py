@@ -64,6 +64,10 @@ class _ClusterReader:
             return frozenset()
         return frozenset(c.name for c in cluster.get_schema(self.options.path).columns if is_composite(c.type_v3))
 
+    def _consumer_path(self) -> str | None:
+        """The consumer a stream reads through (its readers' access comes from its registration); None for batches."""
+        return None
+
     def read(self, partition: TabletRange) -> Iterator[pa.RecordBatch]:
         """Called in a Spark Python worker: stream the partition's rows in bounded Arrow batches."""
         cluster = connect(self.options.cluster)
@@ -75,7 +79,7 @@ class _ClusterReader:
             batches = cluster.read_tablet(
                 self.options.path, partition.tablet_index, partition.lower, partition.upper,
                 max_rows=READ_BATCH_ROWS, max_bytes=READ_BATCH_BYTES,
-                service_columns=self.options.include_service_columns,
+                service_columns=self.options.include_service_columns, consumer_path=self._consumer_path(),
             )
         for batch in batches:
             yield conform(batch, target, yson_columns)
@@ -107,6 +111,9 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         super().__init__(options, schema)
         self._target: dict[int, int] | None = None
         self._latest: dict[int, int] | None = None
+
+    def _consumer_path(self) -> str | None:
+        return self.options.consumer_path
 
     # -- runner process ---------------------------------------------------------------------------
 

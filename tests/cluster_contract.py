@@ -360,6 +360,25 @@ class ClusterContract:
         with pytest.raises(NotRegisteredError, match=queue):
             cluster.pull_consumer(f"{root}/c", queue, 0, 0)
 
+    def test_reading_a_range_through_a_consumer_gives_the_same_rows_in_bounded_calls(
+            self, cluster: Cluster, queue: str, consumer: str) -> None:
+        cluster.insert_rows(queue, data_rows(25), tablet_index=1)
+        through = list(cluster.read_tablet(queue, 1, 3, 23, max_rows=7, service_columns=True, consumer_path=consumer))
+        direct = list(cluster.read_tablet(queue, 1, 3, 23, max_rows=7, service_columns=True))
+        assert [b.num_rows <= 7 for b in through] == [True] * len(through)
+        assert [r for b in through for r in b.to_pylist()] == [r for b in direct for r in b.to_pylist()]
+        assert [r["n"] for b in through for r in b.to_pylist()] == list(range(3, 23))
+
+    def test_reading_through_a_consumer_needs_its_registration_and_sees_trimmed_rows(
+            self, cluster: Cluster, root: str, queue: str, consumer: str) -> None:
+        cluster.insert_rows(queue, data_rows(10), tablet_index=0)
+        cluster.create_consumer(f"{root}/other", recursive=True)
+        with pytest.raises(NotRegisteredError, match=queue):
+            list(cluster.read_tablet(queue, 0, 0, 10, consumer_path=f"{root}/other"))
+        cluster.trim_rows(queue, 0, 4, past_vital_consumers=True)
+        with pytest.raises(TrimmedRowsError, match=r"rows \[1, 4\)"):
+            list(cluster.read_tablet(queue, 0, 1, 10, consumer_path=consumer))
+
     def test_pull_consumer_reads_from_the_committed_offset(self, cluster: Cluster, queue: str,
                                                            consumer: str) -> None:
         cluster.insert_rows(queue, data_rows(20), tablet_index=1)

@@ -200,10 +200,14 @@ class Cluster(abc.ABC):
     def read_tablet(
         self, path: str, tablet_index: int, lower: int, upper: int, *,
         columns: Sequence[str] | None = None, max_rows: int = DEFAULT_CHUNK_ROWS,
-        max_bytes: int = DEFAULT_CHUNK_BYTES, service_columns: bool = False,
+        max_bytes: int = DEFAULT_CHUNK_BYTES, service_columns: bool = False, consumer_path: str | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Rows `[lower, upper)` of one tablet, in row-index order, as batches of at most `max_rows`
         rows and about `max_bytes` bytes. `service_columns` prepends `$tablet_index` and `$row_index`.
+
+        With `consumer_path` the rows are read through that consumer, as its readers are authorized (YTsaurus:
+        `pull_consumer`, which needs read access to the consumer and its registration for the queue, not to the
+        queue table itself); `NotRegisteredError` when it is not registered for the queue.
 
         Raises `TrimmedRowsError` when part of the range is already trimmed.
         """

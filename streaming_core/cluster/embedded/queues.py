@@ -18,6 +18,7 @@ import pyarrow as pa
 from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, TabletInfo
 from ..errors import ClusterError, SchemaError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
+from . import consumers
 from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
 from .nodes import normalize_path, table
 from .sqlite_store import Store, WriteTxn, chunk_bytes, decode_batch, delete_chunks, encode_batch, put_blob
@@ -40,12 +41,15 @@ class QueueMixin:
             "SELECT tablet, total, trimmed FROM tablets WHERE path=? ORDER BY tablet", (normalize_path(path),))]
 
     def read_tablet(self, path, tablet_index, lower, upper, *, columns=None, max_rows=DEFAULT_CHUNK_ROWS,
-                    max_bytes=DEFAULT_CHUNK_BYTES, service_columns=False) -> Iterator[pa.RecordBatch]:
+                    max_bytes=DEFAULT_CHUNK_BYTES, service_columns=False,
+                    consumer_path=None) -> Iterator[pa.RecordBatch]:
         path = normalize_path(path)
         conn = self._store.open()  # own connection: a generator may outlive this thread's other work
         try:
             conn.execute("BEGIN")  # one snapshot for the whole range
             _, schema, attrs = table(conn, path, ORDERED)
+            if consumer_path is not None:
+                consumers.require_registration(conn, normalize_path(consumer_path), path)
             _check_range(conn, path, tablet_index, lower, upper, attrs["tablet_count"])
             wanted = list(columns) if columns is not None else schema.names
             missing = sorted(set(wanted) - set(schema.names))

@@ -38,22 +38,39 @@ class QueueMixin:
     def read_tablet(
         self, path: str, tablet_index: int, lower: int, upper: int, *,
         columns: Sequence[str] | None = None, max_rows: int = DEFAULT_CHUNK_ROWS,
-        max_bytes: int = DEFAULT_CHUNK_BYTES, service_columns: bool = False,
+        max_bytes: int = DEFAULT_CHUNK_BYTES, service_columns: bool = False, consumer_path: str | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Read with `select_rows` over row-index ranges of `max_rows`, so no response is unbounded."""
+        """Read in calls of at most `max_rows` rows (and `max_bytes`, through a consumer), so no response is
+        unbounded: through `consumer_path` with `pull_consumer` (authorized by the consumer's registration, as
+        SPYT reads), else with `select_rows` (read access to the queue table). Every response must start at the
+        row asked for and be contiguous: a gap is rows trimmed meanwhile."""
         schema = self.get_schema(path)
         if columns is not None:
             schema = TableSchema(tuple(schema.column(c) for c in columns))
         self._check_range(path, tablet_index, lower, upper)
-        for start in range(lower, upper, max_rows):
+        start = lower
+        while start < upper:
             stop = min(start + max_rows, upper)
-            rows = self._select_range(path, schema, tablet_index, start, stop)
-            if rows and int(rows[0][ROW_INDEX]) != start:
+            if consumer_path is None:
+                rows = self._select_range(path, schema, tablet_index, start, stop)
+            else:
+                rows = self._pull_range(consumer_path, path, tablet_index, start, stop, max_bytes)
+            if not rows:
+                raise ClusterError(f"{path}: partition {tablet_index}: rows [{start}, {upper}) were not returned")
+            if int(rows[0][ROW_INDEX]) != start:
                 raise TrimmedRowsError.of(path, tablet_index, lower, upper, int(rows[0][ROW_INDEX]))
+            rows = rows[:stop - start]
             table = from_yt_rows(schema, rows, service_columns=service_columns)
             yield from split_batches(table, max_bytes)
-            if len(rows) < stop - start:
-                return
+            start += len(rows)
+
+    def _pull_range(
+        self, consumer_path: str, path: str, tablet_index: int, start: int, stop: int, max_bytes: int,
+    ) -> list[dict[str, Any]]:
+        with self._errors(f"{path} <- {consumer_path}, partition {tablet_index}"):
+            return list(self._client.pull_consumer(
+                consumer_path, path, start, tablet_index, max_row_count=stop - start, max_data_weight=max_bytes,
+                **WIRE))
 
     def _check_range(self, path: str, tablet_index: int, lower: int, upper: int) -> None:
         """`ClusterError` for a tablet or rows the queue does not have, `TrimmedRowsError` for trimmed ones."""

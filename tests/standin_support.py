@@ -26,6 +26,14 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
         yield proxy
 
 
+@pytest.fixture(scope="session")
+def open_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
+    """A stand-in that asks for no token: for Spark sessions shared by the whole test run, whose Python workers
+    were started before any test could hand them a `YT_TOKEN` (tests that start their own Spark use `standin`)."""
+    with StandinProxy(tmp_path_factory.mktemp("open-standin")) as proxy:
+        yield proxy
+
+
 @pytest.fixture
 def standin_cluster(standin: StandinProxy) -> Iterator[Cluster]:
     with connect(standin.uri, token=STANDIN_TOKEN) as cluster:

@@ -1,24 +1,54 @@
 """Seed listings 3, 5 and 6 (SPYT streaming guide, Python) run unchanged but for paths and the session.
 
 The listings start a query without a trigger and wait on it; here a watcher thread stops the query once the
-result table holds every input row.
+result table holds every input row. Each runs twice: on the embedded cluster, and with the session's cluster
+`yt://127.0.0.1:PORT` — the YTsaurus backend through the real client over HTTP, against the stand-in.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import length
 
+from streaming_core.cluster import connect
 from streaming_core.cluster.base import Cluster
+from streaming_core.cluster.embedded import EmbeddedCluster
 from tests.conftest import make_queue
-from tests.sink_support import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows, session_conf, stored_chunks
+from tests.sink_support import (
+    COPY_SCHEMA,
+    fill_queue,
+    make_table,
+    multiset,
+    ordered_rows,
+    session_conf,
+    stored_chunks,
+)
 
 pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(params=["embedded", "ytsaurus"])
+def yt(request: pytest.FixtureRequest, spark: SparkSession, cluster_uri: str) -> Iterator[Cluster]:
+    """The cluster the listing runs on; for `ytsaurus` the session's `spark.yt.cluster` names the stand-in."""
+    if request.param == "embedded":
+        with connect(cluster_uri) as cluster:
+            yield cluster
+        return
+    proxy = request.getfixturevalue("open_standin")
+    with session_conf(spark, spark__yt__cluster=proxy.uri), connect(proxy.uri) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def storage_root(yt: Cluster, request: pytest.FixtureRequest) -> Path:
+    """Where the cluster's rows are stored on disk (the stand-in's storage is an embedded cluster too)."""
+    return Path(yt.root) if isinstance(yt, EmbeddedCluster) else request.getfixturevalue("open_standin").root
 
 
 def run_listing(spark: SparkSession, listing: Callable[[], None], done: Callable[[], bool]) -> None:
@@ -74,7 +104,7 @@ def test_listing_3_queue_to_result_with_data_length(spark, yt, yt_root):
         [{"data": r["data"], "data_length": len(r["data"])} for r in rows], "data", "data_length")
 
 
-def test_listing_5_max_rows_per_partition_and_dyn_batch_size(spark, yt, yt_root):
+def test_listing_5_max_rows_per_partition_and_dyn_batch_size(spark, yt, yt_root, storage_root):
     consumer_path, queue_path = f"{yt_root}/consumer", f"{yt_root}/queue"
     checkpoints_path, result_table_path = f"yt:/{yt_root}/checkpoints", f"{yt_root}/result"
     make_queue(yt, queue_path, consumer=consumer_path)
@@ -102,7 +132,8 @@ def test_listing_5_max_rows_per_partition_and_dyn_batch_size(spark, yt, yt_root)
     with session_conf(spark, spark__yt__write__dynBatchSize="100"):
         run_listing(spark, listing_5, row_count(yt, result_table_path, len(rows)))
     assert multiset(ordered_rows(yt, result_table_path), "data", "n") == multiset(rows, "data", "n")
-    assert stored_chunks(yt.root, result_table_path) == [100] * 30  # tasks of 1000 and 500 rows per tablet
+    # Tasks of 1000 and 500 rows per tablet, inserted in calls of 100 rows (each stored as one chunk).
+    assert stored_chunks(storage_root, result_table_path) == [100] * 30
 
 
 COMPOSITE_SCHEMA = [

@@ -42,7 +42,8 @@ class StandinProxy:
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
-        commands = Commands(str(Path(root).resolve()), cluster_name)
+        self.root = Path(root).resolve()
+        commands = Commands(str(self.root), cluster_name)
         self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None)
         self._server = StandinServer((host, port), self.state, context)
         self.address = f"{host}:{self._server.server_address[1]}"

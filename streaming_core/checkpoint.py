@@ -17,8 +17,9 @@ maps it for Spark), on YTsaurus Cypress files read through ytsaurus-client. Pure
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -61,7 +62,11 @@ class LocalFiles:
 
 
 class CypressFiles:
-    """A checkpoint in Cypress on YTsaurus (SPYT's `YtFileSystem` writes file nodes), through a `YtClient`."""
+    """A checkpoint in Cypress on YTsaurus (SPYT's `YtFileSystem` writes file nodes), through a `YtClient`.
+
+    Errors are the local files' own: a file that is gone (Spark removes old batches while it runs) is
+    `FileNotFoundError`, any other failure of the cluster a `ClusterError` naming the path.
+    """
 
     def __init__(self, client: Any, root: str) -> None:
         self.client = client
@@ -69,13 +74,30 @@ class CypressFiles:
 
     def list(self, folder: str) -> list[str]:
         path = f"{self.root}/{folder}"
-        return sorted(str(name) for name in self.client.list(path)) if self.client.exists(path) else []
+        with _cypress_errors(path):
+            return sorted(str(name) for name in self.client.list(path)) if self.client.exists(path) else []
 
     def read(self, path: str) -> str:
-        return self.client.read_file(f"{self.root}/{path}").read().decode()
+        with _cypress_errors(f"{self.root}/{path}"):
+            return self.client.read_file(f"{self.root}/{path}").read().decode()
 
     def remove(self, path: str) -> None:
-        self.client.remove(f"{self.root}/{path}", force=True)
+        with _cypress_errors(f"{self.root}/{path}"):
+            self.client.remove(f"{self.root}/{path}", force=True)
+
+
+@contextlib.contextmanager
+def _cypress_errors(path: str) -> Iterator[None]:
+    from yt.common import YtError  # ytsaurus-client only when a real cluster is used
+
+    from .cluster.ytsaurus.errors import translate_error
+
+    try:
+        yield
+    except YtError as err:
+        if err.is_resolve_error():
+            raise FileNotFoundError(f"{path}: no such file in Cypress") from None
+        raise translate_error(err, path, None) from None
 
 
 def _yt_client(uri: str) -> Any:

@@ -163,3 +163,23 @@ class TestUris:
     def test_malformed_or_unknown_parts_are_refused_by_name(self, uri: str) -> None:
         with pytest.raises(InvalidUriError, match="cluster URI"):
             resolve_uri(uri)
+
+
+class TestCheckpointFiles:
+    def test_a_yt_checkpoint_is_listed_read_and_removed_over_http(self, standin: StandinProxy,
+                                                                  monkeypatch) -> None:
+        from streaming_core.checkpoint import CypressFiles, checkpoint_files
+
+        monkeypatch.setenv("YT_TOKEN", STANDIN_TOKEN)
+        offsets = standin.root / "home/cp-test/offsets"
+        offsets.mkdir(parents=True)
+        (offsets / "0").write_text('v1\n{"batchTimestampMs":1}\n-')
+        files = checkpoint_files("yt:///home/cp-test", standin.uri)
+
+        assert isinstance(files, CypressFiles)
+        assert files.list("offsets") == ["0"] and files.list("commits") == []
+        assert files.read("offsets/0").startswith("v1\n")
+        with pytest.raises(FileNotFoundError, match="//home/cp-test/offsets/7"):
+            files.read("offsets/7")
+        files.remove("offsets/0")
+        assert files.list("offsets") == [] and not (offsets / "0").exists()

@@ -146,7 +146,7 @@ class Commands:
             return _value(p, self.cluster_name)
         disk = self._disk(path)
         if disk is not None and not self._in_tree(path):
-            return _value(p, _disk_attrs(disk, path) if "/@" in path else None)
+            return _value(p, self._disk_attrs(disk, path) if "/@" in path else None)
         node_path, _, attr = path.partition("/@")
         extra = self._computed_attrs(node_path) if "/@" in path else {}
         if attr in extra:
@@ -226,8 +226,9 @@ class Commands:
         return {"node_id": _new_id()}
 
     def lock(self, p: Mapping[str, Any]) -> Any:
-        self._require_node(_path(p))
-        return {"lock_id": _new_id(), "node_id": _new_id(), "revision": 1}
+        path = _path(p)
+        self._require_node(path)
+        return {"lock_id": _new_id(), "node_id": self.node_id(path), "revision": 1}
 
     def mount(self, p: Mapping[str, Any]) -> None:
         self._require_node(_path(p))
@@ -235,6 +236,17 @@ class Commands:
     def _require_node(self, path: str) -> None:
         if not self.cluster.exists(path) and self._disk(path) is None:
             raise NoSuchPathError(f"{path}: no such node")
+
+    def _disk_attrs(self, disk: Path, path: str) -> Any:
+        node_path, _, attr = path.partition("/@")
+        size = disk.stat().st_size if disk.is_file() else 0
+        attrs = {"type": MAP_NODE if disk.is_dir() else FILE, "id": self.node_id(node_path),
+                 "uncompressed_data_size": size, "compressed_data_size": size}
+        if attr == "":
+            return attrs
+        if attr not in attrs:
+            raise NoSuchPathError(f"{node_path}: no attribute {attr!r}")
+        return attrs[attr]
 
     def _in_tree(self, path: str) -> bool:
         return self.cluster.exists(path.partition("/@")[0])
@@ -530,12 +542,6 @@ def _wire_with_service(schema: TableSchema, table: pa.Table) -> Iterator[dict[st
 
 def _project(row: dict[str, Any], columns: Iterable[str] | None) -> dict[str, Any]:
     return row if columns is None else {c: row.get(c) for c in columns}
-
-
-def _disk_attrs(disk: Path, path: str) -> Any:
-    attrs = {"type": MAP_NODE if disk.is_dir() else FILE}
-    attr = path.partition("/@")[2]
-    return attrs if attr == "" else attrs.get(attr)
 
 
 def check_format_attributes(attributes: Mapping[str, Any]) -> None:

@@ -1,0 +1,141 @@
+"""`opsd run` against YTsaurus: a pipeline over the YTsaurus backend, through the real client over HTTP against the
+stand-in (`standin_support`), with the token only in the daemon's `YT_TOKEN`.
+
+The checkpoint is a `yt:///` location in the stand-in's Cypress: SPYT's file system, which writes it on a real
+cluster, cannot run here, so the session maps `yt:///` onto the stand-in's storage root (Hadoop's overload scheme,
+as on the embedded cluster); opsd reads it back over HTTP (`list`, `exists`, `read_file`). Every check that reads
+the cluster — desync (and its heal), lag, OOM risk and the auto-tuner — runs against it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from standin_support import STANDIN_TOKEN
+
+from streaming_core.cluster import connect
+from streaming_core.session import CHECKPOINT_FILE_MANAGER
+from streaming_core.tuning import read_tuning
+from tests.conftest import make_queue
+from tests.helpers_pipelines import wait_until
+from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows
+
+pytestmark = pytest.mark.spark
+
+QUEUE, CONSUMER, RESULT = "//home/yt-e2e/queue", "//home/yt-e2e/consumer", "//home/yt-e2e/result"
+CHECKPOINT = "yt:///home/yt-e2e/checkpoint"
+PIPELINE = "copy"
+START_SECONDS, WAIT_SECONDS = 240.0, 150.0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def daemon(standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    work = tmp_path_factory.mktemp("yt-daemon")
+    with connect(standin.uri, token=STANDIN_TOKEN) as cluster:
+        make_queue(cluster, QUEUE, consumer=CONSUMER)
+        make_table(cluster, RESULT, COPY_SCHEMA)
+        cluster.insert_rows(QUEUE, [{"data": f"row-{i}", "n": i} for i in range(200)])
+    port = free_port()
+    config = {
+        "cluster": standin.uri,
+        "spark": {"master": "local[2]", "app_name": "opsd-yt-e2e", "conf": {
+            "spark.sql.shuffle.partitions": 2,
+            "spark.hadoop.fs.yt.impl": "org.apache.hadoop.fs.viewfs.ViewFileSystemOverloadScheme",
+            "spark.hadoop.fs.viewfs.mounttable.default.linkFallback": f"file://{standin.root}",
+            "spark.hadoop.fs.yt.impl.disable.cache": "true",
+            "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER}},
+        "http": {"host": "127.0.0.1", "port": port},
+        "checks": {"desync_seconds": 1, "lag_seconds": 1, "oom_risk_seconds": 2, "autotune_seconds": 2},
+        "pipelines": [{
+            "name": PIPELINE,
+            "source": {"format": "yt", "path": QUEUE, "options": {"consumer_path": CONSUMER,
+                                                                   "max_rows_per_partition": 20}},
+            "sink": {"format": "yt", "path": RESULT},
+            "trigger": {"processing_time": "1 second"},
+            "checkpoint_location": CHECKPOINT,
+            "autotune": {"mode": "apply", "min_rows_per_partition": 10, "max_rows_per_partition": 100_000},
+        }],
+    }
+    config_file = work / "opsd.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    stderr = work / "stderr.log"
+    env = {**os.environ, "YT_TOKEN": STANDIN_TOKEN}
+    with stderr.open("wb") as err:
+        process = subprocess.Popen([sys.executable, "-m", "opsd.cli", "run", str(config_file)],
+                                   stdout=subprocess.DEVNULL, stderr=err, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: process.poll() is not None or _ready(url), START_SECONDS, "/readyz to answer 200")
+        assert process.poll() is None, f"opsd run exited early:\n{stderr.read_text()[-3000:]}"
+        yield url, stderr
+    finally:
+        process.terminate()
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def status(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{url}/status", timeout=5) as response:
+        return json.load(response)["queries"][PIPELINE]
+
+
+def metrics(url: str) -> str:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        return response.read().decode()
+
+
+def test_a_pipeline_over_ytsaurus_delivers_and_every_check_reads_the_cluster(daemon, standin) -> None:
+    url, stderr = daemon
+    with connect(standin.uri, token=STANDIN_TOKEN) as cluster:
+        wait_until(lambda: len(ordered_rows(cluster, RESULT)) >= 200, WAIT_SECONDS, "200 rows in the result table")
+        assert sorted(r["n"] for r in ordered_rows(cluster, RESULT)) == list(range(200))
+
+        # desync reads the yt:/// checkpoint over HTTP and heals the idle query's lagging consumer
+        wait_until(lambda: sum(cluster.get_consumer_offsets(CONSUMER, QUEUE).values()) == 200, WAIT_SECONDS,
+                   "the idle pipeline's consumer healed to the end of its last batch")
+        wait_until(lambda: (status(url).get("desync") or {}).get(QUEUE, {}).get("state") == "in_sync",
+                   WAIT_SECONDS, "/status to show the queue in sync")
+        assert status(url)["desync"][QUEUE]["last_heal"]["outcome"] == "healed"
+        # lag: the backlog of the queue as the cluster counts it
+        assert status(url)["lag"]["backlog_rows"] == 0
+        # the auto-tuner moved the cap (which way depends on this machine's speed) in the tuning document the
+        # source reads through the stand-in, within its bounds
+        wait_until(lambda: read_tuning(cluster, f"{CONSUMER}_tuning").reason.startswith("autotune:"),
+                   WAIT_SECONDS, "the tuner's decision in the tuning document")
+        assert 10 <= read_tuning(cluster, f"{CONSUMER}_tuning").max_rows_per_partition <= 100_000
+        assert read_tuning(cluster, f"{CONSUMER}_tuning").max_rows_per_partition != 20
+    # OOM risk: the next batch judged from the Spark UI's peaks, with bytes per row sampled through the stand-in
+    wait_until(lambda: 'pool="jvm_heap"' in metrics(url) and "opsd_oom_risk{" in metrics(url), WAIT_SECONDS,
+               "opsd_oom_risk of the pipeline")
+    served = {s.command for s in standin.served}
+    assert {"pull_consumer", "advance_consumer", "read_file", "list", "get_tablet_infos", "insert_rows",
+            "set"} <= served, served
+    text = stderr.read_text()
+    assert STANDIN_TOKEN not in text and "Traceback" not in text

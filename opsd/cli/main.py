@@ -5,7 +5,8 @@ Each command-group module in `COMMANDS` exposes `add_parser(subparsers, common)`
 as a default. Adding a command group is one module plus one entry in `COMMANDS`.
 
 Errors the user can fix — every `ClusterError`, bad input (`CliError`), unreadable files — print
-`opsd: error: <message>` on stderr and exit 1, without a traceback; a path not found also names the cluster that
+`opsd: error: <message>` on stderr and exit 1, without a traceback, secrets masked and control characters escaped
+(`opsd.telemetry.terminal`); a path not found also names the cluster that
 was searched. Ctrl-C ends a command with exit code 130 and no message. Every parser shows its options' defaults
 (`opsd.cli.common.HelpFormatter`).
 """
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 
 from opsd.cli import consumer, demo, desync, doctor, queue, run, status, table
 from opsd.cli.common import CLUSTER_HELP, CliError, Parser
+from opsd.telemetry.terminal import Shown
 from opsd.version import __version__
 from streaming_core.cluster import ClusterError, NoSuchPathError
 
@@ -58,6 +60,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"opsd: error: {message}", file=sys.stderr)
+    print(f"opsd: error: {Shown().line(message, one_line=False)}", file=sys.stderr)
     return 1
 

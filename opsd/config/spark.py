@@ -21,9 +21,10 @@ UI_CONF = {
 LOCAL_IP_ENV = "SPARK_LOCAL_IP"
 LOOPBACK = "127.0.0.1"
 EVERY_INTERFACE = ("0.0.0.0", "::")
-#: The memory peaks the OOM check reads from the UI's REST API: per stage, including the process tree (Python
-#: workers), polled every 200 ms (the default, on heartbeats only, misses short peaks).
+#: The UI on (`UI_CONF`) with the memory peaks the OOM check reads from its REST API: per stage, including the process
+#: tree (Python workers), polled every 200 ms (the default, on heartbeats only, misses short peaks).
 MEMORY_METRICS_CONF = {
+    **UI_CONF,
     "spark.executor.processTreeMetrics.enabled": "true",
     "spark.executor.metrics.pollingInterval": "200ms",
     "spark.eventLog.logStageExecutorMetrics": "true",
@@ -46,7 +47,6 @@ def spark_defaults(config: OpsdConfig) -> dict[str, str]:
     JVM logs in opsd's format at `logging.spark_level` (`opsd.telemetry.logs.spark_java_options`).
     """
     defaults = {
-        **UI_CONF,
         **MEMORY_METRICS_CONF,
         "spark.ui.port": str(config.spark.ui_port),
         "spark.ui.showConsoleProgress": "false",

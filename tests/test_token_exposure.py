@@ -156,3 +156,23 @@ def test_cli_commands_on_an_unreachable_proxy_name_it_and_never_the_token(tmp_pa
     assert result.returncode != 0 or UNREACHABLE in output, output
     assert UNREACHABLE in output and "Traceback" not in output
     assert TOKEN not in output
+
+
+def test_every_cli_command_logs_library_warnings_through_opsds_format_and_redaction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    import structlog
+
+    from opsd.cli import main
+
+    monkeypatch.setenv("YT_TOKEN", TOKEN)
+    try:
+        assert main(["queue", "create", "//home/q", "--cluster", f"local://{tmp_path / 'cluster'}"]) == 0
+        logging.getLogger("Yt").warning("Retrying with token %s", TOKEN)  # as ytsaurus-client logs a retry
+        err = capsys.readouterr().err
+    finally:
+        logging.getLogger().handlers[:] = [h for h in logging.getLogger().handlers if h.get_name() != "opsd"]
+        structlog.reset_defaults()
+    [line] = [json.loads(line) for line in err.splitlines()]
+    assert line["logger"] == "Yt" and line["level"] == "warning" and TOKEN not in err

@@ -6,9 +6,9 @@ as a default. Adding a command group is one module plus one entry in `COMMANDS`.
 
 Errors the user can fix — every `ClusterError`, bad input (`CliError`), unreadable files — print
 `opsd: error: <message>` on stderr and exit 1, without a traceback, secrets masked and control characters escaped
-(`opsd.telemetry.terminal`); a path not found also names the cluster that
-was searched. Ctrl-C ends a command with exit code 130 and no message. Every parser shows its options' defaults
-(`opsd.cli.common.HelpFormatter`).
+(`opsd.telemetry.terminal`); a path not found also names the cluster that was searched. Library warnings (the
+`Yt` logger's retries, the connector's) go through opsd's logging at WARNING. Ctrl-C ends a command with exit code
+130 and no message. Every parser shows its options' defaults (`opsd.cli.common.HelpFormatter`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from opsd.cli import consumer, demo, desync, doctor, queue, run, status, table
 from opsd.cli.common import CLUSTER_HELP, CliError, Parser
+from opsd.telemetry.logs import configure_logging
 from opsd.telemetry.terminal import Shown
 from opsd.version import __version__
 from streaming_core.cluster import ClusterError, NoSuchPathError
@@ -46,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `opsd` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
+    # Warnings of the libraries a command uses (ytsaurus-client's `Yt` retries, the connector's) in opsd's format and
+    # redaction; `opsd run` and `opsd demo` configure their own.
+    configure_logging("WARNING")
     try:
         return args.handler(args)
     except NoSuchPathError as e:

@@ -37,6 +37,19 @@ FOREIGN_LOGGERS = {"Yt": "yt.logger"}
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a record comes (pytest's capture, a redirected stream), not to the one
+    there was when logging was configured."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        """`sys.stderr` is always the stream."""
+
+
 def escape_controls(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
     """A structlog processor for console lines: control characters in text values are written as escapes, so that
     text from data (a queue path, an exception message) cannot move the cursor or set the terminal's title."""
@@ -53,9 +66,8 @@ def configure_logging(
     `THIRD_PARTY_LEVELS`. Calling it again replaces the previous configuration (its handler is found
     by name), so tests and re-entry stay clean.
     """
-    stream = stream or sys.stderr
     if json_lines is None:
-        json_lines = renders_json(stream)
+        json_lines = renders_json(stream or sys.stderr)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -75,7 +87,7 @@ def configure_logging(
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler(stream)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(

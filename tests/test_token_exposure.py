@@ -176,3 +176,21 @@ def test_every_cli_command_logs_library_warnings_through_opsds_format_and_redact
         structlog.reset_defaults()
     [line] = [json.loads(line) for line in err.splitlines()]
     assert line["logger"] == "Yt" and line["level"] == "warning" and TOKEN not in err
+
+
+def test_an_unexpected_error_prints_its_traceback_without_the_token(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import opsd.cli.table
+    from opsd.cli import main
+
+    def broken(args: object) -> int:
+        token = TOKEN  # a local, as the client factory's, which a traceback with locals would show
+        raise RuntimeError(f"unexpected: Authorization: OAuth {token}")
+
+    monkeypatch.setenv("YT_TOKEN", TOKEN)
+    monkeypatch.setattr(opsd.cli.table, "read_table", broken)
+    code = main(["table", "read", "//t", "--cluster", f"local://{tmp_path}"])
+    err = capsys.readouterr().err
+
+    assert code == 1 and err.startswith("opsd: internal error") and "RuntimeError: unexpected" in err
+    assert TOKEN not in err

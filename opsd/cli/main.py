@@ -8,13 +8,15 @@ Errors the user can fix — every `ClusterError`, bad input (`CliError`), unread
 `opsd: error: <message>` on stderr and exit 1, without a traceback, secrets masked and control characters escaped
 (`opsd.telemetry.terminal`); a path not found also names the cluster that was searched. Library warnings (the
 `Yt` logger's retries, the connector's) go through opsd's logging at WARNING. Ctrl-C ends a command with exit code
-130 and no message. Every parser shows its options' defaults (`opsd.cli.common.HelpFormatter`).
+130 and no message; any other exception is a bug, printed with its traceback (plain, no local variables) through
+the same redaction, exit 1. Every parser shows its options' defaults (`opsd.cli.common.HelpFormatter`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
 
 from opsd.cli import consumer, demo, desync, doctor, queue, run, status, table
@@ -61,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
     except KeyboardInterrupt:
         return INTERRUPTED
+    except Exception:  # a bug: its traceback is worth reporting, but it leaves through the same redaction
+        print(f"opsd: internal error (please report it):\n{Shown().line(traceback.format_exc(), one_line=False)}",
+              file=sys.stderr)
+        return 1
 
 
 def _fail(message: str) -> int:

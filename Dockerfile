@@ -6,19 +6,32 @@
 # The venv is at the same path in every container built from this image, so Spark executors on Kubernetes
 # (same image) start Python with the driver's PYSPARK_PYTHON. It runs as the unprivileged user 1000 and works
 # with a read-only root filesystem: the only paths written are the volumes below.
+#
+# Nothing is installed unpinned: every Python distribution comes from requirements.lock (the runtime dependencies
+# with the `spyt` extra) or requirements-build.lock (setuptools, to build the package), each version pinned with
+# its sha256 hashes and installed with --require-hashes and without build isolation (which would fetch build tools
+# unpinned); the package itself is installed from the build context without dependencies or an index.
+# `make lock` writes both files with pip-compile (pip-tools). To pin the base image too, replace the tag of both
+# FROM lines by tag and digest, e.g. python:3.11.11-slim-bookworm@sha256:<digest>, where
+# `docker buildx imagetools inspect python:3.11.11-slim-bookworm` prints the digest (the index's, which covers
+# every platform); tests/test_dockerfile.py accepts either form.
 
-# Build stage: install the package and its dependencies into the venv.
+# Build stage: install the locked dependencies, then the package, into the venv.
 FROM python:3.11.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/opsd/venv
 WORKDIR /src
+COPY requirements-build.lock requirements.lock ./
+RUN /opt/opsd/venv/bin/pip install --require-hashes -r requirements-build.lock \
+    && /opt/opsd/venv/bin/pip install --require-hashes --no-build-isolation -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY streaming_core ./streaming_core
 COPY opsd ./opsd
 COPY scripts ./scripts
-# The `spyt` extra: SPYT's YtFileSystem for yt:/// checkpoints on a real YTsaurus cluster.
-RUN /opt/opsd/venv/bin/pip install ".[spyt]" \
+# The package alone: its dependencies (with the `spyt` extra: SPYT's YtFileSystem for yt:/// checkpoints on a real
+# YTsaurus cluster) are the locked ones above.
+RUN /opt/opsd/venv/bin/pip install --no-deps --no-index --no-build-isolation . \
     && /opt/opsd/venv/bin/python -m compileall -q /opt/opsd/venv
 
 # Runtime stage: Java 17 JRE, the venv, an unprivileged user.

@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test lint bench setup java system-packages clean
+.PHONY: demo test lint bench setup java system-packages clean lock
 
 demo: setup
 	$(VENV)/bin/opsd demo $(DEMO_ARGS)
@@ -55,3 +55,13 @@ system-packages:
 
 clean:
 	rm -rf .opsd spark-warehouse
+
+# The image's lock files (Dockerfile): every runtime dependency with the `spyt` extra, and the build tools, pinned with
+# their hashes by pip-compile. pip-tools runs in a venv of its own (its `build` dependency conflicts with checkov's).
+LOCK_VENV := .lock-venv
+PIP_COMPILE := $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --no-emit-index-url \
+	--no-emit-find-links --strip-extras
+lock:
+	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q pip-tools; }
+	$(PIP_COMPILE) --extra spyt --output-file requirements.lock pyproject.toml
+	$(PIP_COMPILE) --only-build-deps --all-build-deps --output-file requirements-build.lock pyproject.toml

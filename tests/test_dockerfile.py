@@ -12,8 +12,12 @@ import shlex
 import tomllib
 from pathlib import Path, PurePosixPath
 
+import pytest
 import yaml
 from checkov_support import checkov, needs_checkov
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -21,6 +25,21 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 CHART_DIR = ROOT / "helm" / "opsd"
 VALUES = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
 VENV = PurePosixPath("/opt/opsd/venv")
+LOCK, BUILD_LOCK = ROOT / "requirements.lock", ROOT / "requirements-build.lock"
+
+
+def locked(lock: Path) -> dict[str, tuple[str | None, list[str]]]:
+    """name -> (pinned version, sha256 hashes) of every distribution of a pip-compile lock file."""
+    text = re.sub(r"\\\n", " ", lock.read_text())
+    pins = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        requirement, *options = line.split(" --hash=")
+        name, _, version = requirement.strip().partition("==")
+        pins[canonicalize_name(name)] = (version or None, [h for h in options if h.startswith("sha256:")])
+    return pins
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -75,7 +94,8 @@ def test_it_has_a_build_stage_and_a_runtime_stage_on_the_same_pinned_python_base
     froms = [args for instruction, args in instructions() if instruction == "FROM"]
     assert len(froms) == 2
     images = [args.split()[0] for args in froms]
-    assert images[0] == images[1] and re.fullmatch(r"python:3\.11\.\d+-slim-\w+", images[0])
+    # A full version tag, optionally with the digest that pins it (the Dockerfile's header says how to find it).
+    assert images[0] == images[1] and re.fullmatch(r"python:3\.11\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?", images[0])
     assert PYPROJECT["project"]["requires-python"].startswith(">=3.11")
 
 
@@ -88,13 +108,38 @@ def test_it_copies_every_package_pyproject_toml_installs_and_its_script_files():
     assert metadata | packages | scripts <= copied
 
 
-def test_it_installs_the_package_into_the_venv_with_runtime_extras_only():
-    runs = " ".join(args for instruction, args in stages()[0] if instruction == "RUN")
-    match = re.search(rf'{VENV}/bin/pip install "\.(?:\[([\w,]+)\])?"', runs)
-    assert match, runs
-    extras = set(match.group(1).split(",")) if match.group(1) else set()
-    assert extras <= set(PYPROJECT["project"]["optional-dependencies"]) - {"dev"}
+def pip_installs() -> list[list[str]]:
+    """The arguments of every `pip install` of the build stage."""
+    runs = " && ".join(args for instruction, args in stages()[0] if instruction == "RUN")
+    return [shlex.split(part)[2:] for part in re.split(r"\s*&&\s*", runs) if part.startswith(f"{VENV}/bin/pip install")]
+
+
+@pytest.mark.hostile
+def test_every_dependency_is_installed_from_a_lock_with_hashes_and_the_package_without_any():
+    installs = pip_installs()
+    assert [args for args in installs if "-r" in args] == [
+        ["--require-hashes", "-r", BUILD_LOCK.name], ["--require-hashes", "--no-build-isolation", "-r", LOCK.name]]
+    [package] = [args for args in installs if "-r" not in args]
+    assert package == ["--no-deps", "--no-index", "--no-build-isolation", "."]
     assert f"--from=build {VENV} {VENV}" in final("COPY")
+
+
+@pytest.mark.hostile
+def test_the_locks_pin_every_distribution_with_its_hashes():
+    for lock in (LOCK, BUILD_LOCK):
+        pins = locked(lock)
+        assert pins, lock
+        assert [name for name, (version, hashes) in pins.items() if not (version and hashes)] == []
+
+
+def test_the_lock_satisfies_every_runtime_dependency_and_the_spyt_extra():
+    pins = {name: Version(version) for name, (version, _) in locked(LOCK).items()}
+    wanted = [Requirement(r) for r in [*PYPROJECT["project"]["dependencies"],
+                                        *PYPROJECT["project"]["optional-dependencies"]["spyt"]]]
+    assert [str(r) for r in wanted if pins.get(canonicalize_name(r.name)) not in r.specifier] == []
+    build = {name: Version(version) for name, (version, _) in locked(BUILD_LOCK).items()}
+    for requirement in map(Requirement, PYPROJECT["build-system"]["requires"]):
+        assert build.get(canonicalize_name(requirement.name)) in requirement.specifier
 
 
 def test_the_runtime_has_java_17_and_the_venv_first_on_path():

@@ -7,6 +7,7 @@ is checked by hand against what the Prometheus operator reads.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -32,6 +33,8 @@ FEATURES = {
     "dashboards": ({"dashboards": {"enabled": True}}, {("ConfigMap", f"{FULLNAME}-dashboards")}),
     "sparkOnKubernetes": ({"sparkOnKubernetes": {"enabled": True}}, {
         ("Role", FULLNAME), ("RoleBinding", FULLNAME), ("Service", f"{FULLNAME}-driver"),
+        ("ServiceAccount", f"{FULLNAME}-executor"), ("Secret", f"{FULLNAME}-spark-auth"),
+        ("NetworkPolicy", f"{FULLNAME}-executors"),
     }),
     "serviceAccount": ({"serviceAccount": {"create": True}}, {("ServiceAccount", FULLNAME)}),
     "networkPolicy": ({"networkPolicy": {"enabled": True}}, {("NetworkPolicy", FULLNAME)}),
@@ -76,6 +79,23 @@ def find(objects: list[dict], kind: str, name: str = FULLNAME) -> dict:
 
 def opsd_container(objects: list[dict]) -> dict:
     return find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+def opsd_config(objects: list[dict]) -> dict:
+    return yaml.safe_load(find(objects, "ConfigMap")["data"]["config.yaml"])
+
+
+EXECUTOR_TEMPLATE_KEY = "executor-pod-template.yaml"
+INGRESS_CONTROLLER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}
+
+
+def executor_pod(objects: list[dict]) -> dict:
+    """An executor pod as Spark builds it from the chart's pod template (the ConfigMap key the driver reads): the
+    template plus the name, namespace and image Spark sets."""
+    pod = yaml.safe_load(find(objects, "ConfigMap")["data"][EXECUTOR_TEMPLATE_KEY])
+    pod["metadata"] |= {"name": f"{FULLNAME}-exec-1", "namespace": NAMESPACE}
+    pod["spec"]["containers"][0]["image"] = opsd_config(objects)["spark"]["conf"]["spark.kubernetes.container.image"]
+    return pod
 
 
 def check_service_monitor(monitor: dict, objects: list[dict]) -> None:
@@ -343,7 +363,10 @@ def test_every_values_key_has_a_comment_and_a_schema_property():
 def test_checkov_passes_every_scenario_or_skips_a_check_with_a_written_reason(chart, tmp_path):
     for scenario in SCENARIOS:
         manifests = chart.render(merged(scenario_values(scenario)), name=RELEASE, namespace=NAMESPACE)
-        (tmp_path / f"{scenario.stem}.yaml").write_text("\n---\n".join(manifests.values()))
+        objects = [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc]
+        pods = [executor_pod(objects)] if EXECUTOR_TEMPLATE_KEY in find(objects, "ConfigMap")["data"] else []
+        (tmp_path / f"{scenario.stem}.yaml").write_text(
+            "\n---\n".join([*manifests.values(), *map(yaml.safe_dump, pods)]))
     failed, skipped = checkov(tmp_path, "kubernetes")
     assert failed == []
     assert [s["check_id"] for s in skipped if len(s["check_result"].get("suppress_comment", "")) < 20] == []
@@ -369,9 +392,147 @@ def test_the_service_account_token_is_mounted_only_for_spark_on_kubernetes(chart
 
 def test_the_spark_ui_can_be_reached_through_an_optional_ingress_on_the_services_port(chart):
     assert not [o for o in render(chart, merged({})) if o["kind"] == "Ingress"], "off by default"
-    objects = render(chart, merged({"sparkUiIngress": {"enabled": True, "host": "ui.example.com"}}))
+    objects = render(chart, merged({"sparkUiIngress": {"enabled": True, "host": "ui.example.com"},
+                                    "networkPolicy": {"sparkUiFrom": [INGRESS_CONTROLLER]}}))
     ingress = find(objects, "Ingress", f"{FULLNAME}-spark-ui")
     [rule] = ingress["spec"]["rules"]
     backend = rule["http"]["paths"][0]["backend"]["service"]
     assert rule["host"] == "ui.example.com" and backend == {"name": FULLNAME, "port": {"name": "spark-ui"}}
     assert "spark-ui" in {p["name"] for p in find(objects, "Service")["spec"]["ports"]}
+
+
+
+# -- Spark on Kubernetes: least privilege, the token to executors, authenticated and encrypted RPC ---------------
+
+SPARK_ON_KUBERNETES = ROOT / "examples" / "values" / "spark-on-kubernetes.yaml"
+
+
+def spark_on_kubernetes(chart: helm.Chart, **overrides: object) -> list[dict]:
+    """The shipped example of executors on Kubernetes (with a YT token Secret), rendered."""
+    return render(chart, merged(overrides, base=merged(scenario_values(SPARK_ON_KUBERNETES))))
+
+
+@pytest.mark.hostile
+def test_executors_get_yt_token_from_the_same_secret_as_the_driver(chart):
+    objects = spark_on_kubernetes(chart)
+    conf = opsd_config(objects)["spark"]["conf"]
+    driver_env = {e["name"]: e for e in opsd_container(objects)["env"]}
+    pod = executor_pod(objects)
+    [container] = [c for c in pod["spec"]["containers"]
+                   if c["name"] == conf["spark.kubernetes.executor.podTemplateContainerName"]]
+    executor_env = {e["name"]: e for e in container["env"]}
+    assert executor_env["YT_TOKEN"] == driver_env["YT_TOKEN"]
+    assert driver_env["YT_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "opsd-yt-token"
+    # The driver reads the template where the chart mounts the ConfigMap key.
+    mount = next(m for m in opsd_container(objects)["volumeMounts"] if m["name"] == "config")
+    assert conf["spark.kubernetes.executor.podTemplateFile"] == f"{mount['mountPath']}/{EXECUTOR_TEMPLATE_KEY}"
+    kubernetes_validate.validate(pod, KUBE_VERSION, strict=True)
+
+
+def test_without_a_token_secret_executors_get_no_token_either(chart):
+    pod = executor_pod(render(chart, merged({"sparkOnKubernetes": {"enabled": True}})))
+    assert "YT_TOKEN" not in {e["name"] for e in pod["spec"]["containers"][0]["env"]}
+
+
+@pytest.mark.hostile
+def test_the_drivers_role_holds_only_what_sparks_scheduler_backend_calls(chart):
+    role = find(spark_on_kubernetes(chart), "Role")
+    rules = {tuple(r["resources"]): set(r["verbs"]) for r in role["rules"]}
+    assert all(r["apiGroups"] == [""] for r in role["rules"])
+    assert rules == {("pods",): {"create", "get", "list", "watch", "patch", "delete", "deletecollection"},
+                     ("configmaps",): {"create", "get", "list", "delete", "deletecollection"}}
+
+
+@pytest.mark.hostile
+def test_executors_run_as_their_own_service_account_without_a_token(chart):
+    objects = spark_on_kubernetes(chart)
+    conf = opsd_config(objects)["spark"]["conf"]
+    account = find(objects, "ServiceAccount", conf["spark.kubernetes.authenticate.executor.serviceAccountName"])
+    assert account["metadata"]["name"] != conf["spark.kubernetes.authenticate.driver.serviceAccountName"]
+    assert account["automountServiceAccountToken"] is False
+    pod = executor_pod(objects)
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    bound = [s["name"] for b in objects if b["kind"] == "RoleBinding" for s in b["subjects"]]
+    assert account["metadata"]["name"] not in bound
+
+
+@pytest.mark.hostile
+def test_executors_run_under_the_pods_security_contexts(chart):
+    objects = spark_on_kubernetes(chart)
+    pod, driver = executor_pod(objects), find(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["spec"]["securityContext"] == driver["securityContext"]
+    assert pod["spec"]["containers"][0]["securityContext"] == opsd_container(objects)["securityContext"]
+    # A read-only root: /tmp (HOME) is a volume, as in the driver.
+    tmp = next(m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["mountPath"] == "/tmp")
+    assert {"name": tmp["name"], "emptyDir": {}} in pod["spec"]["volumes"]
+
+
+@pytest.mark.hostile
+def test_spark_rpc_is_authenticated_and_encrypted_with_a_generated_secret_mounted_as_a_file(chart):
+    objects = spark_on_kubernetes(chart)
+    conf = opsd_config(objects)["spark"]["conf"]
+    assert conf["spark.authenticate"] == conf["spark.network.crypto.enabled"] == "true"
+    secret = find(objects, "Secret", f"{FULLNAME}-spark-auth")
+    assert len(base64.b64decode(secret["data"]["secret"])) == 64
+    assert find(spark_on_kubernetes(chart), "Secret", f"{FULLNAME}-spark-auth") != secret, "generated per install"
+    for spec, container, key in ((find(objects, "Deployment")["spec"]["template"]["spec"], opsd_container(objects),
+                                  "spark.authenticate.secret.driver.file"),
+                                 (executor_pod(objects)["spec"], executor_pod(objects)["spec"]["containers"][0],
+                                  "spark.authenticate.secret.executor.file")):
+        volume = next(v for v in spec["volumes"] if v.get("secret", {}).get("secretName") == secret["metadata"]["name"])
+        mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
+        assert conf[key] == f"{mount['mountPath']}/secret" and mount["readOnly"] is True
+    # Spark puts the secret in the executors' environment (visible to whoever reads pods) only without the file.
+    assert "SPARK_AUTH_SECRET" not in json.dumps(objects)
+
+
+def test_rpc_authentication_can_be_turned_off(chart):
+    objects = render(chart, merged({"sparkOnKubernetes": {"enabled": True, "authenticate": False}}))
+    conf = opsd_config(objects)["spark"]["conf"]
+    assert "spark.authenticate" not in conf and not [o for o in objects if o["kind"] == "Secret"]
+    assert "spark-auth" not in json.dumps(executor_pod(objects))
+
+
+def admitted(policy: dict) -> dict[str, list[dict] | None]:
+    """Port (or "*") -> the peers admitted to it (None: any)."""
+    return {port["port"] if "ports" in rule else "*": rule.get("from")
+            for rule in policy["spec"]["ingress"] for port in rule.get("ports", [{"port": "*"}])}
+
+
+def matches(selector: dict, labels: dict) -> bool:
+    return selector["matchLabels"].items() <= labels.items()
+
+
+@pytest.mark.hostile
+def test_executor_pods_are_under_a_network_policy_and_reach_only_the_drivers_ports(chart):
+    objects = spark_on_kubernetes(chart)
+    executor_labels = executor_pod(objects)["metadata"]["labels"]
+    driver_labels = find(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    executors = find(objects, "NetworkPolicy", f"{FULLNAME}-executors")
+    assert matches(executors["spec"]["podSelector"], executor_labels)
+    assert not matches(executors["spec"]["podSelector"], driver_labels)
+    assert not matches(find(objects, "Deployment")["spec"]["selector"], executor_labels), "the Deployment's pods"
+    [peers] = admitted(executors).values()
+    assert [p for p in peers if not (matches(p["podSelector"], executor_labels)
+                                     or matches(p["podSelector"], driver_labels))] == []
+    driver = admitted(find(objects, "NetworkPolicy"))
+    for port in ("spark-driver", "spark-blockmgr"):
+        assert [matches(p["podSelector"], executor_labels) for p in driver[port]] == [True]
+
+
+@pytest.mark.hostile
+def test_the_spark_ui_is_reachable_only_from_the_opsd_pod_and_the_peers_the_values_name(chart):
+    objects = render(chart, merged({}))
+    ui = admitted(find(objects, "NetworkPolicy"))["spark-ui"]
+    driver_labels = find(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert len(ui) == 1 and matches(ui[0]["podSelector"], driver_labels)  # the OOM check reads its REST API
+    assert admitted(find(objects, "NetworkPolicy"))["http"] is None  # metrics and probes: any, unless httpFrom
+    opened = render(chart, merged({"networkPolicy": {"sparkUiFrom": [INGRESS_CONTROLLER]}}))
+    assert admitted(find(opened, "NetworkPolicy"))["spark-ui"][1:] == [INGRESS_CONTROLLER]
+    assert opsd_config(objects)["spark"]["ui_host"] == "0.0.0.0"
+
+
+def test_an_ingress_to_the_spark_ui_needs_the_peers_the_network_policy_admits(chart):
+    with pytest.raises(helm.HelmRenderError, match=r"networkPolicy\.sparkUiFrom"):
+        render(chart, merged({"sparkUiIngress": {"enabled": True, "host": "ui.example.com"}}))

@@ -10,7 +10,7 @@ import yaml
 from opsd.config.durations import parse_duration_seconds
 from opsd.config.load import ConfigError, load_config
 from opsd.config.models import AutotuneSettings, OpsdConfig
-from opsd.config.spark import JAVA_OPTIONS, spark_defaults
+from opsd.config.spark import JAVA_OPTIONS, LOCAL_IP_ENV, spark_defaults, spark_environment
 from opsd.telemetry.logs import LOG4J2_CONFIG
 
 VALID = """
@@ -212,6 +212,7 @@ def test_seed_best_practices_for_stateless_pipelines(tmp_path: Path) -> None:
         "spark.streaming.stopGracefullyOnShutdown": "true",
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "true",
+        "spark.ui.killEnabled": "false",
         "spark.ui.port": "4040",
         "spark.executor.processTreeMetrics.enabled": "true",
         "spark.executor.metrics.pollingInterval": "200ms",
@@ -325,3 +326,85 @@ pipelines: [{name: p, source: {path: //q}, sink: {format: console}}]
 """)
     assert problems == ["pipeline 'p' (pipelines[0]): source: a 'yt' source needs options.consumer_path (the "
                         "consumer whose offsets the query reads and acknowledges, e.g. //home/project/consumer)"]
+
+
+# -- secrets in a config file: refused, and never echoed by an error ----------------------------------------------
+
+TOKEN = "AQAD-config-secret-0123456789"
+PIPELINE = "{name: p, source: {path: //q, options: {consumer_path: //c}}, sink: {format: console}}"
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(("where", "text"), [
+    ("spark.conf", f"spark: {{conf: {{spark.hadoop.yt.token: {TOKEN}}}}}\npipelines: [{PIPELINE}]"),
+    ("spark.conf", f"spark: {{conf: {{spark.executorEnv.YT_TOKEN: {TOKEN}}}}}\npipelines: [{PIPELINE}]"),
+    ("spark.conf", f"spark: {{conf: {{spark.authenticate.secret: {TOKEN}}}}}\npipelines: [{PIPELINE}]"),
+    ("spark.conf", f"spark: {{conf: {{spark.ssl.keyPassword: {TOKEN}}}}}\npipelines: [{PIPELINE}]"),
+    ("source.options", "pipelines: [{name: p, source: {path: //q, options: {consumer_path: //c, "
+                       f"token: {TOKEN}}}}}, sink: {{format: console}}}}]"),
+    ("sink.options", "pipelines: [{name: p, source: {path: //q, options: {consumer_path: //c}}, "
+                     f"sink: {{format: console, options: {{api_key: {TOKEN}}}}}}}]"),
+], ids=["yt-token", "executor-env", "spark-auth-secret", "ssl-password", "source-option", "sink-option"])
+def test_a_secret_in_the_config_is_refused_naming_the_key_and_never_shown(tmp_path: Path, where: str,
+                                                                         text: str) -> None:
+    [problem] = problems_of(tmp_path, text)
+
+    assert where in problem and "would hold a secret" in problem and "YT_TOKEN environment variable" in problem
+    assert TOKEN not in problem
+
+
+def test_keys_that_only_refer_to_a_secret_are_accepted(tmp_path: Path) -> None:
+    conf = {"spark.kubernetes.executor.secretKeyRef.YT_TOKEN": "opsd-yt-token:token",
+            "spark.kubernetes.driver.secrets.spark-auth": "/etc/spark-auth",
+            "spark.authenticate.secret.file": "/etc/spark-auth/secret",
+            "spark.kubernetes.authenticate.driver.oauthTokenFile": "/var/run/token"}
+    config = load_config(write(tmp_path, yaml.safe_dump({"spark": {"conf": conf}, "pipelines": [
+        yaml.safe_load(PIPELINE)]})))
+
+    assert config.spark.conf == conf
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("text", [
+    f"token: {TOKEN}\npipelines: [{PIPELINE}]",  # an unknown key: its value would be echoed
+    f"spark: {{conf: {{spark.hadoop.yt.token: [{TOKEN}]}}}}\npipelines: [{PIPELINE}]",  # a wrong type
+    f"cluster: {TOKEN}\npipelines: [{PIPELINE}]",  # the token pasted where a URI belongs ($YT_TOKEN is known)
+    f"spark:\n  conf:\n    spark.hadoop.yt.token: {TOKEN}: x\n",  # YAML that does not parse, quoted by PyYAML
+], ids=["unknown-key", "wrong-type", "pasted-into-a-field", "bad-yaml"])
+def test_no_config_error_echoes_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv("YT_TOKEN", TOKEN)
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text))
+
+    assert TOKEN not in str(caught.value) and caught.value.problems
+
+
+def test_a_yaml_error_names_line_and_column(tmp_path: Path) -> None:
+    assert problems_of(tmp_path, "spark:\n  conf:\n    a: b: c\n") == [
+        "not valid YAML: mapping values are not allowed here (line 3, column 9)"]
+
+
+# -- the Spark UI: kill buttons off, bound to loopback unless asked otherwise -------------------------------------
+
+
+def ui_config(**spark: object) -> OpsdConfig:
+    return OpsdConfig.model_validate({"spark": spark, "pipelines": [yaml.safe_load(PIPELINE)]})
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(("spark", "environ", "expected"), [
+    ({}, {}, {LOCAL_IP_ENV: "127.0.0.1"}),
+    ({"master": "local-cluster[2,1,1024]"}, {}, {LOCAL_IP_ENV: "127.0.0.1"}),
+    ({}, {LOCAL_IP_ENV: "10.1.2.3"}, {}),
+    ({"master": "k8s://https://api:6443"}, {}, {}),
+    ({"ui_host": "0.0.0.0"}, {LOCAL_IP_ENV: "10.1.2.3"}, {LOCAL_IP_ENV: None}),
+    ({"ui_host": "10.9.8.7", "master": "spark://m:7077"}, {}, {LOCAL_IP_ENV: "10.9.8.7"}),
+], ids=["local", "local-cluster", "env-set", "kubernetes", "every-interface", "chosen"])
+def test_the_spark_ui_binds_to_loopback_with_a_local_master_unless_asked_otherwise(
+        spark: dict, environ: dict, expected: dict) -> None:
+    assert spark_environment(ui_config(**spark), environ) == expected
+
+
+def test_the_spark_uis_kill_buttons_are_off_unless_the_conf_turns_them_on() -> None:
+    assert spark_defaults(ui_config())["spark.ui.killEnabled"] == "false"
+    assert spark_defaults(ui_config(conf={"spark.ui.killEnabled": "true"}))["spark.ui.killEnabled"] == "true"

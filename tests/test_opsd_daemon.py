@@ -6,6 +6,7 @@ SIGTERM test comes last and ends it.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 import yaml
@@ -204,6 +206,37 @@ def test_the_oom_check_judges_the_next_batch_from_the_spark_ui(daemon: Daemon) -
         ui = json.load(response)["spark_ui"]
     with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=10) as response:
         assert json.load(response), "/status names the Spark UI the session serves"
+
+
+def non_loopback_address() -> str | None:
+    """An address of this host other than loopback (the one its default route leaves from), if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the route
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+@pytest.mark.hostile
+def test_the_spark_ui_listens_on_loopback_keeps_the_streaming_tab_and_has_no_kill_buttons(daemon: Daemon) -> None:
+    with urllib.request.urlopen(f"{daemon.url}/status", timeout=10) as response:
+        ui = urlparse(json.load(response)["spark_ui"])
+    assert ipaddress.ip_address(socket.gethostbyname(ui.hostname)).is_loopback, ui.hostname
+    assert http_status(f"{ui.geturl()}/api/v1/applications") == 200, "the REST API the OOM check reads"
+    assert http_status(f"{ui.geturl()}/StreamingQuery/") == 200, "the Structured Streaming tab"
+    assert http_status(f"{ui.geturl()}/jobs/") == 200
+    # The kill buttons are off in the running application (its kill handlers then refuse every request).
+    with urllib.request.urlopen(f"{ui.geturl()}/api/v1/applications", timeout=10) as response:
+        [app] = json.load(response)
+    with urllib.request.urlopen(f"{ui.geturl()}/api/v1/applications/{app['id']}/environment", timeout=10) as response:
+        properties = dict(json.load(response)["sparkProperties"])
+    assert properties["spark.ui.killEnabled"] == "false"
+    other = non_loopback_address()
+    if other is not None:
+        with pytest.raises(OSError):
+            socket.create_connection((other, ui.port), timeout=3).close()
 
 
 def test_sigterm_stops_gracefully_with_exit_0_and_every_row_delivered_once(daemon: Daemon) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from opsd.demo.view import BAR_WIDTH, ROWS, Display, Snapshot, backlog_bar, batches_done, facts, summary
@@ -76,3 +77,16 @@ def test_the_summary_counts_are_the_last_snapshots() -> None:
     assert "6,000" in text and "4,800" in text and "MISSING ROWS" in text
     rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in text.splitlines() if "│" in line}
     assert (rows["batches"], rows["batches that read rows"]) == ("5", "2")
+
+
+@pytest.mark.hostile
+def test_hostile_text_in_the_view_is_shown_as_text_on_a_terminal_and_piped() -> None:
+    hostile = "[/oops] [link=https://evil.example]x[/link] \x1b]0;pwned\x07\r"
+    shot = Snapshot(3.0, produced=1, written=1, query=QUERY, url=None, log_file=f"/x/{hostile}.log", activity=hostile)
+    for terminal in (True, False):
+        out = io.StringIO()
+        with Display(Console(file=out, force_terminal=terminal, width=300)) as display:
+            display.show(shot)
+        text = out.getvalue()
+        assert "[/oops]" in text and "[link=https://evil.example]" in text and "\\x1b]0;pwned\\x07\\r" in text
+        assert "\x1b]" not in text and "\x07" not in text

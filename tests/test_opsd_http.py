@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,8 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from opsd.observe.readiness import ProgressPolicy, readiness_probe
 from opsd.observe.status import StatusStore
-from opsd.telemetry.http import OpsHttpServer, PortInUseError, check_port_free
+from opsd.telemetry.http import HttpLimits, OpsHttpServer, PortInUseError, check_port_free
 from opsd.telemetry.metrics import Metrics
+from opsd.telemetry.redaction import REDACTED
+from tests.helpers_pipelines import wait_until
 
 NOW = 50_000.0
 
@@ -130,3 +135,104 @@ def test_a_taken_port_is_named_by_the_check_and_by_the_server() -> None:
     finally:
         taken.stop()
     check_port_free("127.0.0.1", taken.port)
+
+
+# -- hostile clients: slow, half-sent, many, and secrets in the documents ---------------------------------------
+
+
+def half_sent(server: OpsHttpServer, count: int) -> list[socket.socket]:
+    """`count` connections that each send the start of a request and never finish it (slowloris)."""
+    sockets = []
+    for _ in range(count):
+        s = socket.create_connection((server.host, server.port), timeout=5)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: opsd\r\n")
+        sockets.append(s)
+    return sockets
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.hostile
+def test_half_sent_requests_hold_no_thread_and_a_scrape_still_succeeds() -> None:
+    metrics = Metrics(CollectorRegistry())
+    metrics.input_rows.labels(query="clicks").inc(12)
+    limits = HttpLimits(client_timeout_seconds=1.5, workers=2, max_connections=100)
+    server = OpsHttpServer(metrics.render, port=0, limits=limits)
+    threads_before = threading.active_count()
+    server.start()
+    held = half_sent(server, 300)
+    try:
+        # The loop thread and at most the workers: never one thread per connection.
+        assert threading.active_count() <= threads_before + 1 + limits.workers
+        started = time.monotonic()
+        response = requests.get(server.url + "/metrics", timeout=5)
+        assert response.status_code == 200 and "opsd_input_rows_total" in response.text
+        assert time.monotonic() - started < 1.0, "the scrape waited for the slow clients"
+        assert threading.active_count() <= threads_before + 1 + limits.workers
+        # The slow clients are dropped: the oldest to make room at once, every one after the client timeout.
+        for s in held:
+            s.settimeout(limits.client_timeout_seconds + 3)
+        assert all(closed_by_server(s) for s in held)
+    finally:
+        for s in held:
+            s.close()
+        server.stop()
+
+
+@pytest.mark.hostile
+def test_a_client_that_never_reads_its_answer_is_dropped_after_the_timeout() -> None:
+    big = b"x" * 20_000_000  # more than the kernel's socket buffers take, so the server must wait for the reader
+    server = OpsHttpServer(lambda: big, port=0, limits=HttpLimits(client_timeout_seconds=1.0, workers=1))
+    server.start()
+    lazy = socket.create_connection((server.host, server.port), timeout=5)
+    lazy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        lazy.sendall(b"GET /metrics HTTP/1.1\r\nHost: opsd\r\n\r\n")
+        wait_until(lambda: server.open_connections == 1, 5, "the request to be taken")
+        wait_until(lambda: server.open_connections == 0, 5, "the server to drop the client that does not read")
+        assert requests.get(server.url + "/healthz", timeout=5).text == "ok\n"
+    finally:
+        lazy.close()
+        server.stop()
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("request_head", [
+    b"POST /metrics HTTP/1.1\r\nHost: opsd\r\nContent-Length: 0\r\n\r\n",
+    b"GET /metrics HTTP/1.1\r\nX-Filler: " + b"a" * 20_000 + b"\r\n\r\n",
+    b"\x00\xff garbage \x1b]0;title\x07\r\n\r\n",
+], ids=["post", "huge-head", "garbage"])
+def test_malformed_requests_get_an_error_and_leave_the_server_serving(server: OpsHttpServer,
+                                                                      request_head: bytes) -> None:
+    with socket.create_connection((server.host, server.port), timeout=5) as s:
+        s.sendall(request_head)
+        answer = s.recv(4096)
+    assert answer.split(b" ", 2)[1] in (b"405", b"431")
+    assert get(server, "/healthz").status_code == 200
+
+
+@pytest.mark.hostile
+def test_the_token_is_masked_in_status_readyz_and_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "AQAD-status-secret-0123456789"
+    monkeypatch.setenv("YT_TOKEN", token)
+    metrics = Metrics(CollectorRegistry())
+    metrics.input_rows.labels(query=f"q-{token}").inc()
+    document = {"queries": {"clicks": {"exception": f"YtError: request with token {token} failed",
+                                       "headers": {"Authorization": "OAuth x"}}}}
+    server = OpsHttpServer(metrics.render, status=lambda: document, readiness=lambda: (False, document), port=0)
+    server.start()
+    try:
+        bodies = {path: requests.get(server.url + path, timeout=5).text for path in ("/status", "/readyz", "/metrics")}
+    finally:
+        server.stop()
+    assert {path: token in body for path, body in bodies.items()} == dict.fromkeys(bodies, False)
+    status = json.loads(bodies["/status"])["queries"]["clicks"]
+    assert status == {"exception": f"YtError: request with token {REDACTED} failed",
+                      "headers": {"Authorization": REDACTED}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import socket
 import subprocess
 import sys
 import time
@@ -15,8 +16,9 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from opsd.checks.scheduler import CheckScheduler
-from opsd.telemetry.logs import REDACTED, SecretRedactor, children_write_to, configure_logging
+from opsd.telemetry.logs import children_write_to, configure_logging
 from opsd.telemetry.metrics import Metrics
+from opsd.telemetry.redaction import REDACTED, Redactor
 
 TOKEN = "AQAD-qJSJKeyabcdef0123456789"
 
@@ -37,7 +39,7 @@ def restore_logging() -> Iterator[None]:
 
 
 def redact(**event: object) -> dict[str, object]:
-    return dict(SecretRedactor([TOKEN])(None, "info", dict(event)))
+    return dict(Redactor([TOKEN])(None, "info", dict(event)))
 
 
 def test_secret_named_keys_are_masked_at_any_depth() -> None:
@@ -169,3 +171,67 @@ def test_children_started_inside_write_to_the_file_for_good(tmp_path, capfd: pyt
 
     assert log.read_text().split() == ["early", "late"]
     assert capfd.readouterr() == ("parent\n", "")
+
+
+# -- secrets and hostile text in every log format -------------------------------------------------------------
+
+FORMATS = {"json": True, "console": False}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("json_lines", FORMATS.values(), ids=FORMATS.keys())
+def test_a_traceback_through_the_client_factory_never_prints_its_token_local(
+    restore_logging: None, monkeypatch: pytest.MonkeyPatch, json_lines: bool
+) -> None:
+    from streaming_core.cluster.ytsaurus.client import default_client_factory
+
+    monkeypatch.delenv("YT_TOKEN", raising=False)  # not a known secret: only leaving out locals keeps it out
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    stream = FakeTTY()
+    configure_logging(stream=stream, json_lines=json_lines)
+    try:
+        default_client_factory(f"127.0.0.1:{closed_port}", TOKEN, None)
+    except Exception:
+        structlog.get_logger().exception("cluster_call_failed")
+
+    text = stream.getvalue()
+    assert "UnreachableClusterError" in text and "default_client_factory" in text, "the traceback is shown"
+    assert TOKEN not in text
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("json_lines", FORMATS.values(), ids=FORMATS.keys())
+def test_the_yt_clients_own_logger_writes_through_opsds_format_and_redaction(
+    restore_logging: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], json_lines: bool
+) -> None:
+    import yt.logger  # installs its own stderr handler, as any process using ytsaurus-client does
+
+    monkeypatch.setenv("YT_TOKEN", TOKEN)
+    stream = FakeTTY()
+    configure_logging(stream=stream, json_lines=json_lines)
+    yt.logger.LOGGER.warning("Retrying request with token %s and header Authorization: OAuth %s", TOKEN, "zzz")
+
+    text = stream.getvalue()
+    assert "Retrying request" in text and "Yt" in text
+    assert TOKEN not in text and "zzz" not in text
+    if json_lines:
+        assert json.loads(text)["logger"] == "Yt"
+    assert capfd.readouterr().err == "", "the client's own handler still writes plain lines"
+
+
+@pytest.mark.hostile
+def test_console_lines_show_control_characters_from_data_escaped(restore_logging: None) -> None:
+    stream = FakeTTY()
+    configure_logging(stream=stream, json_lines=False)
+
+    hostile = "//q\x1b]0;pwned\x07\r[/oops]"
+    structlog.get_logger().warning("queue_missing", path=hostile)
+    logging.getLogger("Yt").warning("no such path %s", hostile)  # a library's message: text, not a key-value
+
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        assert "\x1b]0;" not in line and "\x07" not in line and "\r" not in line
+        assert "\\x1b]0;pwned\\x07\\r[/oops]" in line

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from opsd.cli.common import open_cluster
+from opsd.telemetry.terminal import Shown
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -24,11 +25,11 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 
 def create_consumer(args: argparse.Namespace) -> int:
     open_cluster(args, create=True).create_consumer(args.path, recursive=True)
-    print(f"created consumer {args.path}")
+    print(Shown().line(f"created consumer {args.path}"))
     return 0
 
 
 def register_consumer(args: argparse.Namespace) -> int:
     open_cluster(args).register_queue_consumer(args.queue, args.consumer, vital=args.vital)
-    print(f"registered {args.consumer} for {args.queue}" + (" (vital)" if args.vital else ""))
+    print(Shown().line(f"registered {args.consumer} for {args.queue}" + (" (vital)" if args.vital else "")))
     return 0

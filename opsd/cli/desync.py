@@ -23,6 +23,8 @@ from opsd.checks.desync.decide import HealDecision, HealOutcome, decide
 from opsd.checks.desync.evaluate import QueueDesync, evaluate
 from opsd.cli.common import CliError
 from opsd.config.load import ConfigError, load_config
+from opsd.telemetry.redaction import redact
+from opsd.telemetry.terminal import Shown
 from streaming_core.checkpoint import newest_batch
 from streaming_core.cluster import connect, default_uri
 
@@ -75,15 +77,15 @@ def show_desync(args: argparse.Namespace) -> int:
     with connect(uri or default_uri()) as cluster:
         desyncs = [evaluate(f) for f in collect_target(cluster, target)]
     if args.json:
-        print(json.dumps({d.facts.queue: view(d) for d in desyncs}, indent=2))
+        print(json.dumps(redact({d.facts.queue: view(d) for d in desyncs}), indent=2))
     else:
-        Console().print(desync_table(desyncs))
+        Console().print(desync_table(desyncs, Shown()))
     return 0
 
 
 def heal_desync(args: argparse.Namespace) -> int:
     uri, target = resolve_target(args)
-    code = 0
+    code, shown = 0, Shown()
     with connect(uri or default_uri()) as cluster:
         for facts in collect_target(cluster, target, stopped=args.stopped):
             decision = decide(evaluate(facts))
@@ -94,7 +96,8 @@ def heal_desync(args: argparse.Namespace) -> int:
             else:
                 result = apply(cluster, decision, lambda: newest_batch(target.checkpoint, cluster.uri))
                 moves, outcome = result.moves, result.outcome
-            print(heal_line(replace(decision, outcome=outcome), moves, dry_run=args.dry_run, problem=facts.problem))
+            print(shown.line(heal_line(replace(decision, outcome=outcome), moves, dry_run=args.dry_run,
+                                       problem=facts.problem)))
             code = code or (0 if outcome in FINE else 1)
     return code
 
@@ -110,8 +113,9 @@ def heal_line(decision: HealDecision, moves: dict[int, tuple[int, int]], *, dry_
     return f"{head}{verb} {listed} (end of committed batch {decision.committed_batch})"
 
 
-def desync_table(desyncs: list[QueueDesync]) -> Table:
-    """Per queue and partition: state, the checkpoint's next row, the consumer, their difference, queue counters."""
+def desync_table(desyncs: list[QueueDesync], shown: Shown) -> Table:
+    """Per queue and partition: state, the checkpoint's next row, the consumer, their difference, queue counters;
+    every cell shown as text (paths and problems come from checkpoints and the cluster: never markup)."""
     table = Table(title="offset desync")
     for column in ("query", "queue", "partition", "state", "checkpoint next", "consumer", "difference",
                    "rows", "trimmed"):
@@ -119,9 +123,9 @@ def desync_table(desyncs: list[QueueDesync]) -> Table:
     for d in desyncs:
         f = d.facts
         if f.problem:
-            table.add_row(f.query, f.queue, "", "problem", f.problem)
+            table.add_row(*(shown(c) for c in (f.query, f.queue, "", "problem", f.problem)))
         for p in d.partitions:
-            table.add_row(f.query, f.queue, str(p.facts.partition), p.state.value, str(p.facts.checkpoint_next),
-                          str(p.facts.consumer_offset), str(p.difference_rows), str(p.facts.row_count),
-                          str(p.facts.trimmed_row_count))
+            table.add_row(*(shown(c) for c in (f.query, f.queue, p.facts.partition, p.state.value,
+                                               p.facts.checkpoint_next, p.facts.consumer_offset, p.difference_rows,
+                                               p.facts.row_count, p.facts.trimmed_row_count)))
     return table

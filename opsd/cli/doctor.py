@@ -24,6 +24,8 @@ from opsd.config.load import load_config
 from opsd.doctor.diagnose import diagnose
 from opsd.doctor.gather import from_config, from_status, from_targets
 from opsd.doctor.report import Report
+from opsd.telemetry.redaction import redact
+from opsd.telemetry.terminal import Shown
 from streaming_core.cluster import connect
 
 DEFAULT_URL = "http://127.0.0.1:9108"
@@ -47,14 +49,14 @@ def doctor_command(args: argparse.Namespace) -> int:
     try:
         report = examine(args)
     except Exception as e:  # the doctor failing is an answer too: exit 2, never a traceback
-        print(f"opsd doctor: failed: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"opsd doctor: failed: {type(e).__name__}: {Shown().line(str(e), one_line=False)}", file=sys.stderr)
         return DOCTOR_FAILED
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(redact(report.to_json()), indent=2))
     else:
-        console = Console()
-        console.print(queries_table(report))
-        console.print(findings_table(report))
+        console, shown = Console(), Shown()
+        console.print(queries_table(report, shown))
+        console.print(findings_table(report, shown))
     return HEALTHY if report.healthy else NEEDS_ACTION
 
 
@@ -80,27 +82,29 @@ def examine(args: argparse.Namespace) -> Report:
     return diagnose(url, from_status(document), lambda q: f"opsd desync heal {q} --config <the daemon's config>")
 
 
-def queries_table(report: Report) -> Table:
-    table = Table(title=f"opsd doctor: {report.source}")
+def queries_table(report: Report, shown: Shown) -> Table:
+    """Per query its facts; every cell is data (names, paths, Spark's texts) shown as text, never as markup."""
+    table = Table(title=shown(f"opsd doctor: {report.source}"))
     for column in ("query", "state", "desync", "backlog rows", "max lag", "time to drain", "max_rows / dynBatch",
                    "auto-tuner", "last failure"):
         table.add_column(column)
     for q in report.queries:
         f = q.facts
         lag = f.get("lag") or {}
-        table.add_row(q.query, _state(f), _desync(f), _text(lag.get("backlog_rows")), _max_lag(lag),
-                      _seconds(lag.get("time_to_drain_seconds")),
-                      f"{_text(f.get('max_rows_per_partition'))} / {_text(f.get('dyn_batch_size'))}",
-                      _autotune(f), f.get("exception_class") or "")
+        cells = [q.query, _state(f), _desync(f, shown), _text(lag.get("backlog_rows")), _max_lag(lag),
+                 _seconds(lag.get("time_to_drain_seconds")),
+                 f"{_text(f.get('max_rows_per_partition'))} / {_text(f.get('dyn_batch_size'))}",
+                 _autotune(f, shown), f.get("exception_class") or ""]
+        table.add_row(*(shown(c) for c in cells))
     return table
 
 
-def findings_table(report: Report) -> Table:
+def findings_table(report: Report, shown: Shown) -> Table:
     table = Table(title="healthy" if report.healthy else "needs action")
     for column in ("query", "severity", "finding", "advice"):
         table.add_column(column)
     for finding in report.findings:
-        table.add_row(finding.query, finding.severity.value, finding.what, finding.advice)
+        table.add_row(*(shown(c) for c in (finding.query, finding.severity.value, finding.what, finding.advice)))
     return table
 
 
@@ -110,21 +114,22 @@ def _state(facts: dict[str, Any]) -> str:
     return "active" if facts["active"] else ("failed" if facts.get("exception_class") else "stopped")
 
 
-def _desync(facts: dict[str, Any]) -> str:
+def _desync(facts: dict[str, Any], shown: Shown) -> str:
+    """A line per queue (each line's data escaped, newlines within it included)."""
     parts = []
     for queue, d in (facts.get("desync") or {}).items():
         states = ", ".join(f"{p}:{x['state']}" for p, x in (d.get("partitions") or {}).items())
-        parts.append(f"{queue} {states or d.get('problem') or ''}")
+        parts.append(shown.line(f"{queue} {states or d.get('problem') or ''}"))
     return "\n".join(parts)
 
 
-def _autotune(facts: dict[str, Any]) -> str:
+def _autotune(facts: dict[str, Any], shown: Shown) -> str:
     """Per knob: `knob: current -> recommended (reason, mode)`, or `= current` while holding."""
     lines = []
     for knob, v in (facts.get("autotune") or {}).items():
         value = f"= {_text(v['current'])}" if v["direction"] == "hold" else \
             f"{_text(v['current'])} -> {_text(v['recommended'])}"
-        lines.append(f"{knob}: {value} ({v['reason']}, {v['mode']})")
+        lines.append(shown.line(f"{knob}: {value} ({v['reason']}, {v['mode']})"))
     return "\n".join(lines) or "-"
 
 

@@ -5,19 +5,24 @@ Each command-group module in `COMMANDS` exposes `add_parser(subparsers, common)`
 as a default. Adding a command group is one module plus one entry in `COMMANDS`.
 
 Errors the user can fix — every `ClusterError`, bad input (`CliError`), unreadable files — print
-`opsd: error: <message>` on stderr and exit 1, without a traceback; a path not found also names the cluster that
-was searched. Ctrl-C ends a command with exit code 130 and no message. Every parser shows its options' defaults
-(`opsd.cli.common.HelpFormatter`).
+`opsd: error: <message>` on stderr and exit 1, without a traceback, secrets masked and control characters escaped
+(`opsd.telemetry.terminal`); a path not found also names the cluster that was searched. Library warnings (the
+`Yt` logger's retries, the connector's) go through opsd's logging at WARNING. Ctrl-C ends a command with exit code
+130 and no message; any other exception is a bug, printed with its traceback (plain, no local variables) through
+the same redaction, exit 1. Every parser shows its options' defaults (`opsd.cli.common.HelpFormatter`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
 
 from opsd.cli import consumer, demo, desync, doctor, queue, run, status, table
 from opsd.cli.common import CLUSTER_HELP, CliError, Parser
+from opsd.telemetry.logs import configure_logging
+from opsd.telemetry.terminal import Shown
 from opsd.version import __version__
 from streaming_core.cluster import ClusterError, NoSuchPathError
 
@@ -44,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `opsd` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
+    # Warnings of the libraries a command uses (ytsaurus-client's `Yt` retries, the connector's) in opsd's format and
+    # redaction; `opsd run` and `opsd demo` configure their own.
+    configure_logging("WARNING")
     try:
         return args.handler(args)
     except NoSuchPathError as e:
@@ -55,9 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
     except KeyboardInterrupt:
         return INTERRUPTED
+    except Exception:  # a bug: its traceback is worth reporting, but it leaves through the same redaction
+        print(f"opsd: internal error (please report it):\n{Shown().line(traceback.format_exc(), one_line=False)}",
+              file=sys.stderr)
+        return 1
 
 
 def _fail(message: str) -> int:
-    print(f"opsd: error: {message}", file=sys.stderr)
+    print(f"opsd: error: {Shown().line(message, one_line=False)}", file=sys.stderr)
     return 1
 

@@ -18,6 +18,7 @@ from opsd.cli.common import CliError, open_cluster, parse_schema
 from opsd.cli.json_lines import json_line_batches
 from opsd.cli.json_values import row_decoder
 from opsd.demo.producer import Batch, batch_rows_for, generated_batches, paced
+from opsd.telemetry.terminal import Shown
 from streaming_core.cluster import Cluster, ClusterError, NotRegisteredError, SchemaError, TableSchema
 from streaming_core.cluster.base import MAX_TABLET_COUNT, ORDERED, require_kind
 from streaming_core.cluster.schema import to_arrow_table
@@ -78,7 +79,7 @@ def create_queue(args: argparse.Namespace) -> int:
     cluster = open_cluster(args, create=True)
     cluster.create("table", args.path, recursive=True, attributes={
         "dynamic": True, "schema": schema, "tablet_count": args.partitions})
-    print(f"created queue {args.path} with {args.partitions} partition(s)")
+    print(Shown().line(f"created queue {args.path} with {args.partitions} partition(s)"))
     return 0
 
 
@@ -105,7 +106,7 @@ def produce_rows(args: argparse.Namespace) -> int:
         batches = (generated_batches(schema, args.count, batch_rows) if args.count is not None
                    else json_line_batches(lines, source, batch_rows, row_decoder(schema)))
         written = _append(cluster, args.path, paced(batches, args.rate), args.partition, args.count, source)
-    print(f"appended {written} rows to {args.path}")
+    print(Shown().line(f"appended {written} rows to {args.path}"))
     return 0
 
 
@@ -202,17 +203,18 @@ def inspect_queue(args: argparse.Namespace) -> int:
         print(json.dumps({"cluster": cluster.uri, "queue": args.path,
                           "partitions": [asdict(p) for p in report]}, indent=2))
     else:
-        Console().print(_report_table(args.path, report))
+        Console().print(_report_table(args.path, report, Shown()))
     return 0
 
 
-def _report_table(path: str, report: list[PartitionReport]) -> Table:
+def _report_table(path: str, report: list[PartitionReport], shown: Shown) -> Table:
+    """Per partition its counters and each consumer's position; paths are shown as text, never markup."""
     consumers = list(report[0].consumers) if report else []
-    table = Table(title=f"queue {path}")
+    table = Table(title=shown(f"queue {path}"))
     for header in ("partition", "rows", "trimmed", "total"):
         table.add_column(header, justify="right")
     for consumer in consumers:
-        table.add_column(f"{consumer}\noffset", justify="right")
+        table.add_column(shown(f"{shown.line(consumer)}\noffset"), justify="right")
         table.add_column("unread", justify="right")
     for p in report:
         cells = [p.partition, p.rows, p.trimmed_rows, p.total_rows]
@@ -229,15 +231,17 @@ def trim_queue(args: argparse.Namespace) -> int:
     cluster = open_cluster(args)
     targets = trim_targets(cluster, args)
     trimmed = {t.tablet_index: t.trimmed_row_count for t in cluster.get_tablet_infos(args.path)}
+    shown = Shown()
     for partition, count in targets.items():  # every partition is checked before any is trimmed
         if count > trimmed[partition] and not args.past_vital_consumers:
             cluster.check_vital_consumers(args.path, partition, count)
     for partition, count in targets.items():
         if count <= trimmed[partition]:
-            print(f"{args.path} partition {partition}: already trimmed to row {trimmed[partition]}; nothing to do")
+            print(shown.line(f"{args.path} partition {partition}: already trimmed to row {trimmed[partition]}; "
+                             "nothing to do"))
             continue
         cluster.trim_rows(args.path, partition, count, past_vital_consumers=args.past_vital_consumers)
-        print(f"{args.path} partition {partition}: trimmed to row {count}")
+        print(shown.line(f"{args.path} partition {partition}: trimmed to row {count}"))
     return 0
 
 

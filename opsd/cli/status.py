@@ -14,6 +14,8 @@ from rich.text import Text
 
 from opsd.cli.common import CliError
 from opsd.observe.status import state_word
+from opsd.telemetry.redaction import redact
+from opsd.telemetry.terminal import Shown
 
 #: The table's columns and their alignment.
 COLUMNS = (("query", "left"), ("state", "left"), ("batch", "right"), ("backlog", "right"), ("restarts", "right"))
@@ -34,7 +36,7 @@ def status_command(args: argparse.Namespace) -> int:
     except (urllib.error.URLError, OSError) as e:
         raise CliError(f"no opsd daemon answers at {args.url}: {e}") from None
     if args.json:
-        print(json.dumps(document, indent=2))
+        print(json.dumps(redact(document), indent=2))
         return 0
     console = Console()
     console.print(status_view(document, console.width))
@@ -44,10 +46,13 @@ def status_command(args: argparse.Namespace) -> int:
 def status_view(document: dict, width: int = 80) -> Group:
     """The `/status` document for people, `width` columns wide at most: a table with one short column per fact and
     values never cut (only a name too long for `width` folds), then a line per failed query naming its exception's
-    class (`--json` has the message), then the Spark UI's address when it is on."""
+    class (`--json` has the message), then the Spark UI's address when it is on. Every value is data (a query
+    attached with any name, a daemon's document): shown as text, never markup, control characters escaped."""
+    shown = Shown()
     queries = document.get("queries", document)
-    rows = [[name, state_word(q), _count(q.get("last_batch_id"), "-"), _count(q.get("backlog_rows"), "unknown"),
-             _count(q.get("restarts"), "0")] for name, q in sorted(queries.items())]
+    rows = [[shown.line(cell) for cell in (name, state_word(q), _count(q.get("last_batch_id"), "-"),
+                                           _count(q.get("backlog_rows"), "unknown"), _count(q.get("restarts"), "0"))]
+            for name, q in sorted(queries.items())]
     widths = [max([len(header)] + [len(row[i]) for row in rows]) for i, (header, _) in enumerate(COLUMNS)]
     # Each column is padded by one space on either side and separated from the next by one character.
     widths[0] = max(len(COLUMNS[0][0]), min(widths[0], width - sum(widths[1:]) - 3 * len(COLUMNS) + 1))
@@ -55,12 +60,14 @@ def status_view(document: dict, width: int = 80) -> Group:
     for (header, justify), column_width in zip(COLUMNS, widths, strict=True):
         table.add_column(header, justify=justify, overflow="fold", width=column_width)
     for row in rows:
-        table.add_row(*row)
-    errors = [Text(f"{name}: {q['exception_class']}", overflow="fold")
+        table.add_row(*(Text(cell) for cell in row))
+    errors = [Text(shown.line(f"{name}: {q['exception_class']}"), overflow="fold")
               for name, q in sorted(queries.items()) if q.get("exception_class")]
-    ui = [Text(f"Spark UI: {document['spark_ui']}", overflow="fold")] if document.get("spark_ui") else []
+    ui = [Text(shown.line(f"Spark UI: {document['spark_ui']}"), overflow="fold")] if document.get("spark_ui") else []
     return Group(table, *errors, *ui)
 
 
-def _count(value: int | None, missing: str) -> str:
-    return missing if value is None else f"{value:,}"
+def _count(value: object, missing: str) -> str:
+    if value is None:
+        return missing
+    return f"{value:,}" if isinstance(value, int) else str(value)

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from opsd.cli.common import CliError, open_cluster, parse_schema
 from opsd.cli.json_values import row_encoder
+from opsd.telemetry.terminal import Shown, json_line
 from streaming_core.cluster import Cluster, TableSchema
 from streaming_core.cluster.base import MAX_TABLET_COUNT, ORDERED, SORTED, STATIC, TABLE, require_kind
 
@@ -50,8 +51,8 @@ def create_table(args: argparse.Namespace) -> int:
     cluster.create(TABLE, args.path, recursive=True, attributes=attributes)
     kind = require_kind(cluster, args.path, ORDERED, SORTED, STATIC).kind
     keys = TableSchema.from_yt(attributes["schema"]).key_columns
-    print(f"created {kind} table {args.path}" + (f" keyed by {', '.join(keys)}" if keys else "")
-          + (f" with {attributes['tablet_count']} tablet(s)" if "tablet_count" in attributes else ""))
+    print(Shown().line(f"created {kind} table {args.path}" + (f" keyed by {', '.join(keys)}" if keys else "")
+                       + (f" with {attributes['tablet_count']} tablet(s)" if "tablet_count" in attributes else "")))
     return 0
 
 
@@ -94,9 +95,9 @@ def read_table(args: argparse.Namespace) -> int:
     rows = (encode(r) for batch in table_batches(cluster, args.path, info.kind, args.limit) for r in batch.to_pylist())
     if args.json:
         for row in rows:
-            print(json.dumps(row, ensure_ascii=False))
+            print(json_line(row))
         return 0
-    Console().print(_rows_table(args.path, schema.names, rows))
+    Console().print(_rows_table(args.path, schema.names, rows, Shown()))
     return 0
 
 
@@ -118,12 +119,13 @@ def table_batches(cluster: Cluster, path: str, kind: str | None, limit: int | No
             return
 
 
-def _rows_table(path: str, columns: list[str], rows: Iterator[dict[str, Any]]) -> Table:
-    table = Table(title=f"table {path}")
+def _rows_table(path: str, columns: list[str], rows: Iterator[dict[str, Any]], shown: Shown) -> Table:
+    """The rows as a table: values are data, shown as text (never markup), control characters escaped."""
+    table = Table(title=shown(f"table {path}"))
     for column in columns:
-        table.add_column(column)
+        table.add_column(shown(column))
     for row in rows:
-        table.add_row(*(_cell(row.get(c)) for c in columns))
+        table.add_row(*(shown(_cell(row.get(c))) for c in columns))
     return table
 
 

@@ -1,7 +1,8 @@
 """Loading a config file: YAML in, a validated `OpsdConfig` out, or one error listing every problem at once.
 
 Each problem names the file, the pipeline (by name, else by index) and the field, so a user fixes a config
-in one round.
+in one round. A problem never shows a secret: an offending value under a secret-named key is masked, YAML errors
+name the line and column without echoing it, and the whole message passes `opsd.telemetry.redaction.redact`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from opsd.config.models import OpsdConfig, duplicate_names
+from opsd.telemetry.redaction import REDACTED, is_secret_key, redact
 
 
 class ConfigError(ValueError):
@@ -20,7 +22,8 @@ class ConfigError(ValueError):
 
     def __init__(self, path: Path, problems: list[str]) -> None:
         self.path = path
-        self.problems = problems
+        self.problems = [redact(p) for p in problems]
+        problems = self.problems
         noun = "problem" if len(problems) == 1 else "problems"
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"invalid opsd config {path} ({len(problems)} {noun}):\n{lines}")
@@ -37,7 +40,7 @@ def load_config(path: str | Path) -> OpsdConfig:
         raise ConfigError(path, [f"not UTF-8 text: byte 0x{error.object[error.start]:02x} at offset {error.start} "
                                  f"(save the file as UTF-8)"]) from error
     except yaml.YAMLError as error:
-        raise ConfigError(path, [f"not valid YAML: {error}"]) from error
+        raise ConfigError(path, [f"not valid YAML: {_yaml_problem(error)}"]) from error
     if not isinstance(data, dict):
         raise ConfigError(path, ["the top level must be a mapping (cluster, spark, http, checks, pipelines)"])
     try:
@@ -64,8 +67,16 @@ def _describe(error: Any, data: dict[str, Any]) -> str:
     field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
     message = str(error["msg"]).removeprefix("Value error, ")
     if error["type"] not in ("missing", "value_error") and "input" in error:
-        message += f" (got {error['input']!r})"
+        secret = any(is_secret_key(part) for part in error["loc"])
+        message += f" (got {REDACTED if secret else repr(redact(error['input']))})"
     return f"{where}{field or '(top level)'}: {message}"
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """What is wrong and where, without the excerpt of the file PyYAML quotes (the line may hold a secret)."""
+    problem = getattr(error, "problem", None) or type(error).__name__
+    mark = getattr(error, "problem_mark", None)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else problem
 
 
 def _pipeline_name(data: dict[str, Any], index: int) -> str:

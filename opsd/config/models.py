@@ -6,9 +6,11 @@ something in opsd reads it. Loading and its error messages: `opsd.config.load`.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, TextIO
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -23,6 +25,7 @@ from pydantic import (
 from opsd.config.durations import parse_duration_seconds, spark_interval
 from opsd.observe.readiness import ProgressPolicy
 from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
+from opsd.telemetry.redaction import is_secret_key
 from streaming_core.options import CONSUMER_PATH, TUNING_PATH
 from streaming_core.tuning import default_tuning_path
 
@@ -37,6 +40,26 @@ def _conf_string(value: Any) -> Any:
 
 
 ConfString = Annotated[str, BeforeValidator(_conf_string)]
+
+#: Keys that name a secret but hold a reference to one, never the secret: a file (`spark.authenticate.secret.file`,
+#: `...oauthTokenFile`) or a Kubernetes Secret (`spark.kubernetes.executor.secretKeyRef.YT_TOKEN`).
+SECRET_REFERENCE = re.compile(r"(\.file|File)$|^spark\.kubernetes\.(driver|executor)\.(secretKeyRef|secrets)\.")
+#: What a refused secret key is told to do instead.
+SECRET_ADVICE = ("a config file is stored in plain text (the chart's ConfigMap) and Spark conf reaches the JVM's "
+                 "command line and the Spark UI: give the YTsaurus token as the YT_TOKEN environment variable "
+                 "(the chart's ytToken.existingSecret), other secrets as files (*.file keys) or Kubernetes Secrets")
+
+
+def _no_secrets(settings: dict[str, str]) -> dict[str, str]:
+    """Refuses keys that name a secret (`SECRET_KEY` of `opsd.telemetry.redaction`) unless they only refer to one."""
+    refused = sorted(k for k in settings if is_secret_key(k) and not SECRET_REFERENCE.search(k))
+    if refused:
+        raise ValueError(f"{', '.join(map(repr, refused))} would hold a secret; {SECRET_ADVICE}")
+    return settings
+
+
+#: Spark conf or data source options: strings, none of them a secret.
+ConfSettings = Annotated[dict[str, ConfString], AfterValidator(_no_secrets)]
 # Used as the query name, a metric label and a path segment: keep it plain.
 PipelineName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)]
 CallableRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
@@ -58,10 +81,16 @@ class SparkSettings(_Model):
     ui_port: int = Field(
         4040, ge=0, le=65535,
         description="port of the Spark UI and its REST API (executor memory peaks for the OOM check); 0 = any free")
-    conf: dict[str, ConfString] = Field(
+    ui_host: str | None = Field(
+        None, description="the address the Spark UI binds (Spark takes it from $SPARK_LOCAL_IP): null = "
+                          "$SPARK_LOCAL_IP if set, else 127.0.0.1 with a local master (this host only) and Spark's "
+                          "default (every interface) with another; 0.0.0.0 = every interface (the chart's choice, "
+                          "behind its NetworkPolicy)")
+    conf: ConfSettings = Field(
         default_factory=dict,
-        description=f"Spark conf, over opsd's defaults; {GRACEFUL_TIMEOUT_KEY} (milliseconds or a duration such "
-                    "as '30s') bounds how long a SIGTERM waits for the running micro-batch")
+        description=f"Spark conf, over opsd's defaults; no secrets (keys naming a token, password, secret... are "
+                    f"refused); {GRACEFUL_TIMEOUT_KEY} (milliseconds or a duration such as '30s') bounds how long a "
+                    "SIGTERM waits for the running micro-batch")
 
     @model_validator(mode="after")
     def _graceful_timeout_is_a_duration(self) -> SparkSettings:
@@ -151,7 +180,7 @@ class SourceConfig(_Model):
 
     format: str = Field("yt", description="Spark source format")
     path: str | None = Field(None, description="the queue (required for yt), e.g. //home/project/queue")
-    options: dict[str, ConfString] = Field(
+    options: ConfSettings = Field(
         default_factory=dict, description="source options (yt: consumer_path, max_rows_per_partition, ...)")
 
     @model_validator(mode="after")
@@ -185,7 +214,7 @@ class SinkConfig(_Model):
 
     format: SinkFormat = Field(description="Spark sink format, or foreachBatch with 'callable'")
     path: str | None = Field(None, description="the target (required for yt and parquet)")
-    options: dict[str, ConfString] = Field(
+    options: ConfSettings = Field(
         default_factory=dict, description="sink options (yt: dyn_batch_size, transactional, ...)")
     callable: CallableRef | None = Field(None, description="foreachBatch only: package.module:function(df, batch_id)")
 

@@ -29,6 +29,7 @@ from opsd.demo.view import Display, Snapshot, summary
 from opsd.runtime.lifecycle import Running, running
 from opsd.runtime.runner import Runner
 from opsd.telemetry.logs import configure_logging
+from opsd.telemetry.terminal import Shown
 from streaming_core.cluster import Cluster, TableSchema
 
 DRAIN_TIMEOUT_SECONDS = 60.0
@@ -51,7 +52,7 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
     with open(log_file, "a", encoding="utf-8") as log_stream, contextlib.ExitStack() as restore:
         configure_logging("INFO", stream=log_stream, json_lines=True)
         restore.callback(configure_logging, "WARNING")
-        console.print(f"opsd demo: starting Spark; logs in {log_file}", soft_wrap=True)
+        console.print(Shown()(f"opsd demo: starting Spark; logs in {log_file}"), soft_wrap=True)
         with running(demo_config(settings, root), spark_output=log_file) as app:
             app.runner.start()
             producer.start()

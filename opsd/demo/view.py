@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from opsd.observe.status import state_word
+from opsd.telemetry.terminal import Shown
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,9 @@ BAR_WIDTH = 40
 
 
 def facts(snapshot: Snapshot) -> list[tuple[str, str]]:
-    return [(label, read(snapshot)) for label, read in ROWS]
+    """(label, value) of every row; values are data (Spark's activity text, paths): control characters escaped."""
+    shown = Shown()
+    return [(label, shown.line(read(snapshot))) for label, read in ROWS]
 
 
 def backlog_bar(backlog: int | None, scale: int, width: int = BAR_WIDTH) -> str:
@@ -93,7 +96,7 @@ def frame(snapshot: Snapshot, scale: int) -> Group:
     """The view on a terminal: the facts as a grid, the backlog bar below."""
     grid = Table.grid(padding=(0, 2))
     for label, value in facts(snapshot):
-        grid.add_row(label, value)
+        grid.add_row(label, Text(value))
     bar = Text(f"backlog {backlog_bar(snapshot.backlog, scale)} {_count(snapshot.backlog)} rows")
     return Group(Text(f"opsd demo, {snapshot.elapsed_seconds:.0f} s"), grid, bar)
 

@@ -17,6 +17,7 @@ from opsd.runtime.failures import Failure
 from opsd.runtime.lifecycle import running, session_for
 from opsd.runtime.preflight import preflight
 from opsd.telemetry.logs import configure_logging
+from opsd.telemetry.terminal import Shown
 
 log = structlog.get_logger(__name__)
 
@@ -79,7 +80,8 @@ def check(config_path: str | Path) -> int:
         found = [problem for problems in preflight(config, spark).values() for problem in problems]
     finally:
         spark.stop()
+    shown = Shown()
     for problem in found:
-        print(f"problem: {problem}")
+        print(shown.line(f"problem: {problem}"))
     print(f"{len(config.pipelines)} pipeline(s) checked: " + (f"{len(found)} problem(s)" if found else "ready to run"))
     return 1 if found else 0

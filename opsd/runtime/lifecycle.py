@@ -9,6 +9,7 @@ are recorded, the monitor detaches and the session stops; each step runs even wh
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
 from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
-from opsd.config.spark import spark_defaults
+from opsd.config.spark import spark_defaults, spark_environment
 from opsd.runtime.monitor import Monitor, attach, recent_progress
 from opsd.runtime.runner import BeforeStart, Runner
 from opsd.telemetry.http import check_port_free
@@ -40,7 +41,13 @@ FLUSH_SECONDS = 5.0
 
 
 def session_for(config: OpsdConfig) -> SparkSession:
-    """The Spark session of a config: the seeds' best practices, the user's conf, the `yt` format."""
+    """The Spark session of a config: the seeds' best practices, the user's conf, the `yt` format, and the Spark UI
+    bound where the config says (`spark_environment`: the JVM reads it from the environment)."""
+    for name, value in spark_environment(config, os.environ).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     return build_session(config.spark.app_name, master=config.spark.master, cluster=config.cluster,
                          conf=spark_defaults(config))
 

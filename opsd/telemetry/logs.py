@@ -1,75 +1,59 @@
 """structlog configuration, done once at opsd's entry point (``opsd run``, ``opsd demo``), and Spark's JVM logs.
 
-JSON lines when stderr is not a terminal (Kubernetes, files), a readable console renderer on one.
-Standard-library loggers (APScheduler, py4j) go through the same processors, so every line has
-the same shape and passes the same secret redaction; their chatter (APScheduler's "Running job" at every
-check run, py4j's callbacks) is held back to warnings by default (`THIRD_PARTY_LEVELS`). Spark's own (log4j2)
-lines are written by the JVM; `spark_java_options` gives them the same keys and format (`log4j2.properties`),
-and `children_write_to` sends all a child process prints (the JVM's start-up notes included) to a file.
+JSON lines when stderr is not a terminal (Kubernetes, files), a readable console renderer on one (tracebacks as
+plain text without local variables, control characters escaped). Standard-library loggers (APScheduler, py4j,
+ytsaurus-client's `Yt`, whose own handler is taken away) go through the same processors, so every line has
+the same shape and passes the same secret redaction (`opsd.telemetry.redaction`); their chatter (APScheduler's
+"Running job" at every check run, py4j's callbacks) is held back to warnings by default (`THIRD_PARTY_LEVELS`).
+Spark's own (log4j2) lines are written by the JVM; `spark_java_options` gives them the same keys and format
+(`log4j2.properties`), and `children_write_to` sends all a child process prints (the JVM's start-up notes included)
+to a file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
-import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-REDACTED = "***"
-_SECRET_KEY = re.compile(r"token|password|passwd|secret|authorization|api[_-]?key|credential", re.IGNORECASE)
-# An HTTP authorization value inside a message: "Authorization: OAuth AQAD-...", "Bearer eyJ...".
-_AUTH_VALUE = re.compile(r"\b(OAuth|Bearer|Basic)\s+[^\s'\",]+", re.IGNORECASE)
+from opsd.telemetry.redaction import Redactor
+from opsd.telemetry.terminal import printable
+
 _HANDLER_NAME = "opsd"
-# Tokens shorter than this are too likely to occur in ordinary text to be replaced safely.
-_MIN_SECRET_LENGTH = 8
 #: Levels of third-party loggers unless the caller says otherwise: their INFO lines are routine chatter.
 THIRD_PARTY_LEVELS = {"apscheduler": "WARNING", "py4j": "WARNING"}
+#: Loggers that install their own handler and stop propagating (ytsaurus-client's `Yt` writes plain lines to
+#: stderr): `configure_logging` takes their handlers away so that they log through opsd's, in its format.
+FOREIGN_LOGGERS = {"Yt": "yt.logger"}
 #: The log4j2 configuration that Spark's JVM gets in sessions opsd builds.
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
-class SecretRedactor:
-    """A structlog processor that masks secrets in any event field, nested dicts and lists included.
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a record comes (pytest's capture, a redirected stream), not to the one
+    there was when logging was configured."""
 
-    Masks the value of every key that names a secret (token, password, secret, authorization, ...),
-    any occurrence of the known secret values (``YT_TOKEN``), and ``OAuth``/``Bearer`` credentials.
-    """
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
 
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets = tuple(s for s in secrets if s and len(s) >= _MIN_SECRET_LENGTH)
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        """`sys.stderr` is always the stream."""
 
-    @classmethod
-    def from_environment(cls) -> SecretRedactor:
-        return cls([os.environ.get("YT_TOKEN", "")])
 
-    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-        return self._mapping(event_dict)  # type: ignore[return-value]
-
-    def _mapping(self, mapping: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-        for key, value in mapping.items():
-            mapping[key] = REDACTED if _SECRET_KEY.search(str(key)) and value else self._value(value)
-        return mapping
-
-    def _value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self._text(value)
-        if isinstance(value, MutableMapping):
-            return self._mapping(dict(value))
-        if isinstance(value, list | tuple):
-            return type(value)(self._value(item) for item in value)
-        return value
-
-    def _text(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return _AUTH_VALUE.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+def escape_controls(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """A structlog processor for console lines: control characters in text values are written as escapes, so that
+    text from data (a queue path, an exception message) cannot move the cursor or set the terminal's title."""
+    return {key: printable(value) if isinstance(value, str) else value for key, value in event_dict.items()}
 
 
 def configure_logging(
@@ -82,28 +66,28 @@ def configure_logging(
     `THIRD_PARTY_LEVELS`. Calling it again replaces the previous configuration (its handler is found
     by name), so tests and re-entry stay clean.
     """
-    stream = stream or sys.stderr
     if json_lines is None:
-        json_lines = renders_json(stream)
+        json_lines = renders_json(stream or sys.stderr)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: Processor = (
-        structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer(colors=True)
-    )
-    # Redaction runs last before rendering, so it also sees formatted tracebacks and stdlib records.
-    final: list[Processor] = [structlog.processors.format_exc_info] if json_lines else []
-    final.append(SecretRedactor.from_environment())
+    # Tracebacks are formatted as plain text (never with their frames' local variables, which hold tokens) before
+    # redaction, which runs last before rendering, so that it sees them and stdlib records alike.
+    final: list[Processor] = [structlog.processors.format_exc_info, Redactor.from_environment()]
+    renderer: Processor = structlog.processors.JSONRenderer()
+    if not json_lines:
+        final.append(escape_controls)
+        renderer = structlog.dev.ConsoleRenderer(colors=True, exception_formatter=structlog.dev.plain_traceback)
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler(stream)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
@@ -116,6 +100,12 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(_level(level))
+    for name, module in FOREIGN_LOGGERS.items():
+        importlib.import_module(module)  # it adds its handler on import: import it first, then take the handler
+        foreign = logging.getLogger(name)
+        for own in list(foreign.handlers):
+            foreign.removeHandler(own)
+        foreign.propagate = True
     for name, named_level in {**THIRD_PARTY_LEVELS, **(levels or {})}.items():
         logging.getLogger(name).setLevel(_level(named_level))
 

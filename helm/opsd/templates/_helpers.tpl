@@ -76,9 +76,117 @@ opsd.driverServiceName: the headless Service executors reach the Spark driver th
 {{- end }}
 
 {{/*
+opsd.executorServiceAccountName: the executor pods' ServiceAccount, which mounts no token (executors never call the
+API server).
+*/}}
+{{- define "opsd.executorServiceAccountName" -}}
+{{- printf "%s-executor" (include "opsd.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+opsd.executorSelectorLabels: the labels of the executor pods (from their pod template), which the executors'
+NetworkPolicy selects and the driver's admits. Never the opsd pod's own: the Deployment must not select executors.
+*/}}
+{{- define "opsd.executorSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-executor" (include "opsd.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+opsd.sparkAuth: the Secret with Spark's RPC authentication secret, and where driver and executors mount it.
+*/}}
+{{- define "opsd.sparkAuthSecretName" -}}
+{{- printf "%s-spark-auth" (include "opsd.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- define "opsd.sparkAuthDir" -}}
+/var/run/secrets/opsd/spark-auth
+{{- end }}
+
+{{/*
+opsd.executorPodTemplateFile: where the driver reads the executors' pod template (a key of the ConfigMap).
+*/}}
+{{- define "opsd.executorPodTemplateFile" -}}
+/etc/opsd/executor-pod-template.yaml
+{{- end }}
+
+{{/*
+opsd.executorPodTemplate: the pod template Spark builds every executor pod from
+(spark.kubernetes.executor.podTemplateFile). Spark adds its own labels, env, ports, resources and local-dir
+volumes and sets the image and ServiceAccount; what the template sets stays: no ServiceAccount token, the opsd
+pod's security contexts, a writable /tmp on a read-only root, YT_TOKEN from the same Secret as the driver and
+the RPC authentication secret as a file.
+*/}}
+{{- define "opsd.executorPodTemplate" -}}
+apiVersion: v1
+kind: Pod
+metadata:
+  labels:
+    {{- include "opsd.executorSelectorLabels" . | nindent 4 }}
+  annotations:
+    {{- include "opsd.executorCheckovSkips" . | nindent 4 }}
+spec:
+  serviceAccountName: {{ include "opsd.executorServiceAccountName" . }}
+  automountServiceAccountToken: false
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  containers:
+    - name: executor
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      env:
+        {{- with .Values.ytToken.existingSecret }}
+        - name: YT_TOKEN
+          valueFrom:
+            secretKeyRef:
+              name: {{ . }}
+              key: {{ $.Values.ytToken.key }}
+        {{- end }}
+        - name: HOME
+          value: /tmp
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+        {{- if .Values.sparkOnKubernetes.authenticate }}
+        - name: spark-auth
+          mountPath: {{ include "opsd.sparkAuthDir" . }}
+          readOnly: true
+        {{- end }}
+  volumes:
+    - name: tmp
+      emptyDir: {}
+    {{- if .Values.sparkOnKubernetes.authenticate }}
+    - name: spark-auth
+      secret:
+        secretName: {{ include "opsd.sparkAuthSecretName" . }}
+        defaultMode: 0440
+    {{- end }}
+{{- end }}
+
+{{/*
+opsd.executorCheckovSkips: the checkov checks an executor pod (its template, scanned as a Pod by the chart's tests)
+fails on purpose, each with its reason; Spark keeps the template's annotations on the pods it creates.
+*/}}
+{{- define "opsd.executorCheckovSkips" -}}
+checkov.io/skip1: CKV_K8S_10=Spark sets the executor's CPU request from spark.executor.cores
+checkov.io/skip2: CKV_K8S_11=No CPU limit on purpose - CFS throttling stretches micro-batches; spark.kubernetes.executor.limit.cores sets one
+checkov.io/skip3: CKV_K8S_12=Spark sets the executor's memory request from spark.executor.memory and its overhead
+checkov.io/skip4: CKV_K8S_13=Spark sets the executor's memory limit equal to its request
+checkov.io/skip5: CKV_K8S_8=Spark runs executors without probes - the driver drops an executor whose heartbeats stop
+checkov.io/skip6: CKV_K8S_9=Spark runs executors without probes - an executor takes tasks once it registered with the driver
+checkov.io/skip7: CKV_K8S_15=Images are immutable release tags; spark.kubernetes.container.image.pullPolicy can be set to Always
+checkov.io/skip8: CKV_K8S_40=The image's user is uid 1000 by design (the Dockerfile and the pod security context agree)
+checkov.io/skip9: CKV_K8S_43=The image is chosen by image.repository and image.tag; a digest can be given as the tag
+{{- if .Values.ytToken.existingSecret }}
+checkov.io/skip10: CKV_K8S_35=opsd and ytsaurus-client read the YTsaurus token from the YT_TOKEN environment variable
+{{- end }}
+{{- end }}
+
+{{/*
 opsd.config: the opsd configuration file. It is .Values.config as given, except that with
-sparkOnKubernetes.enabled the Spark conf executors need is added under config.spark; keys the user
-set there win, so any derived value can be overridden.
+sparkOnKubernetes.enabled the Spark conf executors need is added under config.spark (the driver's address and
+ports, the executors' ServiceAccount and pod template, RPC authentication and encryption; the driver Service is the
+chart's, so Spark does not delete services); keys the user set there win, so any derived value can be
+overridden.
 */}}
 {{- define "opsd.config" -}}
 {{- $config := deepCopy .Values.config }}
@@ -98,7 +206,18 @@ set there win, so any derived value can be overridden.
   "spark.driver.bindAddress" "0.0.0.0"
   "spark.driver.port" (toString $k8s.driverPort)
   "spark.driver.blockManager.port" (toString $k8s.blockManagerPort)
+  "spark.kubernetes.authenticate.executor.serviceAccountName" (include "opsd.executorServiceAccountName" .)
+  "spark.kubernetes.executor.podTemplateFile" (include "opsd.executorPodTemplateFile" .)
+  "spark.kubernetes.executor.podTemplateContainerName" "executor"
+  "spark.kubernetes.driver.service.deleteOnTermination" "false"
 }}
+{{- if $k8s.authenticate }}
+{{- $secretFile := printf "%s/secret" (include "opsd.sparkAuthDir" .) }}
+{{- $_ := set $derived "spark.authenticate" "true" }}
+{{- $_ := set $derived "spark.network.crypto.enabled" "true" }}
+{{- $_ := set $derived "spark.authenticate.secret.driver.file" $secretFile }}
+{{- $_ := set $derived "spark.authenticate.secret.executor.file" $secretFile }}
+{{- end }}
 {{- $conf = merge $conf $derived }}
 {{- end }}
 {{- if not $spark.master }}

@@ -1,0 +1,196 @@
+"""The YT token never leaves the process: an unreachable proxy (a closed loopback port) under every log format of
+`opsd run`, through the real command, and through the CLI commands that reach a cluster.
+
+`opsd run` is started as users start it, with `YT_TOKEN` set to a distinctive value, at DEBUG with the `Yt` logger
+at DEBUG too; while its pipeline has failed and its checks keep failing against the proxy, `/status`, `/readyz` and
+`/metrics` are read; then it is stopped, and its stdout, stderr and every file it wrote are searched for the token.
+The failure itself must be visible (the proxy named), or the test would prove nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.checkpoint_support import write_checkpoint
+from tests.helpers_pipelines import wait_until
+
+pytestmark = pytest.mark.hostile
+
+TOKEN = "AQAD-unreachable-proxy-token-0123456789xyz"
+UNREACHABLE = "cannot be reached"
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def environment() -> dict[str, str]:
+    env = {**os.environ, "YT_TOKEN": TOKEN, "OPSD_YT_RETRY_SECONDS": "1"}
+    env.pop("YT_PROXY", None)
+    return env
+
+
+def config_file(tmp_path: Path, proxy: str, log_format: str) -> Path:
+    """A pipeline and a watched query on the unreachable proxy; checks every half second."""
+    checkpoint = write_checkpoint(tmp_path / "watched", "//home/q", {0: {0: 4}}, committed=0,
+                                  consumer="//home/c", cluster=proxy)
+    path = tmp_path / "opsd.yaml"
+    path.write_text(yaml.safe_dump({
+        "cluster": f"yt://{proxy}",
+        "spark": {"master": "local[1]", "conf": {"spark.sql.shuffle.partitions": "1"}},
+        "http": {"port": 0},
+        "logging": {"format": log_format, "level": "DEBUG", "levels": {"Yt": "DEBUG"}},
+        "checks": {name: 0.5 for name in ("watchdog_seconds", "tuning_seconds", "desync_seconds", "lag_seconds",
+                                         "autotune_seconds", "oom_risk_seconds")},
+        "pipelines": [{"name": "clicks", "source": {"path": "//home/q", "options": {"consumer_path": "//home/c"}},
+                       "sink": {"format": "yt", "path": "//home/out"},
+                       "checkpoint_location": str(tmp_path / "checkpoint"), "restart": {"max_restarts": 0}}],
+        "watch": [{"name": "elsewhere", "checkpoint_location": str(checkpoint)}],
+    }))
+    return path
+
+
+class Output:
+    """What a child writes to a pipe or a terminal, collected by a thread."""
+
+    def __init__(self, fd: int) -> None:
+        self.data = b""
+        self._fd = fd
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except OSError:  # a terminal whose other end closed
+                return
+            if not chunk:
+                return
+            self.data += chunk
+
+    def text(self) -> str:
+        return self.data.decode(errors="replace")
+
+    def finish(self) -> str:
+        self._thread.join(30)
+        return self.text()
+
+
+def get(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.read().decode()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("log_format", ["json", "console", "auto-on-a-terminal", "auto-piped"])
+def test_an_unreachable_proxy_never_shows_the_token_in_any_log_format(tmp_path: Path, log_format: str) -> None:
+    proxy = f"127.0.0.1:{closed_port()}"
+    config = config_file(tmp_path, proxy, log_format.removesuffix("-on-a-terminal").removesuffix("-piped"))
+    out_read, out_write = os.pipe()
+    err_read, err_write = pty.openpty() if log_format == "auto-on-a-terminal" else os.pipe()
+    process = subprocess.Popen([sys.executable, "-m", "opsd.cli", "run", str(config)], cwd=tmp_path,
+                               env=environment(), stdout=out_write, stderr=err_write, stdin=subprocess.DEVNULL)
+    os.close(out_write)
+    os.close(err_write)
+    stdout, stderr = Output(out_read), Output(err_read)
+    try:
+        wait_until(lambda: "pipeline_failed_permanently" in stderr.text() or process.poll() is not None, 180,
+                   "the pipeline to fail on the unreachable proxy")
+        served = re.search(r"http://127\.0\.0\.1:\d+", re.sub(r"\x1b\[[0-9;]*m", "", stderr.text()))
+        assert served, stderr.text()[-3000:]  # opsd_attached url=...
+        url = served.group()
+        wait_until(lambda: "autotune_failed" in stderr.text(), 30, "the checks to fail against the proxy too")
+        documents = {path: get(url + path) for path in ("/status", "/readyz", "/metrics")}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(120)
+    logs = stdout.finish() + stderr.finish()
+    os.close(out_read)
+    os.close(err_read)
+
+    assert UNREACHABLE in logs and proxy in logs, "the failure is reported, naming the proxy"
+    assert UNREACHABLE in json.loads(documents["/status"])["queries"]["clicks"]["permanent_failure"]
+    assert TOKEN not in logs
+    assert {path: TOKEN in body for path, body in documents.items()} == dict.fromkeys(documents, False)
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
+    assert written == [], "a file the run wrote holds the token"
+
+
+@pytest.mark.parametrize("command", [
+    ["queue", "inspect", "//home/q"],
+    ["table", "read", "//home/q"],
+    ["consumer", "create", "//home/c"],
+    ["desync", "show", "--checkpoint", "{checkpoint}"],
+    ["doctor", "--checkpoint", "{checkpoint}"],
+    ["doctor", "--config", "{config}"],
+], ids=lambda c: " ".join(c[:2]))
+def test_cli_commands_on_an_unreachable_proxy_name_it_and_never_the_token(tmp_path: Path, command: list[str]) -> None:
+    proxy = f"127.0.0.1:{closed_port()}"
+    config = config_file(tmp_path, proxy, "json")
+    args = [a.format(checkpoint=tmp_path / "watched", config=config) for a in command]
+    result = subprocess.run([sys.executable, "-m", "opsd.cli", *args, "--cluster", f"yt://{proxy}"],
+                            capture_output=True, text=True, timeout=120, env=environment(), check=False)
+    output = result.stdout + result.stderr
+
+    assert result.returncode != 0 or UNREACHABLE in output, output
+    assert UNREACHABLE in output and "Traceback" not in output
+    assert TOKEN not in output
+
+
+def test_every_cli_command_logs_library_warnings_through_opsds_format_and_redaction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    import structlog
+
+    from opsd.cli import main
+
+    monkeypatch.setenv("YT_TOKEN", TOKEN)
+    try:
+        assert main(["queue", "create", "//home/q", "--cluster", f"local://{tmp_path / 'cluster'}"]) == 0
+        logging.getLogger("Yt").warning("Retrying with token %s", TOKEN)  # as ytsaurus-client logs a retry
+        err = capsys.readouterr().err
+    finally:
+        logging.getLogger().handlers[:] = [h for h in logging.getLogger().handlers if h.get_name() != "opsd"]
+        structlog.reset_defaults()
+    [line] = [json.loads(line) for line in err.splitlines()]
+    assert line["logger"] == "Yt" and line["level"] == "warning" and TOKEN not in err
+
+
+def test_an_unexpected_error_prints_its_traceback_without_the_token(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import opsd.cli.table
+    from opsd.cli import main
+
+    def broken(args: object) -> int:
+        token = TOKEN  # a local, as the client factory's, which a traceback with locals would show
+        raise RuntimeError(f"unexpected: Authorization: OAuth {token}")
+
+    monkeypatch.setenv("YT_TOKEN", TOKEN)
+    monkeypatch.setattr(opsd.cli.table, "read_table", broken)
+    code = main(["table", "read", "//t", "--cluster", f"local://{tmp_path}"])
+    err = capsys.readouterr().err
+
+    assert code == 1 and err.startswith("opsd: internal error") and "RuntimeError: unexpected" in err
+    assert TOKEN not in err

@@ -159,7 +159,7 @@ class TestUris:
         cluster = connect(uri)
         assert (cluster.proxy, cluster.uri) == (proxy, uri)
 
-    @pytest.mark.parametrize("uri", ["yt://h/path", "yt://h?token=x", "yt+ftp://h"])
+    @pytest.mark.parametrize("uri", ["yt://h/path", "yt://h?token=x", "yt+ftp://h", "yt://https://h:443"])
     def test_malformed_or_unknown_parts_are_refused_by_name(self, uri: str) -> None:
         with pytest.raises(InvalidUriError, match="cluster URI"):
             resolve_uri(uri)

@@ -183,3 +183,33 @@ class TestCheckpointFiles:
             files.read("offsets/7")
         files.remove("offsets/0")
         assert files.list("offsets") == [] and not (offsets / "0").exists()
+
+
+#: The HTTP commands a `yt.wrapper` call sends beyond the one of its own name (a transaction starts, pings, commits,
+#: aborts; a read locks the node it reads in a transaction of its own; a sync mount polls `get`).
+COMMANDS_OF_CALL = {
+    "Transaction": {"start_transaction", "ping_transaction", "commit_transaction", "abort_transaction"},
+    "read_table": {"read_table", "start_transaction", "lock", "get", "abort_transaction"},
+    "read_file": {"read_file", "start_transaction", "lock", "get", "abort_transaction"},
+    "write_table": {"write_table", "start_transaction", "commit_transaction"},
+    "mount_table": {"mount_table", "get"},
+}
+
+
+def test_every_client_call_of_the_backend_is_a_command_the_standin_serves() -> None:
+    """The backend's `yt.wrapper` calls, read from its source, each map to commands the stand-in answers (and so
+    to the contract suite, which runs every backend method through it)."""
+    import re
+
+    sources = [*Path("streaming_core/cluster/ytsaurus").glob("*.py"), Path("streaming_core/checkpoint.py")]
+    calls = {name for path in sources for name in re.findall(r"\b_?client\.([A-Za-z_]+)\(", path.read_text())}
+    served = _served_commands()
+    missing = {call: COMMANDS_OF_CALL.get(call, {call}) - served for call in calls}
+    assert {call: cmds for call, cmds in missing.items() if cmds} == {}
+    assert len(calls) >= 20, sorted(calls)
+
+
+def _served_commands() -> set[str]:
+    from streaming_core.cluster.standin.commands import Commands
+
+    return {descriptor["name"] for descriptor in Commands("/nonexistent-standin-root", "local").descriptors()}

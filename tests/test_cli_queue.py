@@ -144,7 +144,7 @@ def test_unknown_path_is_named_with_the_cluster_searched(opsd: Run, uri: str, ar
 def test_bad_cluster_uri_is_named(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["queue", "inspect", QUEUE, "--cluster", "foo://x"]) != 0
     assert capsys.readouterr().err == (
-        "opsd: error: cluster URI 'foo://x': expected local:///path or yt://proxy\n")
+        "opsd: error: cluster URI 'foo://x': expected local:///path, yt://proxy or yt+https://proxy\n")
 
 
 @pytest.mark.parametrize(("schema", "fragment"), [

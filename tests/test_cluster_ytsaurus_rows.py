@@ -247,6 +247,18 @@ class TestWireShapes:
         with pytest.raises(SchemaError, match=r"//t: column 'c': row 1: not a YSON value"):
             encode_wire(schema, table, path="//t")
 
+    def test_values_that_would_split_and_merge_rows_so_the_count_still_matches_are_refused(self):
+        """`1;2` adds an item and `[3` + `4]` remove one: a count alone would not see it."""
+        table = pa.table({"c": pa.array([b"1;2", b"[3", b"4]"], pa.binary())})
+
+        with pytest.raises(SchemaError, match=r"column 'c': row 0: not a YSON value"):
+            encode_wire(one_column("yson"), table)
+
+    def test_yson_values_with_whitespace_attributes_and_binary_tokens_are_embedded_as_they_are(self):
+        values = [b" 1 ", b"<a=1>[2;3]", b'"x;y"', b"\n[1]\n", b"\x02\x20", b"{k=#}"]
+
+        assert read("yson", sent("yson", values)) == [yson.dumps(yson.loads(v)) for v in values]
+
     def test_strings_with_any_bytes_cross_unchanged(self):
         values = ["", "x" * 10_000, "привет", "\x00;}{#"]
 

@@ -157,10 +157,10 @@ def measure() -> dict[str, dict[str, dict[str, float]]]:
 
 def report(results: dict[str, dict[str, dict[str, float]]]) -> str:
     lines = ["rows/s per core (CPU time), wire bytes in memory",
-             f"{'schema':<7}{'format':<20}{'bytes/row':>10}{'decode':>14}{'encode':>14}"]
+             f"{'schema':<7}{'format':<20}{'bytes/row':>10}{'decode':>17}{'encode':>14}"]
     for name, formats in results.items():
         for fmt, f in formats.items():
-            lines.append(f"{name:<7}{fmt:<20}{f['bytes_per_row']:>10,.0f}{f['decode']:>14,.0f}{f['encode']:>14,.0f}")
+            lines.append(f"{name:<7}{fmt:<20}{f['bytes_per_row']:>10,.0f}{f['decode']:>17,.0f}{f['encode']:>14,.0f}")
     lines.append("arrow: insert_rows input only (its decode is the proxy's side); no read command serves arrow or "
                  "skiff; wide has types the proxy's arrow parser does not settle")
     lines.append(f"goals (flat): decode >= {DECODE_GOAL:,} (bar {DECODE_BAR:,}), encode >= {ENCODE_GOAL:,} "

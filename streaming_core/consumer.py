@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import structlog
-
 from .cluster import Cluster, ConflictError
+from .log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: How often an advance is tried again when another writer moved the consumer between its read and its write.
 ADVANCE_ATTEMPTS = 3

@@ -3,6 +3,10 @@
 `df.write` applies Spark's save modes to static tables (`save_modes`); SPYT's `spark.read.yt(...)` /
 `df.write.yt(...)` shorthands are installed by `register` (`shorthands`).
 
+The sink's modules (`sink`, `save_modes`) are imported by the writer methods that use them: Spark starts a
+fresh Python process for every streaming query's source (the streaming source runner), which imports this
+module, and a reader has no use for them (~30 ms of every query start).
+
 `register(spark)` makes the format known to a session. Readers and writers run in processes that cannot
 see the session's conf, so `register` snapshots the `spark.yt.*` keys the source and sink need into a
 subclass that Spark ships to them (by value, with cloudpickle). Register again after changing them.
@@ -11,7 +15,7 @@ subclass that Spark ships to them (by value, with cloudpickle). Register again a
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceWriter
@@ -19,11 +23,12 @@ from pyspark.sql.types import StructType
 
 from .cluster import connect
 from .options import FORMAT, SESSION_CONF_KEYS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions, SourceOptions
-from .save_modes import batch_writer
 from .shorthands import install_shorthands
-from .sink import YtStreamWriter, plan_sink
 from .source import YtBatchReader, YtStreamReader, check_readable
 from .types import read_schema, spark_schema
+
+if TYPE_CHECKING:
+    from .sink import YtStreamWriter
 
 __all__ = ["FORMAT", "YtDataSource", "register"]
 
@@ -69,11 +74,15 @@ class YtDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """`df.write.format("yt")`: the save mode applied (see `save_modes`), then plain inserts or appends
         (a batch write has no batch id to commit once)."""
+        from .save_modes import batch_writer  # writer-only modules: see the module docstring
+
         options = dataclasses.replace(self._sink_options(), transactional=False)
         return batch_writer(options, schema, overwrite=overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> YtStreamWriter:
         """Called when a streaming query starts; `overwrite` is set for output mode 'complete'."""
+        from .sink import YtStreamWriter, plan_sink
+
         return YtStreamWriter(plan_sink(self._sink_options(), schema, overwrite=overwrite))
 
 

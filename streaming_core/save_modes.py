@@ -30,17 +30,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import structlog
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceWriter
 from pyspark.sql.types import StructType
 
 from .cluster import AlreadyExistsError, Cluster, ClusterError, SchemaError, connect
 from .cluster.base import ORDERED, SORTED, STATIC, TABLE, NodeInfo
+from .log import get_logger
 from .options import OPTIMIZE_FOR, UNIQUE_KEYS, SinkOptions
 from .sink import SinkPlan, WrittenPart, YtBatchWriter, plan_sink
 from .types import yt_schema
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 APPEND, OVERWRITE, ERROR_IF_EXISTS, IGNORE = "append", "overwrite", "errorifexists", "ignore"
 #: What a batch write does to the table (see the module docstring).

@@ -15,15 +15,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
 from pyspark.sql import SparkSession
 
 from .cluster import resolve_uri, yt_proxy
 from .datasource import register
+from .log import get_logger
 from .options import CONF_CLUSTER
 from .worker_python import launcher_path
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: SPYT's Hadoop file system for `yt:///` paths on a real cluster.
 YT_FILE_SYSTEM = "tech.ytsaurus.spyt.fs.YtFileSystem"

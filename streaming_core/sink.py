@@ -28,7 +28,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import structlog
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
@@ -36,12 +35,13 @@ from pyspark.sql.types import StructType
 from .cluster import Cluster, SchemaError, TableSchema, connect
 from .cluster.base import MAP_NODE, ORDERED, SORTED, STATIC, TABLE, require_kind
 from .cluster.schema import is_composite, to_arrow_table
+from .log import get_logger
 from .options import SinkOptions
 from .tuning import dyn_batch_size_in_force, read_tuning
 from .types import arrow_schema_for_spark, from_yson, to_yson
 from .write_stats import WriteStats, record_write_stats
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: Commit log of transactional mode: one row per committed (query, batch id).
 COMMIT_LOG_SCHEMA = [

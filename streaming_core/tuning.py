@@ -17,12 +17,11 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-import structlog
-
 from .cluster import Cluster, ClusterError
 from .cluster.base import DOCUMENT
+from .log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: YTsaurus refuses more rows than this per tablet in one transaction; the sink's inserts stay below it.
 MAX_ROWS_PER_TRANSACTION = 100_000

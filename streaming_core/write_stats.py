@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 
-import structlog
-
 from .cluster import Cluster, ClusterError
 from .cluster.base import DOCUMENT
+from .log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def write_stats_path(tuning_path: str | None) -> str | None:

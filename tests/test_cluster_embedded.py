@@ -10,6 +10,8 @@ import multiprocessing.synchronize
 import os
 import pickle
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,3 +192,31 @@ def test_local_uri_takes_an_absolute_path_after_three_slashes(clean_env: pytest.
     assert resolve_uri("local:///abs/root") == "local:///abs/root"
     with pytest.raises(InvalidUriError, match="three slashes"):
         resolve_uri("local://relative/root")
+
+
+def test_the_calls_a_query_start_makes_import_no_pandas(cluster: Cluster, root: str, tmp_path: Path) -> None:
+    """Spark starts a fresh streaming source runner for every query; its first calls (tablet counters, the
+    consumer's offsets, whose table has upsert and tombstone runs here) must not make pyarrow import pandas,
+    which it does the first time it converts a Python value (~0.2 s, once per query)."""
+    queue, consumer = f"{root}/queue", f"{root}/consumer"
+    cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": NUMBERED_SCHEMA,
+                                                                "tablet_count": 2})
+    cluster.insert_rows(queue, data_rows(10), tablet_index=1)
+    cluster.create_consumer(consumer)
+    cluster.register_queue_consumer(queue, consumer)
+    cluster.advance_consumer(consumer, queue, 1, None, 4)
+    cluster.advance_consumer(consumer, queue, 1, 4, 7)
+    cluster.delete_rows(consumer, [{"queue_cluster": cluster.name, "queue_path": queue, "partition_index": 0}])
+    uri = f"local://{tmp_path / 'cluster'}"
+    code = (
+        "import sys\n"
+        "from streaming_core.cluster import connect\n"
+        f"cluster = connect({uri!r})\n"
+        f"infos = cluster.get_tablet_infos({queue!r})\n"
+        f"offsets = cluster.get_consumer_offsets({consumer!r}, {queue!r})\n"
+        f"regs = cluster.list_queue_consumer_registrations({queue!r}, {consumer!r})\n"
+        "print(sorted(offsets.items()), [i.total_row_count for i in infos], len(regs), 'pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+    assert " ".join(out) == "[(1, 7)] [0, 10] 1 False"

@@ -28,14 +28,15 @@ from .errors import (
     TrimmedRowsError,
     UnreachableClusterError,
     VitalConsumerError,
+    YsonBindingsError,
 )
 from .schema import Column, TableSchema
 
 __all__ = [
     "AlreadyExistsError", "Cluster", "ClusterError", "Column", "ConflictError", "InvalidUriError",
     "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "SchemaError", "TableSchema",
-    "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError", "connect",
-    "default_uri", "resolve_uri", "yt_proxy", "yt_uri",
+    "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError",
+    "YsonBindingsError", "connect", "default_uri", "resolve_uri", "yt_proxy", "yt_uri",
 ]
 
 #: Root of the embedded cluster when neither the URI nor `OPSD_CLUSTER_ROOT` names one.

@@ -47,3 +47,7 @@ class VitalConsumerError(ClusterError):
 
 class UnreachableClusterError(ClusterError):
     """The cluster cannot be reached at all (the proxy does not resolve, or refuses connections)."""
+
+
+class YsonBindingsError(ClusterError):
+    """The `ytsaurus-yson` bindings, which the YTsaurus backend needs to parse and write rows, cannot be loaded."""

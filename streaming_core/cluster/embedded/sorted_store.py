@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from ..errors import ClusterError, SchemaError
 from ..schema import TableSchema, to_arrow_table
-from .arrow_chunks import slices
+from .arrow_chunks import bool_array, int64_array, slices
 from .sqlite_store import decode_batch, delete_chunks, encode_batch, put_blob
 
 #: Rows and bytes per stored piece (as for queue chunks): bounds what one blob holds.
@@ -38,7 +38,7 @@ PIECE_ROWS = 16_384
 PIECE_BYTES = 4 * 1024 * 1024
 #: Runs a table may have before a write compacts the newest ones: bounds what a read merges.
 MAX_RUNS = 16
-#: The column a merge adds: a row's place among the upsert pieces, -1 for a tombstone (`$`: no schema column).
+#: The column a merge adds: a row's place among the upsert pieces, null for a tombstone (`$`: no schema column).
 _POSITION = "$position"
 
 
@@ -106,7 +106,7 @@ def select(conn: sqlite3.Connection, path: str, schema: TableSchema) -> list[dic
 
 def row_count(conn: sqlite3.Connection, path: str, schema: TableSchema) -> int:
     _, winners = _winners(_runs(conn, path), schema)
-    return pc.sum(pc.greater_equal(winners.column(_POSITION), 0)).as_py() or 0
+    return winners.num_rows - winners.column(_POSITION).null_count
 
 
 def drop(conn: sqlite3.Connection, path: str) -> None:
@@ -155,7 +155,9 @@ def _winners(runs: list[tuple[int, bool, pa.Table]], schema: TableSchema,
              wanted: pa.Table | None = None) -> tuple[list[pa.Table], pa.Table]:
     """(upsert pieces, winners): the key columns and `_POSITION` of the newest row of each key, in key order.
 
-    A winner's position indexes the upsert pieces concatenated; -1 marks a tombstone.
+    A winner's position indexes the upsert pieces concatenated; null marks a tombstone. Nothing here converts
+    a Python value to Arrow (see `arrow_chunks.int64_array`): consumer offsets are read this way when a
+    query starts.
     """
     key_columns = schema.key_columns
     data, keys, offset = [], [], 0
@@ -163,15 +165,15 @@ def _winners(runs: list[tuple[int, bool, pa.Table]], schema: TableSchema,
         if wanted is not None:
             piece = piece.filter(_matching(piece, wanted))
         if tombstone:
-            positions = pa.repeat(pa.scalar(-1, pa.int64()), piece.num_rows)
+            positions = pa.nulls(piece.num_rows, pa.int64())
         else:
             data.append(piece)
-            positions = pa.array(np.arange(offset, offset + piece.num_rows, dtype=np.int64))
+            positions = int64_array(np.arange(offset, offset + piece.num_rows))
             offset += piece.num_rows
         keys.append(piece.select(key_columns).append_column(_POSITION, positions))
     if not keys:
-        return data, pa.schema([*(schema.column(k).arrow_field() for k in key_columns),
-                                pa.field(_POSITION, pa.int64())]).empty_table()
+        return data, pa.Table.from_batches([], pa.schema([*(schema.column(k).arrow_field() for k in key_columns),
+                                                          pa.field(_POSITION, pa.int64())]))
     stored = pa.concat_tables(keys).combine_chunks()
     try:
         order = pc.sort_indices(stored, sort_keys=[(k, "ascending", "at_start") for k in key_columns])
@@ -183,10 +185,9 @@ def _winners(runs: list[tuple[int, bool, pa.Table]], schema: TableSchema,
 
 def _take_live(data: list[pa.Table], winners: pa.Table, schema: TableSchema) -> pa.Table:
     """The winning upsert rows, in the winners' (key) order."""
-    positions = winners.column(_POSITION)
-    positions = positions.filter(pc.greater_equal(positions, 0))
+    positions = winners.column(_POSITION).drop_null()
     if not data or len(positions) == 0:
-        return schema.arrow_schema().empty_table()
+        return pa.Table.from_batches([], schema.arrow_schema())
     return pa.concat_tables(data).take(positions)
 
 
@@ -203,15 +204,16 @@ def _last_of_each_key(ordered: pa.Table, key_columns: list[str]) -> pa.Array:
     """True for each row whose key differs from the next row's (in a table sorted by key, stably)."""
     n = ordered.num_rows
     if n == 0:
-        return pa.array([], pa.bool_())
+        return bool_array(np.zeros(0, bool))
     same = None
     for name in key_columns:
         column = ordered.column(name).combine_chunks()
         here, after = column.slice(0, n - 1), column.slice(1)
         both_null = pc.and_(pc.is_null(here), pc.is_null(after))
-        equal = pc.or_(pc.fill_null(pc.equal(here, after), False), both_null)
+        compared = pc.equal(here, after)
+        equal = pc.or_(pc.and_kleene(compared, pc.is_valid(compared)), both_null)  # null (one side null): False
         same = equal if same is None else pc.and_(same, equal)
-    return pa.concat_arrays([pc.invert(same), pa.array([True])])
+    return pa.concat_arrays([pc.invert(same), bool_array(np.ones(1, bool))])
 
 
 # -- compaction --------------------------------------------------------------------------------------------
@@ -232,7 +234,7 @@ def _compact(conn: sqlite3.Connection, path: str, schema: TableSchema) -> None:
     data, winners = _winners(_runs(conn, path, first_run), schema)
     live = _take_live(data, winners, schema)
     # tombstones still shadow rows of older runs; with no older run left they have nothing to hide
-    dead = winners.filter(pc.less(winners.column(_POSITION), 0)).select(schema.key_columns) if start else None
+    dead = winners.filter(pc.is_null(winners.column(_POSITION))).select(schema.key_columns) if start else None
     delete_chunks(conn, "sorted_chunks", "path=? AND run >= ?", (path, first_run))
     _store_merged(conn, path, first_run, live, dead)
 

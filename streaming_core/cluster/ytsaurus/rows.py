@@ -1,4 +1,4 @@
-"""Rows between Arrow and `yt.wrapper`'s YSON rows, for `YtsaurusCluster`: pure functions, no client calls.
+"""Rows between Arrow and the YTsaurus proxy's YSON, for `YtsaurusCluster`: pure functions, no client calls.
 
 How YTsaurus represents a value in YSON depends on the format's attributes; `WIRE_FORMAT` pins every one of
 them, so server or client defaults (`tabular_data_format` in the client config) cannot change what we
@@ -19,33 +19,30 @@ send or parse. The representations, per column type_v3 (YTsaurus docs, "Data typ
 - `variant`: `[name, value]` over a struct, `[index, value]` over a tuple (Arrow: a struct of `_v<name>`);
 - `date32` / `datetime64` / `timestamp64` / `interval64`: as their narrow twins, in 64-bit range.
 
-Writes convert the Python values of a conformed Arrow table (`Table.to_pylist()`); reads convert parsed
-YSON into values `pa.array` accepts for the column's Arrow type (integers for dates and timestamps).
+The conversion runs a column at a time (`wire`): `encode_wire` writes a conformed Arrow table as binary
+YSON bytes with Arrow kernels and numpy, `decode_wire` parses bytes with the `ytsaurus-yson` bindings and
+builds each Arrow array at once. With `raw=True` client calls these bytes are the request and response
+bodies. `to_yt_rows` / `from_yt_rows` are the same conversion for calls that take or return Python rows
+(`raw=False`): the bindings write or parse the bytes in between.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import yt.wrapper as yt
 import yt.yson as yson
 
 from ..base import ORDERED, NodeInfo, Registration
 from ..errors import SchemaError
-from ..schema import (
-    ROW_INDEX,
-    TABLET_INDEX,
-    VARIANT_PREFIX,
-    TableSchema,
-    is_optional,
-    to_arrow_table,
-    variant_alternatives,
-)
+from ..schema import TABLET_INDEX, TableSchema, to_arrow_table
+from .wire import decode_wire, dump_rows, encode_wire, load_rows
 
 #: The YSON format attributes of every row-carrying call; each is the server's default but one
 #: (`uuid_mode`), set anyway so that a changed default cannot change the wire representation.
@@ -56,46 +53,25 @@ WIRE_FORMAT_ATTRIBUTES = {
     "time_mode": "binary",
     "uuid_mode": "text_yql",
 }
-#: `ytsaurus-client` alone parses YSON in pure Python; `YsonFormat` refuses that unless told not to require
-#: the `ytsaurus-yson` bindings, which this project does not depend on.
-WIRE_FORMAT = yt.YsonFormat(attributes=WIRE_FORMAT_ATTRIBUTES, require_yson_bindings=False)
-
-Convert = Callable[[Any], Any]
-
-_SERVICE_FIELDS = [
-    pa.field(TABLET_INDEX, pa.int64(), nullable=False), pa.field(ROW_INDEX, pa.int64(), nullable=False),
-]
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_EPOCH_DAY = dt.date(1970, 1, 1)
-_SECOND = dt.timedelta(seconds=1)
-_MICROSECOND = dt.timedelta(microseconds=1)
-#: Wide enough for any decimal128 value scaled either way without rounding.
-_DECIMAL_CONTEXT = decimal.Context(prec=100)
+#: Rows are parsed and written by the `ytsaurus-yson` bindings, never by `ytsaurus-client`'s pure-Python
+#: YSON (~300x slower): the `wire` package refuses to load without them, and the format requires them too.
+WIRE_FORMAT = yt.YsonFormat(attributes=WIRE_FORMAT_ATTRIBUTES, require_yson_bindings=True)
 
 
 # -- rows -----------------------------------------------------------------------------------------
 
 
 def to_yt_rows(schema: TableSchema, table: pa.Table) -> list[dict[str, Any]]:
-    """Rows of a conformed Arrow table as YSON rows of `WIRE_FORMAT`."""
-    columns = [_convert_all(to_wire(c.type_v3), table.column(c.name).to_pylist()) for c in schema.columns]
-    return [dict(zip(schema.names, values, strict=True)) for values in zip(*columns, strict=True)]
-
-
-def _convert_all(convert: Convert | None, values: list[Any]) -> list[Any]:
-    return values if convert is None else [convert(v) for v in values]
+    """Rows of a conformed Arrow table as YSON rows of `WIRE_FORMAT` (Python values, for `raw=False` calls)."""
+    return load_rows(encode_wire(schema, table))
 
 
 def from_yt_rows(
     schema: TableSchema, rows: Sequence[Mapping[str, Any]], *, service_columns: bool = False,
 ) -> pa.Table:
-    """YSON rows of `WIRE_FORMAT` as an Arrow table of `schema` (service columns first when asked)."""
-    fields = [*(_SERVICE_FIELDS if service_columns else []), *schema.arrow_schema()]
-    converters = {c.name: from_wire(c.type_v3) for c in schema.columns}
-    arrays = [
-        pa.array([converters.get(f.name, plain)(r.get(f.name)) for r in rows], type=f.type) for f in fields
-    ]
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    """YSON rows of `WIRE_FORMAT` (as `raw=False` calls return them) as an Arrow table of `schema` (service
+    columns first when asked). Prefer `decode_wire` on the response bytes of a `raw=True` call."""
+    return decode_wire(schema, dump_rows(rows), service_columns=service_columns)
 
 
 def plain(value: Any) -> Any:
@@ -115,226 +91,22 @@ def plain(value: Any) -> Any:
     return str(value) if isinstance(value, str) else value
 
 
-# -- values: Python -> wire -----------------------------------------------------------------------
-
-
-def to_wire(type_v3: Any) -> Convert | None:
-    """The converter of one column's Python values (as Arrow gives them) into YSON values, or None when
-    they cross unchanged, so that plain columns cost nothing per value. Converters pass nulls through."""
-    if isinstance(type_v3, str):
-        return _WRITE_SCALARS.get(type_v3)
-    name = type_v3["type_name"]
-    if name == "tagged" or (name == "optional" and not is_optional(type_v3["item"])):
-        return to_wire(type_v3["item"])
-    if name == "optional":
-        return _nullable(_in_list(to_wire(type_v3["item"])))
-    if name == "list":
-        return _list_to_wire(to_wire(type_v3["item"]))
-    if name == "struct":
-        return _struct_to_wire([(m["name"], to_wire(m["type"])) for m in type_v3["members"]])
-    if name == "tuple":
-        return _tuple_to_wire([to_wire(e["type"]) for e in type_v3["elements"]])
-    if name == "dict":
-        return _dict_to_wire(to_wire(type_v3["key"]), to_wire(type_v3["value"]))
-    if name == "variant":
-        return _variant_to_wire([(n, to_wire(t)) for n, t in variant_alternatives(type_v3)], "members" in type_v3)
-    if name == "decimal":
-        precision, scale = int(type_v3["precision"]), int(type_v3["scale"])
-        return _nullable(lambda v: encode_decimal(v, precision, scale))
-    return _WRITE_SCALARS.get(name)
-
-
-def _nullable(convert: Convert) -> Convert:
-    return lambda v: None if v is None else convert(v)
-
-
-def _apply(convert: Convert | None, value: Any) -> Any:
-    return value if convert is None else convert(value)
-
-
-def _in_list(convert: Convert | None) -> Convert:
-    """An optional of an optional: a present value travels as a one-element list."""
-    return lambda v: [_apply(convert, v)]
-
-
-def _list_to_wire(item: Convert | None) -> Convert | None:
-    return None if item is None else _nullable(lambda v: [item(x) for x in v])
-
-
-def _struct_to_wire(members: list[tuple[str, Convert | None]]) -> Convert | None:
-    if all(convert is None for _, convert in members):
-        return None
-    return _nullable(lambda v: {name: _apply(convert, v.get(name)) for name, convert in members})
-
-
-def _tuple_to_wire(elements: list[Convert | None]) -> Convert:
-    """Arrow holds a tuple as a struct of `_1`.. `_n`; YTsaurus as a list in element order."""
-    return _nullable(lambda v: [_apply(convert, v.get(f"_{i + 1}")) for i, convert in enumerate(elements)])
-
-
-def _dict_to_wire(key: Convert | None, value: Convert | None) -> Convert:
-    """Arrow gives a map as `(key, value)` tuples; YTsaurus takes a list of two-element lists."""
-    return _nullable(lambda v: [[_apply(key, k), _apply(value, x)] for k, x in v])
-
-
-def _variant_to_wire(alternatives: list[tuple[str, Convert | None]], by_name: bool) -> Convert:
-    """Arrow holds a variant as a struct with one field set (`_v<name>`); YTsaurus as `[name or index, value]`."""
-    def convert(v: dict[str, Any]) -> list[Any]:
-        held = next((i for i, (n, _) in enumerate(alternatives) if v.get(VARIANT_PREFIX + n) is not None), 0)
-        name, item = alternatives[held]
-        return [name if by_name else held, _apply(item, v.get(VARIANT_PREFIX + name))]
-    return _nullable(convert)
-
-
-def _date_days(value: dt.date) -> int:
-    return (value - _EPOCH_DAY).days
-
-
-def _datetime_seconds(value: dt.datetime) -> int:
-    return (value - _EPOCH) // _SECOND
-
-
-def _timestamp_micros(value: dt.datetime) -> int:
-    return (value - _EPOCH) // _MICROSECOND
-
-
-_WRITE_SCALARS: dict[str, Convert] = {
-    "date": _nullable(_date_days), "date32": _nullable(_date_days),
-    "datetime": _nullable(_datetime_seconds), "datetime64": _nullable(_datetime_seconds),
-    "timestamp": _nullable(_timestamp_micros), "timestamp64": _nullable(_timestamp_micros),
-    "yson": _nullable(yson.loads),
-    "any": _nullable(yson.loads),
-}
-
-
-# -- values: wire -> Python -----------------------------------------------------------------------
-
-
-def from_wire(type_v3: Any) -> Convert:
-    """The converter of one column's parsed YSON values into values `pa.array` accepts for its Arrow type.
-    Converters turn YSON nulls (`#`) into None."""
-    if isinstance(type_v3, str):
-        return _READ_SCALARS.get(type_v3, plain)
-    name = type_v3["type_name"]
-    if name == "tagged" or (name == "optional" and not is_optional(type_v3["item"])):
-        return from_wire(type_v3["item"])
-    if name == "optional":
-        return _from_list(from_wire(type_v3["item"]))
-    if name == "list":
-        return _list_from_wire(from_wire(type_v3["item"]))
-    if name == "struct":
-        return _struct_from_wire([(m["name"], from_wire(m["type"])) for m in type_v3["members"]])
-    if name == "tuple":
-        return _tuple_from_wire([from_wire(e["type"]) for e in type_v3["elements"]])
-    if name == "dict":
-        return _dict_from_wire(from_wire(type_v3["key"]), from_wire(type_v3["value"]))
-    if name == "variant":
-        return _variant_from_wire([(n, from_wire(t)) for n, t in variant_alternatives(type_v3)])
-    if name == "decimal":
-        precision, scale = int(type_v3["precision"]), int(type_v3["scale"])
-        return _non_null(lambda v: decode_decimal(yson.get_bytes(v), precision, scale))
-    return _READ_SCALARS.get(name, plain)
-
-
-def _is_null(value: Any) -> bool:
-    return value is None or isinstance(value, yson.YsonEntity)
-
-
-def _non_null(convert: Convert) -> Convert:
-    return lambda v: None if _is_null(v) else convert(v)
-
-
-def _from_list(convert: Convert) -> Convert:
-    """An optional of an optional: Arrow has one null, so an empty inner value (`[#]`) is null too."""
-    return _non_null(lambda v: convert(v[0]))
-
-
-def _list_from_wire(item: Convert) -> Convert:
-    return _non_null(lambda v: [item(x) for x in v])
-
-
-def _struct_from_wire(members: list[tuple[str, Convert]]) -> Convert:
-    return _non_null(lambda v: {name: convert(v.get(name)) for name, convert in members})
-
-
-def _tuple_from_wire(elements: list[Convert]) -> Convert:
-    names = [f"_{i + 1}" for i in range(len(elements))]
-    return _non_null(lambda v: {n: convert(x) for n, convert, x in zip(names, elements, v, strict=True)})
-
-
-def _dict_from_wire(key: Convert, value: Convert) -> Convert:
-    """Pairs become tuples: `pa.array` takes map entries only as `(key, value)` tuples."""
-    return _non_null(lambda v: [(key(k), value(x)) for k, x in v])
-
-
-def _variant_from_wire(alternatives: list[tuple[str, Convert]]) -> Convert:
-    def convert(v: Any) -> dict[str, Any]:
-        tag, item = v
-        held = alternatives[tag][0] if isinstance(tag, int) else str(tag)
-        return {VARIANT_PREFIX + n: convert_item(item) if n == held else None for n, convert_item in alternatives}
-    return _non_null(convert)
-
-
-def _yson_bytes(value: Any) -> bytes:
-    """The value as YSON bytes, its attributes kept: a `yson` column holds any YSON, attributes included."""
-    return yson.dumps(value)
-
-
-_READ_SCALARS: dict[str, Convert] = {
-    "datetime": _non_null(lambda v: int(v) * 1_000_000),
-    "datetime64": _non_null(lambda v: int(v) * 1_000_000),
-    "yson": _non_null(_yson_bytes),
-    "any": _non_null(_yson_bytes),
-    "null": lambda _: None,
-    "void": lambda _: None,
-}
-
-
-# -- decimal --------------------------------------------------------------------------------------
-
-
-def _decimal_width(precision: int) -> int:
-    """Bytes of YTsaurus' binary decimal for a precision (only up to decimal128's 38 digits)."""
-    for digits, width in ((9, 4), (18, 8), (38, 16)):
-        if 1 <= precision <= digits:
-            return width
-    raise SchemaError(f"decimal precision {precision} is outside 1..38")
-
-
-def encode_decimal(value: decimal.Decimal, precision: int, scale: int) -> bytes:
-    """YTsaurus' binary decimal: the unscaled integer, big-endian, with the sign bit flipped so that byte
-    order is numeric order."""
-    unscaled = value.scaleb(scale, context=_DECIMAL_CONTEXT)
-    if not unscaled.is_finite() or unscaled != unscaled.to_integral_value():
-        raise SchemaError(f"value {value} does not fit decimal({precision}, {scale})")
-    width = _decimal_width(precision)
-    return (int(unscaled) + (1 << (8 * width - 1))).to_bytes(width, "big")
-
-
-def decode_decimal(raw: bytes, precision: int, scale: int) -> decimal.Decimal:
-    """The inverse of `encode_decimal`. YTsaurus' special values (nan, +inf, -inf) have no Arrow decimal
-    and raise `SchemaError`."""
-    width = _decimal_width(precision)
-    if len(raw) != width:
-        raise SchemaError(f"binary decimal({precision}, {scale}) of {len(raw)} bytes, expected {width}")
-    top = 1 << (8 * width - 1)
-    unscaled = int.from_bytes(raw, "big") - top
-    if abs(unscaled) >= top - 2:  # INT_MAX is nan, INT_MAX - 1 is +inf, -(INT_MAX - 1) is -inf
-        raise SchemaError(f"decimal({precision}, {scale}) nan or infinity has no Arrow representation")
-    return decimal.Decimal(unscaled).scaleb(-scale, context=_DECIMAL_CONTEXT)
-
-
 # -- inserts, batches, keys ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class PreparedRows:
-    """Rows checked and converted for `insert_rows`: the YSON rows to send, and the Arrow table a
-    transaction keeps to answer its own lookups."""
+    """Rows checked and converted for `insert_rows`: the binary YSON to send (with `$tablet_index` for an
+    ordered table), and the Arrow table a transaction keeps to answer its own lookups."""
 
     schema: TableSchema
     table: pa.Table
-    yt_rows: list[dict[str, Any]]
+    wire: bytes
+
+    @cached_property
+    def yt_rows(self) -> list[dict[str, Any]]:
+        """The same rows as Python values, for `raw=False` calls."""
+        return load_rows(self.wire)
 
 
 def prepare_insert(path: str, info: NodeInfo, rows: Any, tablet_index: int | None) -> PreparedRows:
@@ -344,10 +116,11 @@ def prepare_insert(path: str, info: NodeInfo, rows: Any, tablet_index: int | Non
     rows = as_list_or_table(rows)
     tablets = _tablet_column(rows, len(rows), tablet_index) if info.kind == ORDERED else None
     table = to_arrow_table(schema, rows, path)
-    yt_rows = to_yt_rows(schema, table)
+    sent = table
     if tablets is not None:
-        _place_rows(path, yt_rows, tablets, int(info.attributes.get("tablet_count", 1)))
-    return PreparedRows(schema=schema, table=table, yt_rows=yt_rows)
+        placed = _place_rows(path, tablets, int(info.attributes.get("tablet_count", 1)))
+        sent = table.add_column(0, TABLET_INDEX, placed)
+    return PreparedRows(schema=schema, table=table, wire=encode_wire(schema, sent, path=path))
 
 
 def as_list_or_table(rows: Any) -> list[Mapping[str, Any]] | pa.Table:
@@ -357,25 +130,34 @@ def as_list_or_table(rows: Any) -> list[Mapping[str, Any]] | pa.Table:
     return rows if isinstance(rows, pa.Table) else list(rows)
 
 
-def _tablet_column(
-    rows: list[Mapping[str, Any]] | pa.Table, count: int, tablet_index: int | None,
-) -> list[int | None]:
-    """The tablet of each row: `tablet_index`, else the rows' own `$tablet_index`, else None."""
+def _tablet_column(rows: list[Mapping[str, Any]] | pa.Table, count: int, tablet_index: int | None) -> pa.Array:
+    """The tablet of each row: `tablet_index`, else the rows' own `$tablet_index`, else null."""
     if tablet_index is not None:
-        return [tablet_index] * count
+        return pa.repeat(pa.scalar(tablet_index, pa.int64()), count)
     if isinstance(rows, pa.Table):
-        names = rows.schema.names
-        return rows.column(names.index(TABLET_INDEX)).to_pylist() if TABLET_INDEX in names else [None] * count
-    return [row.get(TABLET_INDEX) for row in rows]
+        if TABLET_INDEX not in rows.schema.names:
+            return pa.nulls(count, pa.int64())
+        return _as_tablets(rows.column(TABLET_INDEX).combine_chunks())
+    return _as_tablets(pa.array([row.get(TABLET_INDEX) for row in rows]))
 
 
-def _place_rows(path: str, yt_rows: list[dict[str, Any]], tablets: list[int | None], tablet_count: int) -> None:
-    """Set `$tablet_index` on every row; rows without one are spread round-robin over the tablets."""
-    for i, (row, tablet) in enumerate(zip(yt_rows, tablets, strict=True)):
-        tablet = i % tablet_count if tablet is None else int(tablet)
-        if not 0 <= tablet < tablet_count:
-            raise SchemaError(f"{path}: row {i}: tablet {tablet} out of range, the table has {tablet_count}")
-        row[TABLET_INDEX] = tablet
+def _as_tablets(values: pa.Array) -> pa.Array:
+    try:
+        return values.cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaError(f"{TABLET_INDEX} must hold tablet numbers: {e}") from None
+
+
+def _place_rows(path: str, tablets: pa.Array, tablet_count: int) -> pa.Array:
+    """Every row's `$tablet_index`; rows without one are spread round-robin over the tablets."""
+    spread = np.arange(len(tablets), dtype=np.int64) % tablet_count
+    placed = pc.if_else(tablets.is_valid(), tablets, pa.array(spread)) if tablets.null_count else tablets
+    numbers = placed.to_numpy(zero_copy_only=False)
+    outside = (numbers < 0) | (numbers >= tablet_count)
+    if outside.any():
+        row = int(np.argmax(outside))
+        raise SchemaError(f"{path}: row {row}: tablet {numbers[row]} out of range, the table has {tablet_count}")
+    return placed
 
 
 def split_batches(table: pa.Table, max_bytes: int) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,205 @@
+"""Rows between Arrow and the bytes the YTsaurus HTTP proxy sends and takes, per core, with wire bytes in memory.
+
+`python -m bench.wire` (from the repository root, in the venv). Three schemas:
+
+- `flat`: 3 columns (int64, timestamp, a 160-character utf8), ~205 bytes a row in binary YSON;
+- `wide`: 20 columns of every kind the backend maps: optional scalars, date / datetime / timestamp, decimal,
+  yson, list, struct, dict, tuple, variant, an optional of an optional, uuid;
+- `blob`: one 1 KB string column.
+
+Per schema and wire format, decode (bytes -> Arrow table) and encode (Arrow table -> bytes):
+
+- `yson`: binary YSON as `select_rows` / `pull_consumer` / `lookup_rows` return it and `insert_rows` takes it,
+  through `decode_wire` / `encode_wire` (the `ytsaurus-yson` bindings, a column at a time): the `raw=True` path;
+- `yson, python rows`: the same bytes through Python rows, as `raw=False` calls go (`WIRE_FORMAT.load_rows` +
+  `from_yt_rows`; `to_yt_rows` + `WIRE_FORMAT.dump_rows`): context, what the backend pays until it uses bytes;
+- `arrow`: the Arrow IPC stream `insert_rows` takes (`arrow_insert.encode`); its decode is what the proxy's side
+  (the HTTP stand-in) pays. No read command of the HTTP API serves Arrow or skiff (docs/wire_formats.md), and
+  the `wide` schema has types the proxy's Arrow parser does not settle, so it has no `arrow` row;
+- `arrow ipc`: an Arrow IPC stream of the Arrow table itself, read and written by pyarrow: the floor.
+
+Each figure is rows / CPU seconds of this process (`time.process_time`, Arrow's thread pool at one thread), the
+median of `REPEATS` runs: per core, and steady on a machine where other work runs. A readable table, then one
+JSON line: `decode_rows_per_s` (flat, the best format the read commands serve: YSON; goal 1,000,000, issue bar
+300,000), `encode_rows_per_s` (flat, the best format `insert_rows` takes; goal 500,000, bar 200,000), the YSON
+figures `decode_yson_rows_per_s` / `encode_yson_rows_per_s`, and `wide_vs_flat_per_byte` (flat YSON decode
+bytes/s over wide YSON decode bytes/s; goal <= 3), with the same ratio for encoding beside it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from streaming_core.cluster import TableSchema
+from streaming_core.cluster.schema import to_arrow_table
+from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
+from streaming_core.cluster.ytsaurus.wire import arrow_insert, decode_wire, encode_wire
+
+REPEATS = 5
+DECODE_GOAL, DECODE_BAR = 1_000_000, 300_000
+ENCODE_GOAL, ENCODE_BAR = 500_000, 200_000
+WIDE_VS_FLAT_GOAL = 3.0
+YSON, PYTHON_ROWS, ARROW, IPC = "yson", "yson, python rows", "arrow", "arrow ipc"
+
+
+def _optional(item: Any) -> dict[str, Any]:
+    return {"type_name": "optional", "item": item}
+
+
+SCHEMAS: dict[str, list[dict[str, Any]]] = {
+    "flat": [{"name": "id", "type_v3": "int64"}, {"name": "ts", "type_v3": "timestamp"},
+             {"name": "payload", "type_v3": "utf8"}],
+    "wide": [
+        {"name": "k", "type_v3": "int64"}, {"name": "u", "type_v3": "uint64"},
+        {"name": "d", "type_v3": _optional("double")}, {"name": "f", "type_v3": "float"},
+        {"name": "b", "type_v3": _optional("bool")}, {"name": "s", "type_v3": _optional("string")},
+        {"name": "name", "type_v3": "utf8"}, {"name": "day", "type_v3": "date"},
+        {"name": "at", "type_v3": _optional("datetime")}, {"name": "ts", "type_v3": "timestamp"},
+        {"name": "iv", "type_v3": "interval"},
+        {"name": "price", "type_v3": {"type_name": "decimal", "precision": 18, "scale": 4}},
+        {"name": "meta", "type_v3": "yson"},
+        {"name": "tags", "type_v3": {"type_name": "list", "item": "utf8"}},
+        {"name": "point", "type_v3": {"type_name": "struct", "members": [
+            {"name": "x", "type": "double"}, {"name": "label", "type": _optional("utf8")}]}},
+        {"name": "counts", "type_v3": {"type_name": "dict", "key": "utf8", "value": "int64"}},
+        {"name": "pair", "type_v3": {"type_name": "tuple", "elements": [{"type": "int32"}, {"type": "string"}]}},
+        {"name": "either", "type_v3": {"type_name": "variant", "members": [{"name": "n", "type": "int64"},
+                                                                           {"name": "t", "type": "utf8"}]}},
+        {"name": "maybe", "type_v3": _optional(_optional("int32"))},
+        {"name": "id", "type_v3": _optional("uuid")},
+    ],
+    "blob": [{"name": "body", "type_v3": "string"}],
+}
+ROWS = {"flat": 100_000, "wide": 30_000, "blob": 50_000}
+_EPOCH = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
+
+
+def _row(schema: str, i: int) -> dict[str, Any]:
+    if schema == "flat":
+        return {"id": i, "ts": _EPOCH + dt.timedelta(microseconds=i), "payload": f"{i:08d}" + "x" * 152}
+    if schema == "blob":
+        return {"body": f"{i:08d}" + "b" * 1016}
+    return {
+        "k": i, "u": 2**63 + i, "d": None if i % 5 == 0 else i / 3, "f": i / 4, "b": None if i % 7 == 0 else i % 2 == 0,
+        "s": None if i % 3 == 0 else f"s{i}", "name": f"name-{i}", "day": dt.date(2024, 1, 1) + dt.timedelta(i % 365),
+        "at": None if i % 4 == 0 else _EPOCH + dt.timedelta(seconds=i), "ts": _EPOCH + dt.timedelta(microseconds=i),
+        "iv": -i, "price": Decimal(i) / 10_000, "meta": b"{source=bench;n=" + str(i).encode() + b"}",
+        "tags": [f"t{i % 10}", f"u{i % 3}"][: i % 3], "point": {"x": i / 2, "label": None if i % 2 else f"p{i}"},
+        "counts": [("a", i), ("b", -i)], "pair": {"_1": i % 1000, "_2": f"e{i}"},
+        "either": {"_vn": i, "_vt": None} if i % 2 else {"_vn": None, "_vt": f"v{i}"},
+        "maybe": None if i % 6 == 0 else i % 100, "id": str(uuid.UUID(int=i)),
+    }
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _python_rows_bytes(schema: TableSchema, table: pa.Table) -> bytes:
+    stream = io.BytesIO()
+    WIRE_FORMAT.dump_rows(to_yt_rows(schema, table), stream)
+    return stream.getvalue()
+
+
+def _formats(schema: TableSchema, table: pa.Table) -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
+    """Per format: (decode, encode, wire bytes)."""
+    yson = encode_wire(schema, table)
+    formats = {
+        YSON: (lambda: decode_wire(schema, yson), lambda: encode_wire(schema, table), len(yson)),
+        PYTHON_ROWS: (lambda: from_yt_rows(schema, list(WIRE_FORMAT.load_rows(io.BytesIO(yson)))),
+                      lambda: _python_rows_bytes(schema, table), len(yson)),
+    }
+    if arrow_insert.supported(schema):
+        arrow = arrow_insert.encode(schema, table)
+        formats[ARROW] = (lambda: arrow_insert.decode(schema, arrow), lambda: arrow_insert.encode(schema, table),
+                          len(arrow))
+    ipc = _ipc_bytes(table)
+    formats[IPC] = (lambda: pa.ipc.open_stream(ipc).read_all(), lambda: _ipc_bytes(table), len(ipc))
+    return formats
+
+
+def _cpu_seconds(work: Callable[[], Any]) -> float:
+    """Median CPU seconds of `REPEATS` runs, after one warm-up."""
+    work()
+    times = []
+    for _ in range(REPEATS):
+        started = time.process_time()
+        work()
+        times.append(time.process_time() - started)
+    return statistics.median(times)
+
+
+def measure() -> dict[str, dict[str, dict[str, float]]]:
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for name, spec in SCHEMAS.items():
+        schema = TableSchema.from_yt(spec)
+        rows = ROWS[name]
+        table = to_arrow_table(schema, [_row(name, i) for i in range(rows)], f"//bench/{name}")
+        results[name] = {}
+        for fmt, (decode, encode, size) in _formats(schema, table).items():
+            results[name][fmt] = {"decode": rows / _cpu_seconds(decode), "encode": rows / _cpu_seconds(encode),
+                                  "bytes_per_row": size / rows}
+    return results
+
+
+def report(results: dict[str, dict[str, dict[str, float]]]) -> str:
+    lines = ["rows/s per core (CPU time), wire bytes in memory",
+             f"{'schema':<7}{'format':<20}{'bytes/row':>10}{'decode':>17}{'encode':>14}"]
+    for name, formats in results.items():
+        for fmt, f in formats.items():
+            lines.append(f"{name:<7}{fmt:<20}{f['bytes_per_row']:>10,.0f}{f['decode']:>17,.0f}{f['encode']:>14,.0f}")
+    lines.append("arrow: insert_rows input only (its decode is the proxy's side); no read command serves arrow or "
+                 "skiff; wide has types the proxy's arrow parser does not settle")
+    lines.append(f"goals (flat): decode >= {DECODE_GOAL:,} (bar {DECODE_BAR:,}), encode >= {ENCODE_GOAL:,} "
+                 f"(bar {ENCODE_BAR:,}); wide within {WIDE_VS_FLAT_GOAL:g}x of flat per byte")
+    return "\n".join(lines)
+
+
+def _per_byte(results: dict[str, dict[str, dict[str, float]]], direction: str) -> float:
+    """How many times more bytes/s flat YSON moves than wide YSON."""
+    flat, wide = results["flat"][YSON], results["wide"][YSON]
+    return (flat[direction] * flat["bytes_per_row"]) / (wide[direction] * wide["bytes_per_row"])
+
+
+def summary(results: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    flat = results["flat"]
+    encoders = [fmt for fmt in (YSON, ARROW) if fmt in flat]
+    best_encoder = max(encoders, key=lambda fmt: flat[fmt]["encode"])
+    return {
+        "bench": "wire",
+        "decode_rows_per_s": round(flat[YSON]["decode"]), "decode_format": YSON,
+        "decode_goal": DECODE_GOAL, "decode_bar": DECODE_BAR,
+        "encode_rows_per_s": round(flat[best_encoder]["encode"]), "encode_format": best_encoder,
+        "encode_goal": ENCODE_GOAL, "encode_bar": ENCODE_BAR,
+        "decode_yson_rows_per_s": round(flat[YSON]["decode"]), "encode_yson_rows_per_s": round(flat[YSON]["encode"]),
+        "wide_vs_flat_per_byte": round(_per_byte(results, "decode"), 2),
+        "wide_vs_flat_per_byte_encode": round(_per_byte(results, "encode"), 2),
+        "wide_vs_flat_goal": WIDE_VS_FLAT_GOAL,
+        "results": {name: {fmt: {k: round(v) for k, v in f.items()} for fmt, f in formats.items()}
+                    for name, formats in results.items()},
+    }
+
+
+def main() -> None:
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    results = measure()
+    print(report(results))
+    print(json.dumps(summary(results)))
+
+
+if __name__ == "__main__":
+    main()

@@ -213,3 +213,23 @@ def _served_commands() -> set[str]:
     from streaming_core.cluster.standin.commands import Commands
 
     return {descriptor["name"] for descriptor in Commands("/nonexistent-standin-root", "local").descriptors()}
+
+
+class TestWireFormats:
+    def test_inserts_go_as_arrow_where_the_proxy_takes_it(self, standin: StandinProxy, standin_cluster) -> None:
+        make_queue(standin_cluster, "//tmp/arrow-in")
+        standin_cluster.insert_rows("//tmp/arrow-in", [{"n": i, "data": f"r{i}"} for i in range(3)], tablet_index=0)
+
+        assert [s.input_format for s in standin.served if s.command == "insert_rows"][-1] == "arrow"
+        rows = [r for b in standin_cluster.read_tablet("//tmp/arrow-in", 0, 0, 3) for r in b.to_pylist()]
+        assert rows == [{"n": i, "data": f"r{i}"} for i in range(3)]
+
+    def test_a_proxy_that_refuses_arrow_gets_yson_from_then_on(self, tmp_path: Path) -> None:
+        with StandinProxy(tmp_path, input_formats=("yson",)) as proxy, connect(proxy.uri) as cluster:
+            make_queue(cluster, "//tmp/yson-in")
+            for first in (0, 3):
+                cluster.insert_rows("//tmp/yson-in", [{"n": i, "data": "x"} for i in range(first, first + 3)],
+                                    tablet_index=0)
+            sent = [(s.input_format, s.status) for s in proxy.served if s.command == "insert_rows"]
+            assert sent == [("arrow", 400), ("yson", 200), ("yson", 200)]
+            assert cluster.get_tablet_infos("//tmp/yson-in")[0].total_row_count == 6

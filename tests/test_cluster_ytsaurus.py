@@ -40,8 +40,9 @@ from streaming_core.cluster import (
     connect,
 )
 from streaming_core.cluster.ytsaurus import CONSUMER_SCHEMA, YtsaurusCluster
-from streaming_core.cluster.ytsaurus.client import client_config, client_token, retry_seconds
+from streaming_core.cluster.ytsaurus.client import ARROW_RAW, WIRE_RAW, client_config, client_token, retry_seconds
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
+from streaming_core.cluster.ytsaurus.wire import dump_rows, load_rows
 
 QUEUE = "//tmp/q"
 CONSUMER = "//tmp/c"
@@ -51,7 +52,7 @@ QUEUE_SCHEMA = [{"name": "id", "type_v3": "int64"}, {"name": "text", "type_v3": 
                                                                               "item": "utf8"}}]
 SORTED_SCHEMA = [{"name": "k", "type_v3": "int64", "sort_order": "ascending"},
                  {"name": "v", "type_v3": {"type_name": "optional", "item": "utf8"}}]
-#: The keyword arguments every row-carrying call must have: Python rows in the adapter's explicit YSON format.
+#: The keyword arguments of the small row calls: Python rows in the adapter's explicit YSON format.
 WIRE = {"format": WIRE_FORMAT, "raw": False}
 QUEUE_ATTRS = {"type": "table", "dynamic": True, "schema": QUEUE_SCHEMA, "tablet_count": 2}
 SORTED_ATTRS = {"type": "table", "dynamic": True, "schema": SORTED_SCHEMA}
@@ -109,7 +110,9 @@ class FakeYtClient:
             if name in self.errors:
                 raise self.errors[name]
             answer = self.answers.get(name)
-            return answer(*args, **kwargs) if callable(answer) else answer
+            answer = answer(*args, **kwargs) if callable(answer) else answer
+            # A raw call gets the bytes the proxy would send for those rows.
+            return io.BytesIO(dump_rows(list(answer or []))) if kwargs.get("raw") else answer
 
         return method
 
@@ -119,6 +122,9 @@ class FakeYtClient:
         return FakeTransaction(self, kwargs.get("transaction_id") or "tx-1")
 
     def record(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Record the call; a raw row payload (bytes) is recorded as the rows it carries, to compare as such."""
+        if kwargs.get("raw"):
+            args = tuple(payload_rows(a, kwargs["format"]) if isinstance(a, bytes) else a for a in args)
         self.calls.append((name, args, kwargs))
         self.tx_of_call.append(self.current_tx)
 
@@ -127,6 +133,24 @@ class FakeYtClient:
 
     def calls_named(self, name: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
         return [(args, kwargs) for n, args, kwargs in self.calls if n == name]
+
+
+def payload_rows(payload: bytes, fmt: Any) -> list[dict[str, Any]]:
+    """The rows of a raw row payload: binary YSON, or the `arrow` input format's IPC stream."""
+    if fmt is ARROW_RAW["format"]:
+        return pa.ipc.open_stream(payload).read_all().to_pylist()
+    return [as_bytes(row) for row in load_rows(payload)]
+
+
+def as_bytes(value: Any) -> Any:
+    """Parsed YSON with its not-UTF-8 strings as bytes (the bindings hand them out as `YsonStringProxy`)."""
+    if isinstance(value, yson.YsonStringProxy):
+        return yson.get_bytes(value)
+    if isinstance(value, dict):
+        return {k: as_bytes(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_bytes(v) for v in value]
+    return value
 
 
 def node_getter(nodes: dict[str, Any]) -> Callable[..., Any]:
@@ -239,8 +263,8 @@ class TestInsertRows:
         cluster.insert_rows(QUEUE, [{"id": 1, "text": "a"}, {"id": 2}], tablet_index=1)
 
         assert client.calls_named("insert_rows") == [((QUEUE, [
-            {"id": 1, "text": "a", "$tablet_index": 1}, {"id": 2, "text": None, "$tablet_index": 1},
-        ]), WIRE)]
+            {"$tablet_index": 1, "id": 1, "text": "a"}, {"$tablet_index": 1, "id": 2, "text": None},
+        ]), ARROW_RAW)]
 
     def test_rows_keep_their_own_tablet_index_and_others_are_spread(self, cluster, client):
         batch = pa.record_batch({"$tablet_index": [1, 1], "id": [5, 6]})
@@ -266,7 +290,7 @@ class TestInsertRows:
     def test_sorted_table_rows_are_upserted_without_tablet_index(self, cluster, client):
         cluster.insert_rows(SORTED_TABLE, [{"k": 1, "v": "x"}])
 
-        assert client.calls_named("insert_rows") == [((SORTED_TABLE, [{"k": 1, "v": "x"}]), WIRE)]
+        assert client.calls_named("insert_rows") == [((SORTED_TABLE, [{"k": 1, "v": "x"}]), ARROW_RAW)]
 
     def test_static_table_is_refused(self, cluster, nodes, client):
         nodes["//tmp/static/@"] = {"type": "table", "dynamic": False, "schema": QUEUE_SCHEMA}
@@ -288,7 +312,7 @@ class TestStaticTables:
 
         ((path, rows), kwargs), = client.calls_named("write_table")
         assert (str(path), path.attributes, rows, kwargs) == (
-            static, {"append": True}, [{"id": 1, "text": None}, {"id": 2, "text": None}], WIRE)
+            static, {"append": True}, [{"id": 1, "text": None}, {"id": 2, "text": None}], WIRE_RAW)
 
     def test_read_is_streamed_in_batches_of_max_rows(self, cluster, client, static):
         client.answers["read_table"] = iter([{"id": i, "text": None} for i in range(5)])
@@ -395,7 +419,7 @@ class TestConsumers:
         table = cluster.pull_consumer(CONSUMER, QUEUE, 5, 1, max_row_count=2, max_data_weight=100)
 
         assert client.calls_named("pull_consumer") == [
-            ((CONSUMER, QUEUE, 5, 1), {"max_row_count": 2, "max_data_weight": 100, **WIRE})]
+            ((CONSUMER, QUEUE, 5, 1), {"max_row_count": 2, "max_data_weight": 100, **WIRE_RAW})]
         assert table.to_pylist() == [
             {"$tablet_index": 1, "$row_index": 5, "id": 1, "text": "a"},
             {"$tablet_index": 1, "$row_index": 6, "id": 2, "text": None},
@@ -585,7 +609,7 @@ class TestCompositeValuesOnTheWire:
 
         cluster.insert_rows(queue, [self.ROW])
 
-        assert client.calls_named("insert_rows") == [((queue, [{**self.WIRE_ROW, "$tablet_index": 0}]), WIRE)]
+        assert client.calls_named("insert_rows") == [((queue, [{"$tablet_index": 0, **self.WIRE_ROW}]), WIRE_RAW)]
 
     def test_transaction_insert_sends_converted_values_too(self, cluster, client, composite):
         _, sorted_table = composite
@@ -593,7 +617,7 @@ class TestCompositeValuesOnTheWire:
         with cluster.transaction() as tx:
             tx.insert_rows(sorted_table, [self.ROW])
 
-        assert client.calls_named("insert_rows") == [((sorted_table, [self.WIRE_ROW]), WIRE)]
+        assert client.calls_named("insert_rows") == [((sorted_table, [self.WIRE_ROW]), WIRE_RAW)]
 
     def test_select_returns_python_values_from_wire_values(self, cluster, client, composite):
         _, sorted_table = composite

@@ -33,18 +33,21 @@ class StandinProxy:
 
     `token`: the OAuth token every command must carry (None: no authentication). `tls`: a (certificate, key) pair
     of PEM files to serve HTTPS. `cluster_name`: `//sys/@cluster_name`, which must be the storage's own
-    (the embedded cluster writes `local` into consumer rows). A context manager: started on enter, stopped on exit.
+    (the embedded cluster writes `local` into consumer rows). `input_formats`: the row formats `insert_rows` takes
+    (a proxy may refuse `arrow`). A context manager: started on enter, stopped on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
-                 host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local") -> None:
+                 host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local",
+                 input_formats: tuple[str, ...] = ("yson", "json", "arrow")) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
         self.root = Path(root).resolve()
         commands = Commands(str(self.root), cluster_name)
-        self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None)
+        self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None,
+                                input_formats=input_formats)
         self._server = StandinServer((host, port), self.state, context)
         self.address = f"{host}:{self._server.server_address[1]}"
         self.state.heavy_proxies.append(self.address)

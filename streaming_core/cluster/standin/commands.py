@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import yt.yson as yson
 
 from ..base import MAP_NODE, ORDERED, SORTED, TABLE, Cluster
@@ -53,6 +54,15 @@ class Descriptor:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "input_type": self.input_type or "null", "output_type": self.output_type,
                 "is_volatile": self.is_volatile, "is_heavy": self.is_heavy}
+
+
+@dataclass(frozen=True)
+class Rowset:
+    """Rows as Arrow tables of `schema`'s columns (service columns such as `$row_index` first, where they come),
+    written to the wire a column at a time (`encode_wire`)."""
+
+    schema: TableSchema
+    tables: Iterable[pa.Table]
 
 
 @dataclass(frozen=True)
@@ -277,7 +287,7 @@ class Commands:
     def trim_rows(self, p: Mapping[str, Any]) -> None:
         self.cluster._trim_rows(_path(p), int(p["tablet_index"]), int(p["trimmed_row_count"]))
 
-    def select_rows(self, p: Mapping[str, Any]) -> Rows:
+    def select_rows(self, p: Mapping[str, Any]) -> Rowset:
         try:
             q = ql.parse(str(p["query"]))
         except ql.QueryError as e:
@@ -285,14 +295,14 @@ class Commands:
         info = self.cluster.node_info(q.path)
         schema = TableSchema.from_yt(info.attributes["schema"])
         if info.kind == ORDERED:
-            rows = self._queue_rows(q, schema)
+            tables: Iterable[pa.Table] = self._queue_rows(q)
         elif info.kind == SORTED:
-            rows = _wire(schema, to_arrow_table(schema, self.cluster.select_rows(q.path), q.path))
+            tables = [to_arrow_table(schema, self.cluster.select_rows(q.path), q.path)]
         else:
             raise BadRequest(f"{q.path}: select_rows reads dynamic tables; this one is static")
-        return [_project(row, q.columns) for row in rows if q.matches(row)]
+        return Rowset(schema, (_selected(t, q) for t in tables))
 
-    def _queue_rows(self, q: ql.Query, schema: TableSchema) -> Iterator[dict[str, Any]]:
+    def _queue_rows(self, q: ql.Query) -> Iterator[pa.Table]:
         infos = self.cluster.get_tablet_infos(q.path)
         tablet = q.equal(TABLET_INDEX)
         bounds = q.bounds(ROW_INDEX) or (0, float("inf"))
@@ -302,52 +312,51 @@ class Commands:
             if lower < upper:
                 for batch in self.cluster.read_tablet(q.path, info.tablet_index, lower, int(upper),
                                                       service_columns=True):
-                    yield from _wire_with_service(schema, pa.Table.from_batches([batch]))
+                    yield pa.Table.from_batches([batch])
 
-    def lookup_rows(self, p: Mapping[str, Any], rows: Rows) -> Rows:
+    def lookup_rows(self, p: Mapping[str, Any], rows: Rows) -> Rowset:
         path = _path(p)
         schema = self.cluster.get_schema(path)
-        keys = from_yt_rows(_key_schema(schema), rows).to_pylist()
-        found = self.cluster.lookup_rows(path, keys)
-        return _wire(schema, to_arrow_table(schema, found, path))
+        keys = _input_table(_key_schema(schema), rows).to_pylist()
+        return Rowset(schema, [to_arrow_table(schema, self.cluster.lookup_rows(path, keys), path)])
 
-    def insert_rows(self, p: Mapping[str, Any], rows: Rows) -> None:
+    def insert_rows(self, p: Mapping[str, Any], rows: Rows | pa.Table) -> None:
         path = _path(p)
-        schema = self.cluster.get_schema(path)
-        groups: dict[int | None, Rows] = {}
-        for row in rows:
-            tablet = row.get(TABLET_INDEX)
-            groups.setdefault(None if tablet is None else int(tablet), []).append(row)
-        tables = [(tablet, from_yt_rows(schema, group)) for tablet, group in groups.items()]
+        table = _input_table(self.cluster.get_schema(path), rows)
+        if TABLET_INDEX in table.column_names:
+            tablets = table.column(TABLET_INDEX)
+            table = table.drop_columns([TABLET_INDEX])
+            groups = [(int(t), table.filter(pc.equal(tablets, t))) for t in pc.unique(tablets).to_pylist()]
+        else:
+            groups = [(None, table)]
 
         def write(tx: Any) -> None:
-            for tablet, table in tables:
-                tx.insert_rows(path, table, tablet_index=tablet)
+            for tablet, group in groups:
+                tx.insert_rows(path, group, tablet_index=tablet)
 
         self._tablet_write(p, write)
 
     def delete_rows(self, p: Mapping[str, Any], rows: Rows) -> None:
         path = _path(p)
-        keys = from_yt_rows(_key_schema(self.cluster.get_schema(path)), rows).to_pylist()
+        keys = _input_table(_key_schema(self.cluster.get_schema(path)), rows).to_pylist()
         self._tablet_write(p, lambda tx: tx.delete_rows(path, keys))
 
-    def pull_consumer(self, p: Mapping[str, Any]) -> Rows:
+    def pull_consumer(self, p: Mapping[str, Any]) -> Rowset:
         queue = str(p["queue_path"])
         offset = None if p.get("offset") is None else int(p["offset"])
         table = self.cluster.pull_consumer(
             str(p["consumer_path"]), queue, offset, int(p["partition_index"]),
             max_row_count=int(p.get("max_row_count") or 1000),
             max_data_weight=int(p.get("max_data_weight") or 16 * 1024 * 1024))
-        return list(_wire_with_service(self.cluster.get_schema(queue), table))
+        return Rowset(self.cluster.get_schema(queue), [table])
 
-    def pull_queue(self, p: Mapping[str, Any]) -> Rows:
+    def pull_queue(self, p: Mapping[str, Any]) -> Rowset:
         queue, tablet = str(p["queue_path"]), int(p["partition_index"])
         info = self.cluster.get_tablet_infos(queue)[tablet]
         lower = max(int(p["offset"]), info.trimmed_row_count)
         upper = min(info.total_row_count, lower + int(p.get("max_row_count") or 1000))
-        schema = self.cluster.get_schema(queue)
-        return [row for batch in self.cluster.read_tablet(queue, tablet, lower, upper, service_columns=True)
-                for row in _wire_with_service(schema, pa.Table.from_batches([batch]))] if lower < upper else []
+        batches = self.cluster.read_tablet(queue, tablet, lower, upper, service_columns=True) if lower < upper else []
+        return Rowset(self.cluster.get_schema(queue), (pa.Table.from_batches([b]) for b in batches))
 
     def read_table(self, p: Mapping[str, Any]) -> Tabular:
         """Rows of the path's first row range (`<ranges=[{lower_limit={row_index=...}}]>`, as retries resume), with
@@ -380,7 +389,7 @@ class Commands:
     def write_table(self, p: Mapping[str, Any], rows: Rows) -> None:
         path = _path(p)
         append = bool(_attributes(p["path"]).get("append", False))
-        table = from_yt_rows(self.cluster.get_schema(path), rows)
+        table = _input_table(self.cluster.get_schema(path), rows)
         self._master_write(p, lambda cluster: cluster.write_table(path, table, append=append))
 
     def read_file(self, p: Mapping[str, Any]) -> bytes:
@@ -533,15 +542,27 @@ def _wire(schema: TableSchema, table: pa.Table) -> Rows:
     return to_yt_rows(schema, table.select(schema.names))
 
 
-def _wire_with_service(schema: TableSchema, table: pa.Table) -> Iterator[dict[str, Any]]:
-    tablets = table.column(TABLET_INDEX).to_pylist()
-    rows = table.column(ROW_INDEX).to_pylist()
-    for t, r, values in zip(tablets, rows, _wire(schema, table), strict=True):
-        yield {TABLET_INDEX: t, ROW_INDEX: r, **values}
+def _input_table(schema: TableSchema, rows: Rows | pa.Table) -> pa.Table:
+    """Rows a command took (parsed YSON rows, or an Arrow table the `arrow` input format gave) as Arrow."""
+    if isinstance(rows, pa.Table):
+        return rows
+    service = [name for name in (TABLET_INDEX,) if rows and name in rows[0]]
+    table = from_yt_rows(schema, rows)
+    if service:
+        table = table.add_column(0, TABLET_INDEX, pa.array([int(r[TABLET_INDEX]) for r in rows], pa.int64()))
+    return table
 
 
-def _project(row: dict[str, Any], columns: Iterable[str] | None) -> dict[str, Any]:
-    return row if columns is None else {c: row.get(c) for c in columns}
+def _selected(table: pa.Table, q: ql.Query) -> pa.Table:
+    """The rows of `table` that meet the query's conditions, in its columns."""
+    mask = None
+    for condition in q.conditions:
+        column = table.column(condition.column)
+        holds = pc.and_(pc.greater_equal(column, condition.low), pc.less_equal(column, condition.high))
+        mask = holds if mask is None else pc.and_(mask, holds)
+    if mask is not None:
+        table = table.filter(mask)
+    return table if q.columns is None else table.select(list(q.columns))
 
 
 def check_format_attributes(attributes: Mapping[str, Any]) -> None:

@@ -29,7 +29,8 @@ import yt.wrapper as yt
 import yt.yson as yson
 
 from ..errors import ClusterError
-from .commands import Commands, Tabular, check_format_attributes
+from ..ytsaurus.wire import arrow_insert, encode_wire, load_rows
+from .commands import Commands, Rowset, Tabular, check_format_attributes
 from .errors import AUTHENTICATION_ERROR, GENERIC, UNAVAILABLE, BadRequest, error_object, from_exception
 
 #: Rows per chunk of a streamed tabular response.
@@ -58,6 +59,7 @@ class Served:
     tls: bool
     authorization: str | None
     status: int
+    input_format: str | None = None
 
 
 @dataclass
@@ -66,6 +68,7 @@ class ProxyState:
     token: str | None
     heavy_proxies: list[str]
     tls: bool
+    input_formats: tuple[str, ...] = ("yson", "json", "arrow")
     faults: list[Fault] = field(default_factory=list)
     served: list[Served] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -84,6 +87,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "ytsaurus-standin"
     timeout = SOCKET_TIMEOUT_SECONDS
     state: ProxyState
+    _input_format_name: str | None = None
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the test output is no place for an access log."""
@@ -135,7 +139,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self._error(fault.status, error_object(fault.code, f"injected fault in {name}"), name)
             args: list[Any] = [params]
             if descriptor.input_type == "tabular":
-                args.append(list(_row_format(params, "input_format").load_rows(io.BytesIO(_decompress(self, body)))))
+                args.append(self._input_rows(params, _decompress(self, body)))
             elif descriptor.input_type == "structured":
                 args.append(_node_format(params, "input_format").loads_node(_decompress(self, body)))
             elif descriptor.input_type == "binary":
@@ -146,7 +150,9 @@ class Handler(BaseHTTPRequestHandler):
                 if isinstance(result, Tabular):
                     headers["X-YT-Response-Parameters"] = self._header_value(result.parameters)
                     result = result.rows
-                return self._rows(name, _row_format(params, "output_format"), result, fault, headers)
+                fmt = _row_format(params, "output_format")
+                chunks = _encoded(result, fmt) if isinstance(result, Rowset) else _dumped(result, fmt)
+                return self._stream(name, chunks, fault, headers)
             if descriptor.output_type == "binary":
                 return self._stream(name, [result], fault=None)
             return self._structured(name, params, result)
@@ -190,11 +196,23 @@ class Handler(BaseHTTPRequestHandler):
             return dict(yson.json_to_yson(json.loads(text)))
         return dict(yson.loads(text))
 
+    def _input_rows(self, params: Mapping[str, Any], body: bytes) -> Any:
+        """The rows of a tabular request: Python rows from YSON or JSON, an Arrow table from `arrow` input."""
+        spec = params.get("input_format")
+        self._input_format_name = None if spec is None else str(spec)
+        if self._input_format_name not in (None, *self.state.input_formats):
+            raise BadRequest(f'Unsupported input format "{spec}"')
+        if self._input_format_name == "arrow":
+            path = str(params["path"])
+            return arrow_insert.decode(self.state.commands.cluster.get_schema(path), body, path=path)
+        return list(_row_format(params, "input_format").load_rows(io.BytesIO(body)))
+
     # -- responses --------------------------------------------------------------------------------------------
 
     def _record(self, command: str, status: int) -> None:
+        fmt = self._input_format_name
         with self.state.lock:
-            self.state.served.append(Served(command, self.state.tls, self.headers.get("Authorization"), status))
+            self.state.served.append(Served(command, self.state.tls, self.headers.get("Authorization"), status, fmt))
 
     def _json(self, status: int, value: Any) -> None:
         self._send(status, json.dumps(value).encode(), "application/json")
@@ -226,17 +244,6 @@ class Handler(BaseHTTPRequestHandler):
         if "json" in self.headers.get("X-YT-Header-Format", "yson"):
             return json.dumps(yson.yson_to_json(value))
         return yson.dumps(value, yson_format="text").decode("iso-8859-1")
-
-    def _rows(self, command: str, fmt: Any, rows: Iterable[dict[str, Any]], fault: Fault | None,
-              headers: Mapping[str, str]) -> None:
-        def chunks() -> Iterator[bytes]:
-            iterator = iter(rows)
-            while chunk := list(islice(iterator, CHUNK_ROWS)):
-                out = io.BytesIO()
-                fmt.dump_rows(chunk, out)
-                yield out.getvalue()
-
-        self._stream(command, chunks(), fault, headers)
 
     def _stream(self, command: str, chunks: Iterable[bytes], fault: Fault | None,
                 headers: Mapping[str, str] | None = None) -> None:
@@ -273,6 +280,27 @@ class Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         if data:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+def _encoded(rowset: Rowset, fmt: Any) -> Iterator[bytes]:
+    """A rowset in the output format: binary YSON a column at a time, any other format through Python rows."""
+    binary = isinstance(fmt, yt.YsonFormat) and fmt.attributes.get("format") == "binary"
+    for table in rowset.tables:
+        wire = encode_wire(rowset.schema, table)
+        if binary:
+            yield wire
+        else:
+            out = io.BytesIO()
+            fmt.dump_rows(load_rows(wire), out)
+            yield out.getvalue()
+
+
+def _dumped(rows: Iterable[Any], fmt: Any) -> Iterator[bytes]:
+    iterator = iter(rows)
+    while chunk := list(islice(iterator, CHUNK_ROWS)):
+        out = io.BytesIO()
+        fmt.dump_rows(chunk, out)
+        yield out.getvalue()
 
 
 def _row_format(params: Mapping[str, Any], key: str) -> Any:

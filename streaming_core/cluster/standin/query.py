@@ -9,7 +9,6 @@ the stand-in is a test double of the proxy, not a query engine.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +26,6 @@ class Condition:
     low: Any
     high: Any
 
-    def holds(self, row: Mapping[str, Any]) -> bool:
-        value = row.get(self.column)
-        return value is not None and self.low <= value <= self.high
-
 
 @dataclass(frozen=True)
 class Query:
@@ -46,9 +41,6 @@ class Query:
 
     def bounds(self, column: str) -> tuple[Any, Any] | None:
         return next(((c.low, c.high) for c in self.conditions if c.column == column), None)
-
-    def matches(self, row: Mapping[str, Any]) -> bool:
-        return all(c.holds(row) for c in self.conditions)
 
 
 def parse(text: str) -> Query:

@@ -22,17 +22,22 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
-import structlog
 import yt.wrapper as yt
 from yt.wrapper.common import update
 from yt.wrapper.default_config import get_config_from_env
 from yt.wrapper.http_helpers import get_proxy_address_url, get_token
 
+from ...log import get_logger
 from ..errors import UnreachableClusterError
 from .rows import WIRE_FORMAT
 
-#: The keyword arguments of every `yt.wrapper` call that sends or returns rows: Python rows, in `WIRE_FORMAT`.
+#: The keyword arguments of the small row calls (consumer offsets, registrations, keys): Python rows in `WIRE_FORMAT`.
 WIRE = {"format": WIRE_FORMAT, "raw": False}
+#: ... and of the bulk ones (queue reads, inserts, static tables): the bytes themselves, converted a column at a time
+#: (`wire.decode_wire` / `wire.encode_wire`), never a Python object per value.
+WIRE_RAW = {"format": WIRE_FORMAT, "raw": True}
+#: Inserts in the `arrow` input format, where the proxy takes it (`wire.arrow_insert`).
+ARROW_RAW = {"format": yt.format.ArrowFormat(), "raw": True}
 #: Seconds to wait for the proxy's TCP handshake before calling it unreachable.
 CONNECT_TIMEOUT_SECONDS = 5.0
 RETRY_SECONDS_ENV = "OPSD_YT_RETRY_SECONDS"
@@ -42,7 +47,7 @@ WHERE_THE_URI_COMES_FROM = ("the cluster URI: --cluster (opsd), the `cluster` op
 
 ClientFactory = Callable[[str, str | None, dict[str, Any] | None], Any]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 _warned_plain_http: set[str] = set()
 
 

@@ -11,8 +11,9 @@ import pyarrow as pa
 from ..base import ORDERED, SORTED, TABLE, Registration, require_kind
 from ..errors import SchemaError
 from ..schema import CONSUMER_SCHEMA
-from .client import WIRE
-from .rows import from_yt_rows, plain, registration
+from .client import WIRE, WIRE_RAW
+from .rows import plain, registration
+from .wire import decode_wire
 
 
 class ConsumerMixin:
@@ -63,10 +64,10 @@ class ConsumerMixin:
     ) -> pa.Table:
         schema = self.get_schema(queue_path)
         with self._errors(f"{queue_path} <- {consumer_path}, partition {partition_index}"):
-            rows = list(self._client.pull_consumer(
+            raw = self._client.pull_consumer(
                 consumer_path, queue_path, offset, partition_index,
-                max_row_count=max_row_count, max_data_weight=max_data_weight, **WIRE))
-        return from_yt_rows(schema, rows, service_columns=True)
+                max_row_count=max_row_count, max_data_weight=max_data_weight, **WIRE_RAW).read()
+        return decode_wire(schema, raw, service_columns=True)
 
     def advance_consumer(
         self, consumer_path: str, queue_path: str, partition_index: int, old_offset: int | None,

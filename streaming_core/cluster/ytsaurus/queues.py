@@ -11,8 +11,9 @@ import pyarrow as pa
 from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, TabletInfo, require_kind
 from ..errors import ClusterError, NoSuchPathError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema
-from .client import WIRE
-from .rows import from_yt_rows, split_batches
+from .client import WIRE_RAW
+from .rows import split_batches
+from .wire import SERVICE_COLUMNS, decode_wire
 
 
 class QueueMixin:
@@ -54,23 +55,25 @@ class QueueMixin:
             if consumer_path is None:
                 rows = self._select_range(path, schema, tablet_index, start, stop)
             else:
-                rows = self._pull_range(consumer_path, path, tablet_index, start, stop, max_bytes)
-            if not rows:
+                rows = self._pull_range(consumer_path, path, schema, tablet_index, start, stop, max_bytes)
+            if rows.num_rows == 0:
                 raise ClusterError(f"{path}: partition {tablet_index}: rows [{start}, {upper}) were not returned")
-            if int(rows[0][ROW_INDEX]) != start:
-                raise TrimmedRowsError.of(path, tablet_index, lower, upper, int(rows[0][ROW_INDEX]))
-            rows = rows[:stop - start]
-            table = from_yt_rows(schema, rows, service_columns=service_columns)
-            yield from split_batches(table, max_bytes)
-            start += len(rows)
+            first = rows.column(ROW_INDEX)[0].as_py()
+            if first != start:
+                raise TrimmedRowsError.of(path, tablet_index, lower, upper, first)
+            rows = rows.slice(0, stop - start)
+            yield from split_batches(rows if service_columns else rows.drop_columns(list(SERVICE_COLUMNS)), max_bytes)
+            start += rows.num_rows
 
     def _pull_range(
-        self, consumer_path: str, path: str, tablet_index: int, start: int, stop: int, max_bytes: int,
-    ) -> list[dict[str, Any]]:
+        self, consumer_path: str, path: str, schema: TableSchema, tablet_index: int, start: int, stop: int,
+        max_bytes: int,
+    ) -> pa.Table:
         with self._errors(f"{path} <- {consumer_path}, partition {tablet_index}"):
-            return list(self._client.pull_consumer(
+            raw = self._client.pull_consumer(
                 consumer_path, path, start, tablet_index, max_row_count=stop - start, max_data_weight=max_bytes,
-                **WIRE))
+                **WIRE_RAW).read()
+        return decode_wire(schema, raw, service_columns=True)
 
     def _check_range(self, path: str, tablet_index: int, lower: int, upper: int) -> None:
         """`ClusterError` for a tablet or rows the queue does not have, `TrimmedRowsError` for trimmed ones."""
@@ -84,15 +87,13 @@ class QueueMixin:
         if lower < trimmed and lower < upper:
             raise TrimmedRowsError.of(path, tablet_index, lower, upper, trimmed)
 
-    def _select_range(
-        self, path: str, schema: TableSchema, tablet_index: int, start: int, stop: int,
-    ) -> list[dict[str, Any]]:
+    def _select_range(self, path: str, schema: TableSchema, tablet_index: int, start: int, stop: int) -> pa.Table:
         names = ", ".join(f"[{n}]" for n in [TABLET_INDEX, ROW_INDEX, *schema.names])
         query = (f"{names} FROM [{path}] WHERE [{TABLET_INDEX}] = {int(tablet_index)}"
                  f" AND [{ROW_INDEX}] BETWEEN {int(start)} AND {int(stop) - 1}")
         with self._errors(path):
-            rows = list(self._client.select_rows(query, **WIRE))
-        return sorted(rows, key=lambda r: int(r[ROW_INDEX]))
+            raw = self._client.select_rows(query, **WIRE_RAW).read()
+        return decode_wire(schema, raw, service_columns=True).sort_by(ROW_INDEX)
 
     def _trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
         """Trim, skipping the call when the tablet is already trimmed that far (never backwards)."""

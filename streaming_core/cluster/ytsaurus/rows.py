@@ -42,7 +42,7 @@ import yt.yson as yson
 from ..base import ORDERED, NodeInfo, Registration
 from ..errors import SchemaError
 from ..schema import TABLET_INDEX, TableSchema, to_arrow_table
-from .wire import decode_wire, dump_rows, encode_wire, load_rows
+from .wire import arrow_insert, decode_wire, dump_rows, encode_wire, load_rows
 
 #: The YSON format attributes of every row-carrying call; each is the server's default but one
 #: (`uuid_mode`), set anyway so that a changed default cannot change the wire representation.
@@ -96,17 +96,25 @@ def plain(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class PreparedRows:
-    """Rows checked and converted for `insert_rows`: the binary YSON to send (with `$tablet_index` for an
-    ordered table), and the Arrow table a transaction keeps to answer its own lookups."""
+    """Rows checked and converted for `insert_rows`: what is sent (`sent`: with `$tablet_index` for an ordered
+    table), as binary YSON (`wire`) or as the `arrow` input format (`arrow`, where `arrow_ok`), and the Arrow
+    table a transaction keeps to answer its own lookups."""
 
+    path: str
     schema: TableSchema
     table: pa.Table
-    wire: bytes
+    sent: pa.Table
 
     @cached_property
-    def yt_rows(self) -> list[dict[str, Any]]:
-        """The same rows as Python values, for `raw=False` calls."""
-        return load_rows(self.wire)
+    def wire(self) -> bytes:
+        return encode_wire(self.schema, self.sent, path=self.path)
+
+    @property
+    def arrow_ok(self) -> bool:
+        return arrow_insert.supported(self.schema)
+
+    def arrow(self) -> bytes:
+        return arrow_insert.encode(self.schema, self.sent, path=self.path)
 
 
 def prepare_insert(path: str, info: NodeInfo, rows: Any, tablet_index: int | None) -> PreparedRows:
@@ -120,7 +128,7 @@ def prepare_insert(path: str, info: NodeInfo, rows: Any, tablet_index: int | Non
     if tablets is not None:
         placed = _place_rows(path, tablets, int(info.attributes.get("tablet_count", 1)))
         sent = table.add_column(0, TABLET_INDEX, placed)
-    return PreparedRows(schema=schema, table=table, wire=encode_wire(schema, sent, path=path))
+    return PreparedRows(path=path, schema=schema, table=table, sent=sent)
 
 
 def as_list_or_table(rows: Any) -> list[Mapping[str, Any]] | pa.Table:

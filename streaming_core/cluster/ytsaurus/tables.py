@@ -9,11 +9,16 @@ from typing import Any
 
 import pyarrow as pa
 import yt.wrapper as yt
+from yt.common import YtError
 
+from ...log import get_logger
 from ..base import DEFAULT_CHUNK_ROWS, ORDERED, ROWS, SORTED, STATIC, require_kind
 from ..schema import TableSchema, to_arrow_table
-from .client import WIRE
+from .client import ARROW_RAW, WIRE, WIRE_RAW
 from .rows import PreparedRows, as_list_or_table, from_yt_rows, key_schema, prepare_insert, sort_key, to_yt_rows
+from .wire import encode_wire
+
+log = get_logger(__name__)
 
 
 class TableMixin:
@@ -23,10 +28,30 @@ class TableMixin:
     _client: Any
     _errors: Callable[[str], AbstractContextManager[None]]
 
+    #: Whether the proxy takes `arrow` input for `insert_rows`: None until an insert tried it.
+    _arrow_inserts: bool | None = None
+
     def insert_rows(self, path: str, rows: ROWS, *, tablet_index: int | None = None) -> None:
         prepared = self._prepare_insert(path, rows, tablet_index)
         with self._errors(path):
-            self._client.insert_rows(path, prepared.yt_rows, **WIRE)
+            self._send_insert(self._client, path, prepared)
+
+    def _send_insert(self, client: Any, path: str, prepared: PreparedRows) -> None:
+        """`insert_rows` through `client` in the fastest format the proxy takes: `arrow` where the schema allows it
+        and the proxy has not refused it, else binary YSON. A refused insert wrote nothing (an insert is atomic),
+        so the first refusal of `arrow` is followed by the same rows in YSON, and YSON is used from then on."""
+        if prepared.arrow_ok and self._arrow_inserts is not False:
+            try:
+                client.insert_rows(path, prepared.arrow(), **ARROW_RAW)
+            except YtError as err:
+                if self._arrow_inserts:
+                    raise
+                log.info("yt_arrow_input_refused", path=path, error=err.message, fallback="yson")
+                self._arrow_inserts = False
+            else:
+                self._arrow_inserts = True
+                return
+        client.insert_rows(path, prepared.wire, **WIRE_RAW)
 
     def _prepare_insert(self, path: str, rows: ROWS, tablet_index: int | None) -> PreparedRows:
         """Validate and convert rows for `insert_rows`, before any write: bad rows raise here."""
@@ -61,9 +86,9 @@ class TableMixin:
     def write_table(self, path: str, rows: ROWS, *, append: bool = False) -> None:
         """Write rows checked against the existing table's schema (create the table first)."""
         schema = TableSchema.from_yt(require_kind(self, path, STATIC).attributes["schema"])
-        yt_rows = to_yt_rows(schema, to_arrow_table(schema, as_list_or_table(rows), path))
+        wire = encode_wire(schema, to_arrow_table(schema, as_list_or_table(rows), path), path=path)
         with self._errors(path):
-            self._client.write_table(yt.TablePath(path, append=append), yt_rows, **WIRE)
+            self._client.write_table(yt.TablePath(path, append=append), wire, **WIRE_RAW)
 
     def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
         """Stream a static table with `read_table`; a sorted dynamic table with one `select_rows`."""
@@ -73,7 +98,7 @@ class TableMixin:
             yield from pa.Table.from_pylist(self.select_rows(path), schema=schema.arrow_schema()).to_batches(
                 max_chunksize=max_rows)
             return
-        chunk: list[dict[str, Any]] = []
+        chunk: list[dict[str, Any]] = []  # streamed: a static table may be larger than memory
         with self._errors(path):
             for row in self._client.read_table(path, **WIRE):
                 chunk.append(row)

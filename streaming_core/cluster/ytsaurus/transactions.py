@@ -34,7 +34,7 @@ class YtTransaction(Transaction):
     def insert_rows(self, path: str, rows: ROWS, *, tablet_index: int | None = None) -> None:
         prepared = self._cluster._prepare_insert(path, rows, tablet_index)
         with self._attached(path):
-            self._client.insert_rows(path, prepared.yt_rows, **WIRE)
+            self._cluster._send_insert(self._client, path, prepared)
         keys = prepared.schema.key_columns
         if keys:
             overlay = self._overlay.setdefault(path, {})

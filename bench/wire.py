@@ -24,6 +24,12 @@ JSON line: `decode_rows_per_s` (flat, the best format the read commands serve: Y
 300,000), `encode_rows_per_s` (flat, the best format `insert_rows` takes; goal 500,000, bar 200,000), the YSON
 figures `decode_yson_rows_per_s` / `encode_yson_rows_per_s`, and `wide_vs_flat_per_byte` (flat YSON decode
 bytes/s over wide YSON decode bytes/s; goal <= 3), with the same ratio for encoding beside it.
+
+End to end (`end_to_end`): the connector in a Spark session (`local[2]`) reads a queue of the flat schema into
+`noop` through the YTsaurus backend against the HTTP stand-in (a process of its own) and from the embedded
+cluster, and writes it (at-least-once) into a table of each, alternating: `e2e_source_vs_embedded` (goal >= 0.5)
+and `e2e_sink_vs_embedded`, with the stand-in's own CPU per million rows beside them (it runs on the same 2 cores
+as Spark, so part of the gap is the stand-in's, not the connector's).
 """
 
 from __future__ import annotations
@@ -31,11 +37,16 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -198,7 +209,128 @@ def main() -> None:
     pa.set_io_thread_count(1)
     results = measure()
     print(report(results))
-    print(json.dumps(summary(results)))
+    pa.set_cpu_count(os.cpu_count() or 1)
+    e2e = end_to_end()
+    print(e2e_report(e2e))
+    print(json.dumps({**summary(results), **e2e_summary(e2e)}))
+
+
+
+
+# -- end to end: the connector through the stand-in, beside the embedded path ----------------------------------
+
+E2E_ROWS = 400_000
+E2E_TABLETS = 4
+E2E_REPEATS = 2
+E2E_GOAL = 0.5
+E2E_SCHEMA = SCHEMAS["flat"]
+
+
+def _fill(cluster: Any, queue: str, rows: int) -> None:
+    cluster.create("table", queue, recursive=True, attributes={
+        "dynamic": True, "tablet_count": E2E_TABLETS, "schema": E2E_SCHEMA})
+    schema = TableSchema.from_yt(E2E_SCHEMA)
+    table = to_arrow_table(schema, [_row("flat", i) for i in range(10_000)], queue)
+    for tablet in range(E2E_TABLETS):
+        for _ in range(rows // E2E_TABLETS // table.num_rows):
+            cluster.insert_rows(queue, table, tablet_index=tablet)
+
+
+def _consumer(cluster: Any, queue: str) -> str:
+    consumer = f"//bench/consumer-{uuid.uuid4().hex[:8]}"
+    cluster.create_consumer(consumer, recursive=True)
+    cluster.register_queue_consumer(queue, consumer)
+    return consumer
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def end_to_end() -> dict[str, float]:
+    """Source and at-least-once sink rows/s through the stand-in (in a process of its own) and on the embedded
+    cluster, alternating, in one Spark session; the stand-in's CPU seconds per million rows beside them."""
+    from streaming_core import build_session
+    from streaming_core.cluster import connect
+
+    work = Path(tempfile.mkdtemp(prefix="bench-wire-"))
+    embedded_uri = f"local://{work / 'embedded'}"
+    proxy = subprocess.Popen([sys.executable, "-m", "streaming_core.cluster.standin", str(work / "standin")],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        standin_uri = proxy.stdout.readline().strip()
+        uris = {"embedded": embedded_uri, "stand-in": standin_uri}
+        for uri in uris.values():
+            with connect(uri) as cluster:
+                _fill(cluster, "//bench/queue", E2E_ROWS)
+                cluster.create("table", "//bench/out", recursive=True, attributes={
+                    "dynamic": True, "tablet_count": 1, "schema": E2E_SCHEMA})
+        spark = build_session("bench-wire", master="local[2]", cluster=embedded_uri, conf={
+            "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        timings: dict[str, list[float]] = {f"{kind} {name}": [] for kind in ("source", "sink") for name in uris}
+        standin_cpu: dict[str, float] = {"source": 0.0, "sink": 0.0}
+        for _ in range(E2E_REPEATS):
+            for name, uri in uris.items():
+                for kind in ("source", "sink"):
+                    before = _cpu_of(proxy.pid)
+                    timings[f"{kind} {name}"].append(_query(spark, kind, uri, embedded_uri, work))
+                    if name == "stand-in":
+                        standin_cpu[kind] += _cpu_of(proxy.pid) - before
+        spark.stop()
+    finally:
+        proxy.terminate()
+        proxy.wait(30)
+    rates = {key: E2E_ROWS / statistics.median(seconds) for key, seconds in timings.items()}
+    rows_moved = E2E_ROWS * E2E_REPEATS / 1e6
+    return {**rates, "standin_cpu_s_per_m_rows_source": standin_cpu["source"] / rows_moved,
+            "standin_cpu_s_per_m_rows_sink": standin_cpu["sink"] / rows_moved}
+
+
+def _query(spark: Any, kind: str, uri: str, embedded_uri: str, work: Path) -> float:
+    """Seconds of one `availableNow` query: the queue at `uri` into `noop` (source), or the embedded queue into
+    the table at `uri` (sink: the source's cost is the same for both backends)."""
+    from streaming_core.cluster import connect
+
+    read_uri = uri if kind == "source" else embedded_uri
+    with connect(read_uri) as cluster:
+        consumer = _consumer(cluster, "//bench/queue")
+    reader = (spark.readStream.format("yt").option("cluster", read_uri).option("consumer_path", consumer)
+              .load("//bench/queue"))
+    writer = reader.writeStream.trigger(availableNow=True).option(
+        "checkpointLocation", str(work / f"cp-{uuid.uuid4().hex[:8]}"))
+    if kind == "source":
+        writer = writer.format("noop")
+    else:
+        writer = writer.format("yt").option("cluster", uri).option("path", "//bench/out")
+    started = time.perf_counter()
+    writer.start().awaitTermination()
+    return time.perf_counter() - started
+
+
+def e2e_report(e2e: dict[str, float]) -> str:
+    lines = [f"end to end, {E2E_ROWS:,} rows of the flat schema, {E2E_TABLETS} tablets, rows/s (wall clock, one "
+             f"availableNow query, median of {E2E_REPEATS}):",
+             f"{'path':<12}{'embedded':>14}{'stand-in':>14}{'ratio':>8}"]
+    for kind in ("source", "sink"):
+        embedded, standin = e2e[f"{kind} embedded"], e2e[f"{kind} stand-in"]
+        lines.append(f"{kind:<12}{embedded:>14,.0f}{standin:>14,.0f}{standin / embedded:>8.2f}")
+    lines.append(f"the stand-in's own CPU: {e2e['standin_cpu_s_per_m_rows_source']:.2f} s per million rows read, "
+                 f"{e2e['standin_cpu_s_per_m_rows_sink']:.2f} s per million written (it shares the 2 cores); "
+                 f"goal: source through the stand-in >= {E2E_GOAL:g} of the embedded path")
+    return "\n".join(lines)
+
+
+def e2e_summary(e2e: dict[str, float]) -> dict[str, Any]:
+    return {
+        "e2e_source_vs_embedded": round(e2e["source stand-in"] / e2e["source embedded"], 3),
+        "e2e_sink_vs_embedded": round(e2e["sink stand-in"] / e2e["sink embedded"], 3),
+        "e2e_goal": E2E_GOAL,
+        "e2e_rows_per_s": {key: round(v) for key, v in e2e.items() if " " in key},
+        "standin_cpu_s_per_m_rows_source": round(e2e["standin_cpu_s_per_m_rows_source"], 3),
+        "standin_cpu_s_per_m_rows_sink": round(e2e["standin_cpu_s_per_m_rows_sink"], 3),
+    }
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""`python -m streaming_core.cluster.standin ROOT [--port N] [--token-env VAR]`: the stand-in as a process of its own.
+
+Prints `yt://127.0.0.1:PORT` once it serves, then serves until SIGTERM or SIGINT. A process of its own lets a bench
+count the stand-in's CPU apart from the client's; the token, when one is required, comes from an environment
+variable so that it never appears on a command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+
+from . import StandinProxy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m streaming_core.cluster.standin")
+    parser.add_argument("root", help="the embedded cluster the stand-in serves")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--token-env", help="require the token held by this environment variable")
+    args = parser.parse_args()
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    token = os.environ[args.token_env] if args.token_env else None
+    with StandinProxy(args.root, port=args.port, token=token) as proxy:
+        print(proxy.uri, flush=True)
+        stop.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 from .base import Cluster, NodeInfo, Registration, TabletInfo, Transaction
 from .errors import (
     AlreadyExistsError,
+    BeyondQueueEndError,
     ClusterError,
     ConflictError,
     InvalidUriError,
@@ -28,10 +29,10 @@ from .errors import (
 from .schema import Column, TableSchema
 
 __all__ = [
-    "AlreadyExistsError", "Cluster", "ClusterError", "Column", "ConflictError", "InvalidUriError",
-    "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "SchemaError", "TableSchema",
-    "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError", "connect",
-    "default_uri", "resolve_uri",
+    "AlreadyExistsError", "BeyondQueueEndError", "Cluster", "ClusterError", "Column", "ConflictError",
+    "InvalidUriError", "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "SchemaError",
+    "TableSchema", "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError",
+    "connect", "default_uri", "resolve_uri",
 ]
 
 #: Root of the embedded cluster when neither the URI nor `OPSD_CLUSTER_ROOT` names one.

@@ -223,7 +223,8 @@ class TestErrors:
             run_to_end(read_queue(spark, q, c), cp)
 
         message = str(failure.value)
-        assert f"{q}: partition 1: the consumer {c} is at row 500 (last read 499), but the queue ends at 5 rows" in message
+        assert (f"{q}: partition 1: the consumer {c} is at row 500 (last read 499), but the queue ends at 5 rows"
+                in message)
         assert f"(opsd consumer seek {q} {c} --partition 1 --offset 5)" in message
         assert yt.get_consumer_offsets(c, q)[1] == 500
 

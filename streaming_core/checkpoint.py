@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from .cluster import resolve_uri
-from .offsets import QueueOffset, shorten
+from .offsets import JVM_LONG_MAX, QueueOffset, shorten
 
 #: The offset log version this reader understands (Spark's `OffsetSeqLog.VERSION`).
 OFFSETS_VERSION = "v1"
@@ -41,10 +41,9 @@ OFFSETS_VERSION = "v1"
 NO_OFFSET = "-"
 #: The largest checkpoint file read: Spark's offsets and commits files take a few kilobytes (one line per source).
 MAX_FILE_BYTES = 8 * 1024 * 1024
-#: The name of a batch file as Spark writes it: the batch id in ASCII decimal digits, no sign, no leading zero.
-_BATCH_NAME = re.compile(r"0|[1-9][0-9]*")
-#: Spark's batch ids are JVM longs.
-MAX_BATCH_ID = 2**63 - 1
+#: The name of a batch file as Spark writes it: the batch id (a JVM long) in ASCII decimal digits, no sign, no
+#: leading zero.
+_BATCH_NAME = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
 class CheckpointError(ValueError):
@@ -167,7 +166,7 @@ def parse_offsets(text: str, batch_id: int, where: str) -> BatchOffsets:
         raise CheckpointError(f"{where}: line 2: the batch metadata line is missing")
     metadata = _json(lines[1], f"{where}: line 2: the batch metadata")
     stamp = metadata.get("batchTimestampMs") if isinstance(metadata, dict) else None
-    if stamp is not None and (type(stamp) is not int or not 0 <= stamp <= MAX_BATCH_ID):
+    if stamp is not None and (type(stamp) is not int or not 0 <= stamp <= JVM_LONG_MAX):
         raise CheckpointError(f"{where}: line 2: batchTimestampMs {shorten(repr(stamp))} is not a time in milliseconds")
     sources = tuple(_source(line, f"{where}: line {n}") for n, line in enumerate(lines[2:], start=3))
     return BatchOffsets(batch_id, stamp, sources)
@@ -218,11 +217,11 @@ def _batch_ids(files: CheckpointFiles, folder: str, location: str) -> list[int]:
     `+1`, past a JVM long) is a `CheckpointError`: Spark and opsd could disagree on which batch it is."""
     found = []
     for name in files.list(folder):
-        if _BATCH_NAME.fullmatch(name) and int(name) <= MAX_BATCH_ID:
+        if _BATCH_NAME.fullmatch(name) and int(name) <= JVM_LONG_MAX:
             found.append(int(name))
         elif name.lstrip("+-").isdigit():
             raise CheckpointError(f"{location}/{folder}/{name}: not a batch file name (Spark names batch files by "
-                                  f"their id in ASCII digits 0-9, at most {MAX_BATCH_ID}); remove or rename it")
+                                  f"their id in ASCII digits 0-9, at most {JVM_LONG_MAX}); remove or rename it")
     return sorted(found)
 
 

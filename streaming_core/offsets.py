@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-#: SPYT's `YtQueueOffset` types: partitions are JVM ints, last-read row indices JVM longs (-1: nothing read).
-MAX_PARTITION = 2**31 - 1
-MAX_ROW_INDEX = 2**63 - 1
+#: The JVM's int and long ranges: SPYT's `YtQueueOffset` keys partitions by int and holds last-read rows as longs
+#: (-1: nothing read); Spark's batch ids and times are longs.
+JVM_INT_MAX = 2**31 - 1
+JVM_LONG_MAX = 2**63 - 1
 _PARTITION_KEY = re.compile(r"0|[1-9][0-9]{0,9}")
 
 
@@ -83,12 +84,12 @@ def _partitions(value: object) -> dict[int, int]:
                          f"({shorten(repr(value))})")
     parsed = {}
     for key, last in value.items():
-        if not isinstance(key, str) or not _PARTITION_KEY.fullmatch(key) or int(key) > MAX_PARTITION:
+        if not isinstance(key, str) or not _PARTITION_KEY.fullmatch(key) or int(key) > JVM_INT_MAX:
             raise ValueError(f"not a yt queue offset: partition {shorten(repr(key))} is not a partition number "
-                             f"(decimal digits 0-9, at most {MAX_PARTITION})")
-        if type(last) is not int or not -1 <= last <= MAX_ROW_INDEX:
+                             f"(decimal digits 0-9, at most {JVM_INT_MAX})")
+        if type(last) is not int or not -1 <= last <= JVM_LONG_MAX:
             raise ValueError(f"not a yt queue offset: partition {key}: last read row {shorten(repr(last))} is not an "
-                             f"integer from -1 to {MAX_ROW_INDEX}")
+                             f"integer from -1 to {JVM_LONG_MAX}")
         parsed[int(key)] = last
     return parsed
 

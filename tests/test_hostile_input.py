@@ -117,6 +117,7 @@ CHECKPOINTS = [
     Hostile("signed-batch-name", "commits/+3", b"v1\n{}", "not a batch file name"),
     Hostile("batch-id-past-int64", "offsets/99999999999999999999", offsets_file(source({"0": 9})),
             "not a batch file name"),
+    Hostile("batch-name-of-255-digits", "commits/" + "9" * 255, b"v1\n{}", "not a batch file name"),
     Hostile("invalid-utf8", "offsets/1", b"v1\n\xff\xfe\x00garbage", "not UTF-8 text (byte 3: b'\\xff')"),
     Hostile("empty-file", "offsets/1", b"", "line 1: expected offset log version v1, found 'an empty file'"),
     Hostile("only-a-version", "offsets/1", b"v1", "line 2: the batch metadata line is missing"),

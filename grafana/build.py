@@ -34,6 +34,9 @@ P = 'namespace=~"$namespace", instance=~"$instance", query="$pipeline"'
 RUNBOOK_BASE = "https://github.com/yt-streaming-opsd/yt-streaming-opsd/blob/main/helm/opsd/README.md"
 GRID_WIDTH = 24
 BATCH_DURATION = "opsd_batch_duration_seconds"
+# The desync states of offsets past the queue's end (opsd.checks.desync.evaluate.AHEAD_OF_QUEUE; the alert
+# OpsdOffsetsBeyondQueueEnd matches the same).
+BEYOND_QUEUE_END = "checkpoint_ahead_of_queue|consumer_ahead_of_queue"
 _LABEL_VALUES = re.compile(r"label_values\((\w+)(?:\{[^}]*\})?,\s*(\w+)\)")
 
 
@@ -253,7 +256,8 @@ def overview_rows() -> tuple[Row, ...]:
         Row("Offset desync", (
             Panel("Desync state per partition",
                   "1 for the state of each queue partition: the checkpoint's committed batch against the consumer "
-                  "(lagging_one_batch is the documented late acknowledgement of an idle query).", (
+                  "(lagging_one_batch is the documented late acknowledgement of an idle query; "
+                  "checkpoint_ahead_of_queue and consumer_ahead_of_queue are offsets past the queue's end).", (
                       Target(f"opsd_desync_state{{{Q}}} == 1", "{{query}} {{queue}}/{{partition}} {{state}}"),
                   ), width=8),
             Panel("Desync rows", "Checkpoint's next row minus the consumer's offset; negative: consumer ahead.", (
@@ -314,17 +318,25 @@ def pipeline_rows() -> tuple[Row, ...]:
         lag_row(P, ""),
         Row("Offset desync: consumer vs checkpoint", (
             Panel("Desync state per partition", "The state of each partition (1 = in that state): in_sync, "
-                  "lagging_one_batch (an idle query's late acknowledgement), stuck, consumer_ahead, behind_trim.", (
+                  "lagging_one_batch (an idle query's late acknowledgement), stuck, consumer_ahead, behind_trim, "
+                  "consumer_ahead_of_queue, checkpoint_ahead_of_queue (offsets past the queue's end: a recreated "
+                  "queue).", (
                       Target(f"opsd_desync_state{{{P}}} == 1", "{{queue}}/{{partition}} {{state}}"),
-                  ), width=8, runbook="OpsdOffsetDesyncUnsafe"),
+                  ), width=6, runbook="OpsdOffsetDesyncUnsafe"),
+            boolean_panel("Offsets past the queue's end", "1 while the checkpoint or the consumer of a partition "
+                          "points past the queue's last row (checkpoint_ahead_of_queue, consumer_ahead_of_queue): the "
+                          "queue was recreated under its path; never healed, the source refuses to read on.",
+                          f'max by (query) (opsd_desync_state{{{P}, state=~"{BEYOND_QUEUE_END}"}})', "past the end",
+                          runbook="OpsdOffsetsBeyondQueueEnd"),
             Panel("Checkpoint minus consumer", "The checkpoint's next row minus the consumer's offset, per partition; "
                   "negative: the consumer is ahead (a restart skips rows).", (
                       Target(f"opsd_desync_rows{{{P}}}", "{{queue}}/{{partition}}"),
-                  ), unit="suffix:rows", width=8, runbook="OpsdConsumerStuck"),
-            Panel("Heals", "Heals of lagging consumers per interval, by outcome.", (
+                  ), unit="suffix:rows", width=6, runbook="OpsdConsumerStuck"),
+            Panel("Heals", "Heals of lagging consumers per interval, by outcome (refused_ahead_of_queue: a heal that "
+                  "would have moved a consumer past the queue's end).", (
                 Target(f"sum by (query, outcome) (increase(opsd_desync_heals_total{{{P}}}[$__rate_interval]))",
                        "{{outcome}}"),
-            ), width=8),
+            ), width=6),
         )),
         Row("Micro-batches", (
             Panel("Batch duration p95 by phase", "95th percentile of each phase: addBatch is the work, latestOffset / "

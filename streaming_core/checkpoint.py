@@ -13,12 +13,19 @@ after a memory failure: `drop_planned_batch` removes a planned batch that was ne
 it again (under the cap in force) instead of replaying its range. Locations: a local path, `file://`,
 or `yt:///...` — on the embedded cluster (`local:///root`) the file `<root>/...` (as `session.checkpoint_conf`
 maps it for Spark), on YTsaurus Cypress files read through ytsaurus-client. Pure Python: no pyspark.
+
+Checkpoint files are read as untrusted input: a damaged or crafted file (not UTF-8, empty, larger than
+`MAX_FILE_BYTES`, JSON nested too deeply, `NaN`, a list where a number belongs, a number past a JVM long, a batch file
+named with non-ASCII digits such as `offsets/١٢`) raises `CheckpointError`, naming the file and line, never another
+exception. A line of a yt source (an object with `path` and `partitions`) must parse as one
+(`streaming_core.offsets.QueueOffset.from_json`): a damaged one is an error, never mistaken for another source's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,20 +33,31 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from .cluster import resolve_uri, yt_proxy
-from .offsets import QueueOffset
+from .offsets import JVM_LONG_MAX, QueueOffset, shorten
 
 #: The offset log version this reader understands (Spark's `OffsetSeqLog.VERSION`).
 OFFSETS_VERSION = "v1"
 #: A source line of an offsets file for a source that has no offset yet.
 NO_OFFSET = "-"
+#: The largest checkpoint file read: Spark's offsets and commits files take a few kilobytes (one line per source).
+MAX_FILE_BYTES = 8 * 1024 * 1024
+#: The name of a batch file as Spark writes it: the batch id (a JVM long) in ASCII decimal digits, no sign, no
+#: leading zero.
+_BATCH_NAME = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be what Spark (or SPYT) writes: damaged, crafted, or not a checkpoint. The message
+    names the file (and the line) at fault."""
 
 
 class CheckpointFiles(Protocol):
-    """Where a checkpoint's files live: list a folder (names; [] when it is missing) and read a file's text."""
+    """Where a checkpoint's files live: list a folder (names; [] when it is missing) and read a file's bytes (at most
+    `limit` of them)."""
 
     def list(self, folder: str) -> list[str]: ...
 
-    def read(self, path: str) -> str: ...
+    def read(self, path: str, limit: int) -> bytes: ...
 
     def remove(self, path: str) -> None: ...
 
@@ -54,8 +72,9 @@ class LocalFiles:
         path = self.root / folder
         return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
 
-    def read(self, path: str) -> str:
-        return (self.root / path).read_text()
+    def read(self, path: str, limit: int) -> bytes:
+        with (self.root / path).open("rb") as f:
+            return f.read(limit)
 
     def remove(self, path: str) -> None:
         (self.root / path).unlink(missing_ok=True)
@@ -77,9 +96,9 @@ class CypressFiles:
         with _cypress_errors(path):
             return sorted(str(name) for name in self.client.list(path)) if self.client.exists(path) else []
 
-    def read(self, path: str) -> str:
+    def read(self, path: str, limit: int) -> bytes:
         with _cypress_errors(f"{self.root}/{path}"):
-            return self.client.read_file(f"{self.root}/{path}").read().decode()
+            return self.client.read_file(f"{self.root}/{path}").read(limit)
 
     def remove(self, path: str) -> None:
         with _cypress_errors(f"{self.root}/{path}"):
@@ -160,46 +179,95 @@ class Checkpoint:
 
 
 def parse_offsets(text: str, batch_id: int, where: str) -> BatchOffsets:
-    """The text of one `offsets/N` file; `ValueError` names the file and the line at fault."""
+    """The text of one `offsets/N` file; `CheckpointError` names the file and the line at fault."""
     lines = text.splitlines()
     if not lines or lines[0].strip() != OFFSETS_VERSION:
-        found = lines[0].strip() if lines else "an empty file"
-        raise ValueError(f"{where}: line 1: expected offset log version {OFFSETS_VERSION}, found {found!r}")
+        found = shorten(lines[0].strip()) if lines else "an empty file"
+        raise CheckpointError(f"{where}: line 1: expected offset log version {OFFSETS_VERSION}, found {found!r}")
     if len(lines) < 2:
-        raise ValueError(f"{where}: line 2: the batch metadata line is missing")
-    try:
-        metadata = json.loads(lines[1])
-    except ValueError as e:
-        raise ValueError(f"{where}: line 2: the batch metadata is not JSON ({e})") from None
+        raise CheckpointError(f"{where}: line 2: the batch metadata line is missing")
+    metadata = _json(lines[1], f"{where}: line 2: the batch metadata")
     stamp = metadata.get("batchTimestampMs") if isinstance(metadata, dict) else None
-    sources = tuple(None if line.strip() == NO_OFFSET else QueueOffset.from_progress(line) for line in lines[2:])
-    return BatchOffsets(batch_id, int(stamp) if stamp is not None else None, sources)
+    if stamp is not None and (type(stamp) is not int or not 0 <= stamp <= JVM_LONG_MAX):
+        raise CheckpointError(f"{where}: line 2: batchTimestampMs {shorten(repr(stamp))} is not a time in milliseconds")
+    sources = tuple(_source(line, f"{where}: line {n}") for n, line in enumerate(lines[2:], start=3))
+    return BatchOffsets(batch_id, stamp, sources)
 
 
-def _batch_ids(files: CheckpointFiles, folder: str) -> list[int]:
-    return sorted(int(name) for name in files.list(folder) if name.isdigit())
+def _source(line: str, where: str) -> QueueOffset | None:
+    """One source's end offset: a yt queue's, or None for `-` and other sources' offsets (rate, files, Kafka)."""
+    if line.strip() == NO_OFFSET:
+        return None
+    value = _json(line, f"{where}: the source offset")
+    if not (isinstance(value, dict) and "path" in value and "partitions" in value):
+        return None
+    try:
+        return QueueOffset.from_json(value)
+    except ValueError as e:
+        raise CheckpointError(f"{where}: {e}") from None
+
+
+def _json(text: str, what: str) -> Any:
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not a JSON number")
+
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except RecursionError:
+        raise CheckpointError(f"{what} is nested too deeply to be an offset") from None
+    except ValueError as e:
+        raise CheckpointError(f"{what} is not JSON ({shorten(str(e))})") from None
+
+
+def read_text(files: CheckpointFiles, path: str, where: str) -> str:
+    """A checkpoint file's text: UTF-8 and at most `MAX_FILE_BYTES`, else `CheckpointError` naming `where`."""
+    try:
+        data = files.read(path, MAX_FILE_BYTES + 1)
+    except OSError as e:
+        raise CheckpointError(f"{where}: cannot be read ({e.strerror or type(e).__name__})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise CheckpointError(f"{where}: larger than {MAX_FILE_BYTES} bytes: not a file Spark writes; not read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{where}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})") from None
+
+
+def _batch_ids(files: CheckpointFiles, folder: str, location: str) -> list[int]:
+    """The batch ids of `folder` (`offsets`, `commits`), from its file names; other files (`.N.crc`, temporary
+    files) are left alone. A name that reads as a number but not as Spark writes a batch id (`١٢`, `²`, `012`,
+    `+1`, past a JVM long) is a `CheckpointError`: Spark and opsd could disagree on which batch it is."""
+    found = []
+    for name in files.list(folder):
+        if _BATCH_NAME.fullmatch(name) and int(name) <= JVM_LONG_MAX:
+            found.append(int(name))
+        elif name.lstrip("+-").isdigit():
+            raise CheckpointError(f"{location}/{folder}/{name}: not a batch file name (Spark names batch files by "
+                                  f"their id in ASCII digits 0-9, at most {JVM_LONG_MAX}); remove or rename it")
+    return sorted(found)
 
 
 def newest_batch(location: str, cluster_uri: str | None = None, *,
                  files: CheckpointFiles | None = None) -> tuple[int | None, bool]:
     """The newest planned batch id and whether it is committed, from the listings alone (a cheap re-check)."""
     files = files or checkpoint_files(location, cluster_uri)
-    planned = _batch_ids(files, "offsets")
+    planned = _batch_ids(files, "offsets", location)
     if not planned:
         return None, False
-    return planned[-1], planned[-1] in _batch_ids(files, "commits")
+    return planned[-1], planned[-1] in _batch_ids(files, "commits", location)
 
 
 def read_checkpoint(location: str, cluster_uri: str | None = None, *,
                     files: CheckpointFiles | None = None) -> Checkpoint:
     """The newest planned and committed batches of the checkpoint at `location` (module docstring)."""
     files = files or checkpoint_files(location, cluster_uri)
-    planned, committed = _batch_ids(files, "offsets"), _batch_ids(files, "commits")
+    planned, committed = _batch_ids(files, "offsets", location), _batch_ids(files, "commits", location)
 
     def offsets(batch_id: int | None) -> BatchOffsets | None:
         if batch_id is None or batch_id not in planned:
             return None
-        return parse_offsets(files.read(f"offsets/{batch_id}"), batch_id, f"{location}/offsets/{batch_id}")
+        where = f"{location}/offsets/{batch_id}"
+        return parse_offsets(read_text(files, f"offsets/{batch_id}", where), batch_id, where)
 
     newest_commit = committed[-1] if committed else None
     newest = offsets(planned[-1]) if planned else None
@@ -220,11 +288,11 @@ def drop_planned_batch(location: str, batch_id: int, cluster_uri: str | None = N
     again. Only the newest batch, and only while it is not committed: `ValueError` otherwise, and nothing is
     removed. The caller must know the sink holds no output of the batch (the query is stopped)."""
     files = files or checkpoint_files(location, cluster_uri)
-    planned = _batch_ids(files, "offsets")
+    planned = _batch_ids(files, "offsets", location)
     if not planned or planned[-1] != batch_id:
         raise ValueError(f"{location}: batch {batch_id} is not the newest planned batch (newest: "
                          f"{planned[-1] if planned else None}); nothing removed")
-    if batch_id in _batch_ids(files, "commits"):
+    if batch_id in _batch_ids(files, "commits", location):
         raise ValueError(f"{location}: batch {batch_id} is committed; nothing removed")
     files.remove(f"offsets/.{batch_id}.crc")
     files.remove(f"offsets/{batch_id}")

@@ -1,14 +1,18 @@
-"""Advancing a consumer: every partition in one tablet transaction, compare-and-set, never backwards.
+"""Moving a consumer: every partition in one tablet transaction, compare-and-set, never past the queue's end.
 
-The one way this project moves a consumer's offsets: the source's `commit` (acknowledging a batch) and opsd's
-desync heal call it, so both obey the same rules. Offsets here are the consumer's: the next row to read.
+The one way this project moves a consumer's offsets. `advance_consumer` never moves backwards: the source's `commit`
+(acknowledging a batch) and opsd's desync heal call it, so both obey the same rules. `seek_consumer` moves either
+way, for a person who decided where the consumer must stand (`opsd consumer seek`). Offsets here are the consumer's:
+the next row to read. A target past the queue's end (more rows than it has: the offset is another queue's of that
+path, say one recreated under it) raises `BeyondQueueEndError` and nothing moves: the consumer would skip every row
+written later below it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .cluster import Cluster, ConflictError
+from .cluster import BeyondQueueEndError, Cluster, ConflictError
 from .log import get_logger
 
 log = get_logger(__name__)
@@ -23,11 +27,12 @@ def advance_consumer(cluster: Cluster, consumer_path: str, queue_path: str, targ
 
     Every move is a compare-and-set against the offset just read, all in one transaction: a consumer moved by
     someone else meanwhile raises `ConflictError`, and the whole advance is read and tried again, up to
-    `attempts` times, after which the conflict is raised.
+    `attempts` times, after which the conflict is raised. A target past the queue's end: `BeyondQueueEndError`.
     """
+    check_within_queue(cluster, consumer_path, queue_path, target)
     for attempt in range(1, attempts + 1):
         try:
-            return _advance_once(cluster, consumer_path, queue_path, target)
+            return _move(cluster, consumer_path, queue_path, target, backwards=False)
         except ConflictError:
             if attempt == attempts:
                 raise
@@ -35,10 +40,34 @@ def advance_consumer(cluster: Cluster, consumer_path: str, queue_path: str, targ
     return {}
 
 
-def _advance_once(cluster: Cluster, consumer_path: str, queue_path: str,
+def seek_consumer(cluster: Cluster, consumer_path: str, queue_path: str,
                   target: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+    """Set each partition's offset to `target[partition]`, forwards or backwards, in one compare-and-set transaction
+    (`ConflictError` when someone moved the consumer meanwhile: nothing moved); returns the moves."""
+    check_within_queue(cluster, consumer_path, queue_path, target)
+    moves = _move(cluster, consumer_path, queue_path, target, backwards=True)
+    log.info("consumer_seeked", consumer=consumer_path, queue=queue_path,
+             moves={str(p): list(m) for p, m in sorted(moves.items())})
+    return moves
+
+
+def check_within_queue(cluster: Cluster, consumer_path: str, queue_path: str, target: Mapping[int, int]) -> None:
+    """`BeyondQueueEndError` unless every target names a partition of the queue and at most its row count."""
+    rows = {t.tablet_index: t.total_row_count for t in cluster.get_tablet_infos(queue_path)}
+    for p, new in sorted(target.items()):
+        if p not in rows or new > rows[p]:
+            there = f"{rows[p]} rows there" if p in rows else f"no partition {p} ({len(rows)} partitions)"
+            raise BeyondQueueEndError(
+                f"{queue_path}: partition {p}: consumer {consumer_path} not moved to offset {new}: the queue has "
+                f"{there} (an offset past the end is another queue's of this path: was the queue recreated?); "
+                f"nothing moved")
+
+
+def _move(cluster: Cluster, consumer_path: str, queue_path: str, target: Mapping[int, int], *,
+          backwards: bool) -> dict[int, tuple[int, int]]:
     committed = cluster.get_consumer_offsets(consumer_path, queue_path)
-    moves = {p: (committed.get(p, 0), new) for p, new in target.items() if new > committed.get(p, 0)}
+    moves = {p: (committed.get(p, 0), new) for p, new in target.items()
+             if new > committed.get(p, 0) or (backwards and new != committed.get(p, 0))}
     if moves:
         with cluster.transaction() as tx:
             for p, (old, new) in sorted(moves.items()):

@@ -1,7 +1,8 @@
 """The `yt` data source: `spark.read[Stream].format("yt")` and `df.write[Stream].format("yt")`.
 
 `df.write` applies Spark's save modes to static tables (`save_modes`); SPYT's `spark.read.yt(...)` /
-`df.write.yt(...)` shorthands are installed by `register` (`shorthands`).
+`df.write.yt(...)` shorthands are installed by `register` (`shorthands`), with the guard that keeps a failing
+`foreachBatch` function's text short enough for Spark to stop the query cleanly (`foreach_batch`).
 
 The sink's modules (`sink`, `save_modes`) are imported by the writer methods that use them: Spark starts a
 fresh Python process for every streaming query's source (the streaming source runner), which imports this
@@ -22,6 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceWriter
 from pyspark.sql.types import StructType
 
 from .cluster import connect
+from .foreach_batch import install_foreach_batch_guard
 from .options import FORMAT, SESSION_CONF_KEYS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions, SourceOptions
 from .shorthands import install_shorthands
 from .source import YtBatchReader, YtStreamReader, check_readable
@@ -88,8 +90,11 @@ class YtDataSource(DataSource):
 
 def register(spark: SparkSession) -> type[YtDataSource]:
     """Register the `yt` format with `spark`, carrying the session's `spark.yt.*` conf to readers/writers,
-    and install SPYT's shorthands (`spark.read.yt(...)`, `df.write.yt(...)`, see `shorthands`)."""
+    install SPYT's shorthands (`spark.read.yt(...)`, `df.write.yt(...)`, see `shorthands`) and bound the text of
+    a failing `foreachBatch` function, which Spark cannot read past ~2,000 characters while it stops a query
+    (`foreach_batch`)."""
     install_shorthands()
+    install_foreach_batch_guard()
     conf: dict[str, Any] = {}
     for key in SESSION_CONF_KEYS:
         value = spark.conf.get(key, None)

@@ -11,9 +11,16 @@ partition's rows: batch boundaries and unread rows.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+#: The JVM's int and long ranges: SPYT's `YtQueueOffset` keys partitions by int and holds last-read rows as longs
+#: (-1: nothing read); Spark's batch ids and times are longs.
+JVM_INT_MAX = 2**31 - 1
+JVM_LONG_MAX = 2**63 - 1
+_PARTITION_KEY = re.compile(r"0|[1-9][0-9]{0,9}")
 
 
 @dataclass(frozen=True)
@@ -27,12 +34,22 @@ class QueueOffset:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> QueueOffset:
-        """Parse the JSON dict form (keys of `partitions` come back from JSON as strings)."""
-        try:
-            partitions = {int(k): int(v) for k, v in value["partitions"].items()}
-            return cls(str(value["cluster"]), str(value["path"]), partitions, value.get("consumer_path"))
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"not a yt queue offset: {dict(value)!r} ({e})") from None
+        """Parse the JSON dict form (keys of `partitions` come back from JSON as strings).
+
+        Strict, as SPYT's JVM types are: text where text belongs, partitions keyed by decimal numbers (ASCII digits,
+        a JVM int) and a JSON integer per partition from -1 to a JVM long's maximum; no bool, float or digit text.
+        `ValueError` names the field at fault (`not a yt queue offset: ...`), never a traceback of the wrong type.
+        """
+        if not isinstance(value, Mapping):
+            raise ValueError(f"not a yt queue offset: a JSON object is expected, found {type(value).__name__}")
+        fields = {name: value.get(name) for name in ("cluster", "path")}
+        wrong = [name for name, v in fields.items() if not isinstance(v, str)]
+        consumer = value.get("consumer_path")
+        if consumer is not None and not isinstance(consumer, str):
+            wrong.append("consumer_path")
+        if wrong:
+            raise ValueError(f"not a yt queue offset: {', '.join(wrong)} must be text ({shorten(repr(value))})")
+        return cls(fields["cluster"], fields["path"], _partitions(value.get("partitions")), consumer)
 
     @classmethod
     def from_progress(cls, value: object) -> QueueOffset | None:
@@ -41,7 +58,7 @@ class QueueOffset:
         if isinstance(value, str):
             try:
                 value = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):  # a crafted checkpoint's line reaches progress through Spark
                 return None
         if not isinstance(value, Mapping) or not isinstance(value.get("path"), str):
             return None
@@ -59,6 +76,28 @@ class QueueOffset:
         if self.consumer_path:
             value["consumer_path"] = self.consumer_path
         return value
+
+
+def _partitions(value: object) -> dict[int, int]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"not a yt queue offset: partitions must be an object of partition: last read row "
+                         f"({shorten(repr(value))})")
+    parsed = {}
+    for key, last in value.items():
+        if not isinstance(key, str) or not _PARTITION_KEY.fullmatch(key) or int(key) > JVM_INT_MAX:
+            raise ValueError(f"not a yt queue offset: partition {shorten(repr(key))} is not a partition number "
+                             f"(decimal digits 0-9, at most {JVM_INT_MAX})")
+        if type(last) is not int or not -1 <= last <= JVM_LONG_MAX:
+            raise ValueError(f"not a yt queue offset: partition {key}: last read row {shorten(repr(last))} is not an "
+                             f"integer from -1 to {JVM_LONG_MAX}")
+        parsed[int(key)] = last
+    return parsed
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """Text from a file or an offset, cut to `limit` characters for an error message (a crafted value can be megabytes
+    long)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def from_consumer(committed: Mapping[int, int], partition_count: int) -> dict[int, int]:

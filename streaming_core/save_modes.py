@@ -37,7 +37,7 @@ from .cluster import AlreadyExistsError, Cluster, ClusterError, SchemaError, con
 from .cluster.base import ORDERED, SORTED, STATIC, TABLE, NodeInfo
 from .log import get_logger
 from .options import OPTIMIZE_FOR, UNIQUE_KEYS, SinkOptions
-from .sink import SinkPlan, WrittenPart, YtBatchWriter, plan_sink
+from .sink import SinkPlan, WrittenPart, YtBatchWriter, abort_safely, plan_sink
 from .types import yt_schema
 
 log = get_logger(__name__)
@@ -154,6 +154,10 @@ class NewTableWriter(YtBatchWriter):
                  replaced=self.decision.action == REPLACE, rows=sum(m.rows for m in messages if m))
 
     def abort(self, messages: list[WrittenPart | None]) -> None:
+        """The table being filled is dropped; never raises (`streaming_core.sink.abort_safely`)."""
+        abort_safely(self.plan.options.path, self._drop_new_table)
+
+    def _drop_new_table(self) -> None:
         with connect(self.plan.options.cluster) as cluster:
             cluster.remove(self.plan.options.path, force=True)
 

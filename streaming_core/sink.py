@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -180,13 +180,18 @@ def chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
         yield pa.Table.from_batches(pending)
 
 
-def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: str | None = None) -> WrittenPart:
-    """Called in a Spark worker: insert the task's rows in chunks, or stage them below `staging_root`."""
+def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: str | None = None, *,
+               root_made: bool = False) -> WrittenPart:
+    """Called in a Spark worker: insert the task's rows in chunks, or stage them below `staging_root`.
+
+    `root_made`: the write made its staging root before any task ran (batch writes), so a task never makes it: a
+    task that outlives its write's abort (Spark kills tasks asynchronously) then fails instead of leaving a staging
+    directory behind."""
     with connect(plan.options.cluster) as cluster:
         size = chunk_rows(plan, cluster)
         staging = _staging_path(staging_root) if staging_root else None
         if staging:
-            cluster.create(TABLE, staging, recursive=True, attributes={"schema": _unsorted(plan.schema)})
+            cluster.create(TABLE, staging, recursive=not root_made, attributes={"schema": _unsorted(plan.schema)})
         rows, stats = 0, WriteStats()
         for chunk in chunks(batches, size):
             table = _to_target(plan, chunk)
@@ -200,11 +205,12 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: 
     return WrittenPart(rows=rows, staging_path=staging, stats=stats)
 
 
-def record_batch_stats(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int) -> None:
+def record_batch_stats(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int, *,
+                       abort_failures: int = 0) -> None:
     """Runner process, at a batch's commit or abort: store its tasks' insert statistics for opsd
     (`streaming_core.write_stats`); a task that failed left no message and counts as an error."""
     stats = WriteStats.total([p.stats if p else None for p in parts], batch_id, time.time(),
-                             errors=sum(p is None for p in parts))
+                             errors=sum(p is None for p in parts), abort_failures=abort_failures)
     with connect(plan.options.cluster) as cluster:
         record_write_stats(cluster, plan.options.tuning_path, stats)
 
@@ -314,6 +320,22 @@ def check_transaction_size(cluster: Cluster, path: str, rows: int, batch_id: int
             f"{limit} rows per tablet ({tablets} tablets): {fix}")
 
 
+def abort_safely(path: str, cleanup: Callable[[], None]) -> bool:
+    """Run an abort's `cleanup`; False when it failed, which is logged (`sink_abort_failed`), never raised.
+
+    Spark calls an abort after the write already failed (a task's error, a stop's interruption); an abort that raises
+    makes Spark report "failed to abort" over the write's own error, and, for a `foreachBatch` write, hands a
+    longer failure text to the stream thread (see `streaming_core.foreach_batch`). What a failed cleanup leaves
+    (a staging directory) is named in the log line; a streaming query's next commit drops its staging root.
+    """
+    try:
+        cleanup()
+    except Exception as e:  # an abort reports, it never raises: the write's own failure is what Spark must surface
+        log.error("sink_abort_failed", path=path, error=f"{type(e).__name__}: {e}")
+        return False
+    return True
+
+
 def abort_batch(plan: SinkPlan, parts: list[WrittenPart | None]) -> None:
     """Drop what the failed batch staged, the failed tasks' tables too (a query's batches run one after another, so
     nothing else is staged under its root); direct at-least-once inserts cannot be taken back (and need not be)."""
@@ -349,9 +371,11 @@ class YtStreamWriter(DataSourceStreamArrowWriter):
         record_batch_stats(self.plan, messages, batchId)
 
     def abort(self, messages: list[WrittenPart | None], batchId: int) -> None:
-        """Called when a task of the micro-batch failed."""
-        abort_batch(self.plan, messages)
-        record_batch_stats(self.plan, messages, batchId)
+        """Called when a task of the micro-batch failed (or the query stopped during it); never raises: a failed
+        cleanup is logged and counted in the batch's write statistics (`abort_failures`)."""
+        path = self.plan.options.path
+        cleaned = abort_safely(path, lambda: abort_batch(self.plan, messages))
+        abort_safely(path, lambda: record_batch_stats(self.plan, messages, batchId, abort_failures=int(not cleaned)))
 
 
 class YtBatchWriter(DataSourceArrowWriter):
@@ -360,13 +384,17 @@ class YtBatchWriter(DataSourceArrowWriter):
     write, the commit publishes them all at once. Into a static table: appends in dynBatchSize chunks."""
 
     def __init__(self, plan: SinkPlan) -> None:
+        """Called when the write starts (driver side, before any task): makes the write's staging root."""
         self.plan = plan
         self.staging_root = f"{plan.options.path}_staging/write-{uuid.uuid4().hex[:16]}" \
             if plan.kind != STATIC else None
+        if self.staging_root:
+            with connect(plan.options.cluster) as cluster:
+                cluster.create(MAP_NODE, self.staging_root, recursive=True)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenPart:
         """Called in a Spark worker for each partition of the DataFrame."""
-        return write_rows(self.plan, iterator, self.staging_root)
+        return write_rows(self.plan, iterator, self.staging_root, root_made=True)
 
     def commit(self, messages: list[WrittenPart | None]) -> None:
         """Called once in the driver after every task succeeded."""
@@ -374,7 +402,11 @@ class YtBatchWriter(DataSourceArrowWriter):
             publish_write(self.plan, messages, self.staging_root)
 
     def abort(self, messages: list[WrittenPart | None]) -> None:
-        """Called when a task failed: what every task staged (failed ones too) is dropped, the target untouched."""
+        """Called when a task failed (or a stop interrupted the write): what every task staged (failed ones too) is
+        dropped, the target untouched. Never raises (`abort_safely`)."""
         if self.staging_root:
-            with connect(self.plan.options.cluster) as cluster:
-                drop_staging(cluster, self.staging_root)
+            abort_safely(self.plan.options.path, lambda: self._drop_staging(self.staging_root))
+
+    def _drop_staging(self, root: str) -> None:
+        with connect(self.plan.options.cluster) as cluster:
+            drop_staging(cluster, root)

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from .cluster import Cluster, ClusterError, NotRegisteredError, connect
+from .cluster import BeyondQueueEndError, Cluster, ClusterError, NotRegisteredError, connect
 from .cluster.base import ORDERED, SORTED, STATIC, require_kind
 from .cluster.schema import is_composite
 from .consumer import advance_consumer
@@ -157,14 +157,34 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         tuning = read_tuning(self.cluster, self.options.tuning_path)
         return max_rows_in_force(tuning, self.options.max_rows_per_partition)
 
+    def _beyond_end(self, upper: dict[int, int], **offsets: dict[int, int]) -> None:
+        """`BeyondQueueEndError` for the first partition where one of `offsets` (last read rows, by whose they are:
+        `checkpoint`, `consumer`) is past the queue's last row `upper`."""
+        for p in sorted(upper):
+            past = {whose: last[p] for whose, last in offsets.items() if last.get(p, -1) > upper[p]}
+            if past:
+                raise beyond_end_error(self.options, p, past, upper[p] + 1, offsets["checkpoint"][p] + 1)
+
+    def _begin(self, start: dict[str, Any]) -> tuple[dict[int, int], dict[int, int]]:
+        """The last row read before the next batch per partition (the checkpoint's, or the consumer's when it is
+        ahead: SPYT's rule) and the queue's last rows.
+
+        Offsets past the queue's end are another queue's (the counters are read after them and a live queue only
+        grows): `BeyondQueueEndError`, never a batch. An empty batch would wait for the queue to grow past the
+        offset, then skip the rows below it (Kafka's `failOnDataLoss`)."""
+        committed = self.cluster.get_consumer_offsets(self.options.consumer_path, self.options.path)
+        upper = self._upper()
+        checkpoint = self._parse(start, len(upper)).partitions
+        consumer = from_consumer(committed, len(upper))
+        self._beyond_end(upper, checkpoint=checkpoint, consumer=consumer)
+        return effective_start(checkpoint, consumer), upper
+
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Called at every trigger: the end offset of the next batch, `min(start + cap, upper)`."""
-        upper = self._upper()
-        parsed = self._parse(start, len(upper))
+        begin, upper = self._begin(start)
         self._latest = upper
         if self._target is not None:
             upper = {p: min(u, self._target.get(p, u)) for p, u in upper.items()}
-        begin = effective_start(parsed.partitions, self._consumer_last_read(len(upper)))
         cap = None if isinstance(limit, ReadAllAvailable) else self.cap()
         return self._offset(batch_end(begin, upper, cap))
 
@@ -174,9 +194,10 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[TabletRange]:
         """Called when a batch is planned (or replayed): one Spark partition per tablet with rows to read."""
-        upper = QueueOffset.from_json(end).partitions
-        begin = effective_start(self._parse(start, len(upper)).partitions, self._consumer_last_read(len(upper)))
-        return [TabletRange(p, begin[p] + 1, last + 1) for p, last in sorted(upper.items()) if last > begin[p]]
+        begin, upper = self._begin(start)
+        last = QueueOffset.from_json(end).partitions
+        self._beyond_end(upper, checkpoint=last)  # a batch planned on another queue, replayed
+        return [TabletRange(p, begin[p] + 1, e + 1) for p, e in sorted(last.items()) if e > begin[p]]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Called when the batch after `end` is planned: acknowledge rows up to `end` in the consumer.
@@ -186,6 +207,26 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         """
         target = {p: last + 1 for p, last in QueueOffset.from_json(end).partitions.items()}
         advance_consumer(self.cluster, self.options.consumer_path, self.options.path, target)
+
+
+def beyond_end_error(options: SourceOptions, partition: int, past: dict[str, int], rows: int,
+                     checkpoint_next: int) -> BeyondQueueEndError:
+    """The error for offsets past a queue's end (`{"checkpoint" | "consumer": last read row}`), with the way out:
+    the consumer moved back by hand (to the checkpoint's next row when only the consumer is past the end), and a new
+    checkpoint when the checkpoint is past it."""
+    queue, consumer = options.path, options.consumer_path
+    named = {"checkpoint": "the checkpoint", "consumer": f"the consumer {consumer}"}
+    where = "; ".join(f"{named[whose]} is at row {last + 1} (last read {last})" for whose, last in past.items())
+    if "checkpoint" in past:
+        fix = (f"Stop the query, move the consumer to the first row to read (opsd consumer seek {queue} {consumer} "
+               f"--offset 0) and restart the query with a new checkpointLocation")
+    else:
+        fix = (f"Stop the query, move the consumer back to the checkpoint (opsd consumer seek {queue} {consumer} "
+               f"--partition {partition} --offset {checkpoint_next}) and restart it")
+    return BeyondQueueEndError(
+        f"{queue}: partition {partition}: {where}, but the queue ends at {rows} rows: the queue was recreated under "
+        f"this path, or the offset is another queue's. Reading on would skip rows [{rows}, {max(past.values()) + 1}) "
+        f"once they are written. {fix}")
 
 
 def check_readable(cluster: Cluster, options: SourceOptions, *, streaming: bool) -> None:

@@ -37,6 +37,8 @@ class WriteStats:
     dyn_batch_size: int = 0
     retries: int = 0
     errors: int = 0
+    #: aborts of the batch whose cleanup failed (logged as `sink_abort_failed`; an abort never raises).
+    abort_failures: int = 0
     batch_id: int | None = None
     at: float | None = None
 
@@ -47,13 +49,14 @@ class WriteStats:
                        dyn_batch_size=max(self.dyn_batch_size, size))
 
     @classmethod
-    def total(cls, parts: Iterable[WriteStats | None], batch_id: int, at: float, errors: int = 0) -> WriteStats:
+    def total(cls, parts: Iterable[WriteStats | None], batch_id: int, at: float, errors: int = 0,
+              abort_failures: int = 0) -> WriteStats:
         """A batch's statistics from its tasks' (a failed task has none: `errors` counts it)."""
         known = [p for p in parts if p is not None]
         return cls(sum(p.calls for p in known), sum(p.rows for p in known), sum(p.seconds for p in known),
                    max((p.max_call_seconds for p in known), default=0.0),
                    max((p.dyn_batch_size for p in known), default=0), sum(p.retries for p in known),
-                   sum(p.errors for p in known) + errors, batch_id, at)
+                   sum(p.errors for p in known) + errors, abort_failures, batch_id, at)
 
     @classmethod
     def from_document(cls, value: object) -> WriteStats | None:

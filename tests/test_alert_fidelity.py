@@ -189,15 +189,16 @@ def crash_loop(opsd: Opsd, query: str) -> None:
             "id": query_id(query), "runId": query_id(f"run-{query}"), "name": query, "timestamp": iso(time.time())}))
 
 
-def desync(consumer_at: int, trim_to: int | None = None) -> Callable[[Opsd, str], None]:
-    """A checkpoint committed to row 20 of both partitions (after a batch to row 10) of a queue of 30 rows each, a
-    consumer at `consumer_at`, the queue trimmed to `trim_to`; the desync check finds it on the cluster."""
+def desync(consumer_at: int, trim_to: int | None = None, rows: int = 60) -> Callable[[Opsd, str], None]:
+    """A checkpoint committed to row 20 of both partitions (after a batch to row 10) of a queue of `rows` rows (30 per
+    partition by default), a consumer at `consumer_at`, the queue trimmed to `trim_to`; the desync check finds it on the
+    cluster."""
 
     def inject(opsd: Opsd, query: str) -> None:
         root = f"//tmp/fidelity/{query}"
         opsd.cluster.create("map_node", root, recursive=True)
         queue, _, location = job_with_checkpoint(opsd.cluster, root, opsd.workdir / query,
-                                                 {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1, rows=60,
+                                                 {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1, rows=rows,
                                                  consumer_at=consumer_at)
         if trim_to is not None:
             for partition in (0, 1):
@@ -264,6 +265,8 @@ FAULTS = [
           {"severity": "critical", "state": "consumer_ahead"}),
     Fault("behind trim", "OpsdOffsetDesyncUnsafe", desync(consumer_at=20, trim_to=25),
           {"severity": "critical", "state": "behind_trim"}),
+    Fault("queue recreated", "OpsdOffsetsBeyondQueueEnd", desync(consumer_at=0, rows=6),
+          {"severity": "critical", "state": "checkpoint_ahead_of_queue"}),
     Fault("backlog growing", "OpsdBacklogGrowing", growing_backlog, {"severity": "warning"}),
     Fault("tuner pinned at a bound", "OpsdTunerPinnedAtBound", tuner_pinned,
           {"severity": "warning", "knob": "max_rows_per_partition", "bound": "max"}),

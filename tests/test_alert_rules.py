@@ -25,7 +25,7 @@ EXPECTED_ALERTS = {
     "OpsdQueryDown", "OpsdQueryCrashLooping", "OpsdQueryStalled", "OpsdBacklogGrowing",
     "OpsdHighBatchDuration", "OpsdWatermarkDelayHigh", "OpsdQueryFailures", "OpsdChecksFailing",
     "OpsdListenerDroppingEvents", "OpsdMetricsAbsent", "OpsdQueryFailedPermanently", "OpsdOffsetDesyncUnsafe",
-    "OpsdConsumerStuck", "OpsdLagHigh", "OpsdTimeToDrainLong",
+    "OpsdOffsetsBeyondQueueEnd", "OpsdConsumerStuck", "OpsdLagHigh", "OpsdTimeToDrainLong",
     "OpsdTunerPinnedAtBound", "OpsdOomRiskHigh",
 }
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from streaming_core.checkpoint import (
+    MAX_FILE_BYTES,
+    CheckpointError,
     CypressFiles,
     LocalFiles,
     checkpoint_files,
@@ -104,3 +106,35 @@ def test_yt_paths_on_ytsaurus_are_cypress_files_read_through_the_client() -> Non
 def test_locations_of_other_schemes_are_refused() -> None:
     with pytest.raises(ValueError, match=r"'hdfs://nn/cp': expected a local path, file:// or yt:///"):
         checkpoint_files("hdfs://nn/cp")
+
+
+class BoundedCypress(FakeCypress):
+    """Remembers how many bytes each read asked for."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        super().__init__(files)
+        self.asked: list[int] = []
+
+    def read_file(self, path: str) -> io.BytesIO:
+        stream = super().read_file(path)
+        read = stream.read
+        stream.read = lambda size=-1: self.asked.append(size) or read(size)  # type: ignore[method-assign]
+        return stream
+
+
+@pytest.mark.hostile
+def test_a_huge_cypress_file_is_refused_after_reading_one_byte_past_the_limit() -> None:
+    cypress = BoundedCypress({"//cp/offsets/3": REAL_OFFSETS + "\n" + "x" * MAX_FILE_BYTES})
+
+    with pytest.raises(CheckpointError, match=rf"yt:///cp/offsets/3: larger than {MAX_FILE_BYTES} bytes"):
+        read_checkpoint("yt:///cp", files=CypressFiles(cypress, "//cp"))
+    assert cypress.asked == [MAX_FILE_BYTES + 1]
+
+
+def test_other_sources_offsets_are_kept_as_none_and_a_damaged_yt_offset_is_an_error() -> None:
+    other = parse_offsets(REAL_OFFSETS + '\n{"topic": {"0": 5}}\n5\n{"path": "x"}', 2, "cp/offsets/2")
+
+    assert other.sources[1:] == (None, None, None)
+    with pytest.raises(CheckpointError, match=r"cp/offsets/2: line 5: not a yt queue offset: partition 0: last read"):
+        parse_offsets(REAL_OFFSETS + '\n-\n{"cluster": "c", "path": "//q", "partitions": {"0": "1"}}', 2,
+                      "cp/offsets/2")

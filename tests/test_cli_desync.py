@@ -36,6 +36,7 @@ def test_a_watched_query_is_shown_and_healed_by_its_name(yt, config, capsys) -> 
 
 def test_a_heal_refused_exits_1_and_says_why(yt, config, capsys) -> None:
     q, c, path = config
+    yt.insert_rows(q, [{"data": "x", "n": i} for i in range(20)])  # 30 rows per partition
     yt.advance_consumer(c, q, 1, None, 25)
 
     assert main(["desync", "heal", "spyt-job", "--config", str(path)]) == 1

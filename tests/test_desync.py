@@ -3,6 +3,7 @@ with hand-made checkpoints in this connector's and SPYT's layout (collect, apply
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,12 +11,14 @@ from structlog.testing import capture_logs
 
 from opsd.checks.desync.apply import apply
 from opsd.checks.desync.collect import DesyncTarget, collect_checkpoint
-from opsd.checks.desync.decide import HealOutcome, decide
+from opsd.checks.desync.decide import HealDecision, HealOutcome, decide
 from opsd.checks.desync.evaluate import DesyncState, evaluate, partition_state
 from opsd.checks.desync.facts import PartitionFacts, QueueFacts
 from streaming_core.checkpoint import newest_batch, read_checkpoint
+from streaming_core.cluster import BeyondQueueEndError
+from streaming_core.consumer import advance_consumer, seek_consumer
 from tests.checkpoint_support import write_checkpoint
-from tests.conftest import make_queue
+from tests.conftest import QUEUE_SCHEMA, make_queue
 
 
 def part(consumer: int, *, checkpoint: int = 20, previous: int | None = 10, rows: int = 20, trimmed: int = 0,
@@ -99,7 +102,7 @@ def consumer_at(yt, q: str, c: str, offsets: dict[int, int]) -> None:
     ({0: 30, 1: 30}, DesyncState.IN_SYNC),
     ({0: 20, 1: 30}, DesyncState.LAGGING_ONE_BATCH),
     ({0: 5, 1: 30}, DesyncState.STUCK),
-    ({0: 30, 1: 31}, DesyncState.CONSUMER_AHEAD),
+    ({0: 30, 1: 31}, DesyncState.CONSUMER_AHEAD_OF_QUEUE),  # 31 on a partition of 30 rows
 ])
 def test_consumers_in_every_state_are_found_in_both_layouts(yt, setup, spyt, consumer, state) -> None:
     q, c, checkpoint = setup
@@ -181,3 +184,121 @@ def test_a_checkpoint_that_does_not_read_the_named_queue_is_a_problem(yt, setup)
                                  read_checkpoint(location))
 
     assert facts.problem == f"{location}: batch 0 has no offsets for //other (it reads {q})"
+
+
+# -- offsets past the queue's end (a queue recreated under the same path) ----------------------------------
+
+
+@pytest.mark.parametrize(("facts", "state"), [
+    (part(0, checkpoint=100, previous=50, rows=3), DesyncState.CHECKPOINT_AHEAD_OF_QUEUE),
+    (part(100, checkpoint=100, previous=50, rows=3), DesyncState.CHECKPOINT_AHEAD_OF_QUEUE),
+    (part(21, checkpoint=20, rows=20), DesyncState.CONSUMER_AHEAD_OF_QUEUE),
+    (part(20, checkpoint=20, rows=20), DesyncState.IN_SYNC),  # at the end is not past it
+    (part(10, checkpoint=20, rows=20), DesyncState.LAGGING_ONE_BATCH),
+])
+def test_offsets_past_the_queues_end_have_states_of_their_own(facts: PartitionFacts, state: DesyncState) -> None:
+    assert partition_state(facts) == state
+
+
+@pytest.mark.parametrize("facts", [
+    queue(part(0, checkpoint=100, previous=50, rows=3), stopped=True),
+    queue(part(10, rows=20), part(25, checkpoint=20, rows=20), stopped=True),
+], ids=["checkpoint", "consumer"])
+def test_offsets_past_the_queues_end_are_never_healed(facts: QueueFacts) -> None:
+    decision = decide(evaluate(facts))
+
+    assert (decision.heal, decision.outcome, dict(decision.target)) == (False, HealOutcome.AHEAD_OF_QUEUE, {})
+
+
+@pytest.fixture
+def recreated(yt, yt_root: str, tmp_path: Path):
+    """A query read 100 rows of a 1-partition queue (batches 0, 1 committed), then the queue was removed and created
+    again under the same path, with 3 rows: `(queue, consumer, checkpoint location)`."""
+    q, c = f"{yt_root}/queue", f"{yt_root}/consumer"
+    make_queue(yt, q, consumer=c, partitions=1)
+    yt.insert_rows(q, [{"data": "x", "n": i} for i in range(100)])
+    location = write_checkpoint(tmp_path / "cp", q, {0: {0: 49}, 1: {0: 99}}, committed=1, consumer=c)
+    consumer_at(yt, q, c, {0: 50})
+    yt.remove(q)
+    yt.create("table", q, attributes={"dynamic": True, "tablet_count": 1, "schema": QUEUE_SCHEMA})
+    yt.register_queue_consumer(q, c)
+    yt.insert_rows(q, [{"data": "new", "n": i} for i in range(3)])
+    return q, c, str(location)
+
+
+def test_a_recreated_queue_is_found_as_a_checkpoint_ahead_of_it_and_the_heal_is_refused(yt, recreated) -> None:
+    q, c, location = recreated
+    [facts] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    before = yt.get_consumer_offsets(c, q)
+
+    result = apply(yt, decide(evaluate(replace(facts, query_stopped=True))), lambda: newest_batch(location))
+
+    assert evaluate(facts).state == DesyncState.CHECKPOINT_AHEAD_OF_QUEUE
+    assert (facts.partitions[0].checkpoint_next, facts.partitions[0].row_count) == (100, 3)
+    assert result.outcome == HealOutcome.AHEAD_OF_QUEUE and yt.get_consumer_offsets(c, q) == before
+
+
+@pytest.mark.hostile
+def test_the_apply_step_refuses_a_heal_past_the_queues_end_whatever_the_decision_says(yt, recreated) -> None:
+    q, c, location = recreated
+    forged = HealDecision("q", q, c, HealOutcome.HEALED, 1, {0: 100})
+    before = yt.get_consumer_offsets(c, q)
+
+    with capture_logs() as logs:
+        result = apply(yt, forged, lambda: newest_batch(location))
+
+    assert result.outcome == HealOutcome.AHEAD_OF_QUEUE and result.moves == {}
+    assert yt.get_consumer_offsets(c, q) == before
+    [refused] = [e for e in logs if e["event"] == "desync_heal_refused"]
+    assert f"{q}: partition 0: consumer {c} not moved to offset 100: the queue has 3 rows there" in refused["error"]
+
+
+@pytest.mark.hostile
+def test_no_advance_moves_a_consumer_past_the_queues_end_nor_to_a_partition_it_lacks(yt, recreated) -> None:
+    q, c, _ = recreated
+    before = yt.get_consumer_offsets(c, q)
+
+    with pytest.raises(BeyondQueueEndError, match=rf"{q}: partition 0: consumer {c} not moved to offset 4: the "
+                                                  r"queue has 3 rows there .*nothing moved"):
+        advance_consumer(yt, c, q, {0: 4})
+    with pytest.raises(BeyondQueueEndError, match=r"partition 1: .* no partition 1 \(1 partitions\)"):
+        seek_consumer(yt, c, q, {0: 0, 1: 0})
+
+    assert yt.get_consumer_offsets(c, q) == before == {0: 50}  # the consumer kept its offset of the old queue
+    assert seek_consumer(yt, c, q, {0: 0}) == {0: (50, 0)}  # a person moves it back
+    assert advance_consumer(yt, c, q, {0: 3}) == {0: (0, 3)}  # and up to the end is fine
+
+
+def test_a_consumer_past_the_queues_end_is_found_and_seeking_it_back_resolves_it(yt, setup) -> None:
+    q, c, checkpoint = setup
+    location = checkpoint({0: {0: 19, 1: 19}, 1: {0: 29, 1: 29}}, committed=1)
+    consumer_at(yt, q, c, {0: 30, 1: 80})  # moved by hand past the 30 rows of partition 1
+
+    [facts] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    moves = seek_consumer(yt, c, q, {1: 30})
+    [after] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+
+    assert [p.state for p in evaluate(facts).partitions] == [DesyncState.IN_SYNC, DesyncState.CONSUMER_AHEAD_OF_QUEUE]
+    assert moves == {1: (80, 30)} and evaluate(after).state == DesyncState.IN_SYNC
+
+
+class ReadOrder:
+    """The embedded cluster, recording which reads the desync collector makes, in order."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster, self.calls = cluster, []
+
+    def __getattr__(self, name: str):
+        if name in ("get_consumer_offsets", "get_tablet_infos"):
+            self.calls.append(name)
+        return getattr(self.cluster, name)
+
+
+def test_the_consumer_is_read_before_the_queues_counters_so_a_busy_query_never_looks_past_the_end(yt, setup) -> None:
+    _, _, checkpoint = setup
+    location = checkpoint({0: {0: 9, 1: 9}}, committed=0)
+    cluster = ReadOrder(yt)
+
+    collect_checkpoint(cluster, DesyncTarget("q", location), read_checkpoint(location))
+
+    assert cluster.calls == ["get_consumer_offsets", "get_tablet_infos"]

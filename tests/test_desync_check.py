@@ -9,8 +9,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from opsd.checks.desync.check import DesyncCheck, targets_for
+from opsd.checks.desync.check import DesyncCheck, collect_queries, targets_for
 from opsd.checks.desync.collect import DesyncTarget
+from opsd.checks.desync.decide import HealOutcome
+from opsd.checks.desync.evaluate import evaluate
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
@@ -119,3 +121,20 @@ def test_an_attached_query_that_cannot_be_read_is_its_own_problem_only(yt, clust
 
     assert "//no/such/queue" in recorder.status.get("gone").desync[""]["problem"]
     assert recorder.status.get("fine").desync[q]["state"] == "lagging_one_batch"
+
+
+@pytest.mark.hostile
+def test_a_checkpoint_damaged_between_the_read_and_the_heal_fails_that_heal_only(yt, cluster_uri, lagging, recorder,
+                                                                                 registry) -> None:
+    q, c, location = lagging
+    check = DesyncCheck(cluster_uri, recorder, [DesyncTarget("job", location, heal=True)])
+    [(facts, target)] = collect_queries(yt, check.targets, None)
+    (Path(location) / "offsets" / "\u0662").write_text("a batch file name Spark never writes")
+
+    with capture_logs() as logs:
+        result = check.heal(yt, evaluate(facts), target)
+
+    assert result.outcome == HealOutcome.FAILED and yt.get_consumer_offsets(c, q) == {0: 10, 1: 10}
+    [failed] = [e for e in logs if e["event"] == "desync_heal_failed"]
+    assert failed["error"].startswith("CheckpointError: ") and f"{location}/offsets/\u0662" in failed["error"]
+    assert registry.get_sample_value("opsd_desync_heals_total", {"query": "job", "queue": q, "outcome": "failed"}) == 1

@@ -4,6 +4,8 @@ healthy, 1 needs action, 2 the doctor failed."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from tests.checkpoint_support import job_with_checkpoint
+from tests.conftest import QUEUE_SCHEMA
 from tests.test_prometheus_scrape import free_port
 
 
@@ -139,3 +142,42 @@ def test_a_query_stopped_for_good_and_one_near_a_memory_limit_need_action(capsys
     assert "predicted to need 120% of a memory pool's limit" in flat
     assert "max_rows_per_partition <= 20000 (now 50000)" in flat
     assert "30%" not in flat, "a query far from its limits gets no memory finding"
+
+
+def advised_commands(advice: str) -> list[list[str]]:
+    """The `opsd ...` commands an advice names, as argument lists."""
+    return [shlex.split(command) for command in re.findall(r"\(opsd ([^;)]*)", advice)]
+
+
+def test_a_consumer_past_the_queues_end_needs_action_and_the_advised_command_resolves_it(yt, job, cluster_uri,
+                                                                                        capsys) -> None:
+    q, c, location = job
+    yt.advance_consumer(c, q, 0, None, 20)
+    yt.advance_consumer(c, q, 1, None, 500)  # past the 20 rows of partition 1
+
+    code, report = doctor(capsys, "--checkpoint", location, "--cluster", cluster_uri, "--json")
+    [finding] = report["queries"][location]["findings"]
+    [command] = advised_commands(finding["advice"])
+    assert main([*command, "--cluster", cluster_uri]) == 0
+    assert f"{c} on {q}: moved partition 1 500 -> 20\n" in capsys.readouterr().out
+
+    assert (code, finding["severity"]) == (1, "action") and "past the queue's end on partition 1" in finding["what"]
+    assert command == ["consumer", "seek", q, c, "--partition", "1", "--offset", "20"]
+    assert doctor(capsys, "--checkpoint", location, "--cluster", cluster_uri, "--json")[0] == 0
+
+
+def test_a_checkpoint_of_a_recreated_queue_needs_action_naming_the_rows_at_stake(yt, job, cluster_uri, capsys) -> None:
+    q, c, location = job
+    yt.remove(q)
+    yt.create("table", q, attributes={"dynamic": True, "tablet_count": 2, "schema": QUEUE_SCHEMA})
+    yt.register_queue_consumer(q, c)
+    yt.insert_rows(q, [{"data": "new", "n": i} for i in range(6)])
+
+    code, report = doctor(capsys, "--checkpoint", location, "--cluster", cluster_uri, "--json")
+    [finding] = report["queries"][location]["findings"]
+    [command] = advised_commands(finding["advice"])
+
+    assert (code, finding["severity"]) == (1, "action")
+    assert "rows [3, 20) of partition 0, [3, 20) of partition 1 would be skipped" in finding["what"]
+    assert finding["advice"].startswith("never healed") and "new checkpointLocation" in finding["advice"]
+    assert command == ["consumer", "seek", q, c, "--offset", "0"]

@@ -9,6 +9,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from yt import yson
 
+from opsd.cli.main import main
 from streaming_core.options import SRC_ROW_INDEX, SRC_TABLET_INDEX
 from streaming_core.tuning import write_tuning
 from tests.conftest import make_queue
@@ -184,6 +185,48 @@ class TestErrors:
         message = str(failure.value)
         assert f"{q}: partition 1, rows [0, 5) of the requested range [0, 20) were trimmed" in message
         assert yt.get_consumer_offsets(c, q) == {}
+
+    @pytest.mark.hostile
+    def test_a_checkpoint_past_a_recreated_queues_end_fails_naming_it_and_the_advised_fix_reads_every_row(
+            self, spark, yt, yt_root, queue, cluster_uri):
+        q, c = queue
+        cp = checkpoint_of(yt_root)
+        yt.insert_rows(q, numbered(100))
+        run_to_end(read_queue(spark, q, c), cp)  # the checkpoint has read rows 0..49 of each partition
+        yt.remove(q)
+        make_queue(yt, q)
+        yt.register_queue_consumer(q, c)
+        yt.insert_rows(q, numbered(6, start=1000))  # the queue recreated under its path: 3 rows per partition
+
+        with pytest.raises(StreamingQueryException) as failure:
+            run_to_end(read_queue(spark, q, c), cp)
+        assert main(["consumer", "seek", q, c, "--offset", "0", "--cluster", cluster_uri]) == 0
+        fixed = run_to_end(read_queue(spark, q, c), checkpoint_of(yt_root, "new-checkpoint"))
+
+        message = str(failure.value)
+        assert "BeyondQueueEndError" in message
+        assert f"{q}: partition 0: the checkpoint is at row 50 (last read 49), but the queue ends at 3 rows" in message
+        assert "Reading on would skip rows [3, 50) once they are written" in message
+        assert f"opsd consumer seek {q} {c} --offset 0" in message and "new checkpointLocation" in message
+        assert ns(fixed.rows) == list(range(1000, 1006))
+
+    @pytest.mark.hostile
+    def test_a_consumer_moved_past_the_queues_end_fails_the_next_batch_naming_it_and_the_seek_back(
+            self, spark, yt, yt_root, queue):
+        q, c = queue
+        cp = checkpoint_of(yt_root)
+        yt.insert_rows(q, numbered(10))
+        run_to_end(read_queue(spark, q, c), cp)  # the checkpoint has read rows 0..4 of each partition
+        yt.advance_consumer(c, q, 1, None, 500)
+
+        with pytest.raises(StreamingQueryException) as failure:
+            run_to_end(read_queue(spark, q, c), cp)
+
+        message = str(failure.value)
+        assert (f"{q}: partition 1: the consumer {c} is at row 500 (last read 499), but the queue ends at 5 rows"
+                in message)
+        assert f"(opsd consumer seek {q} {c} --partition 1 --offset 5)" in message
+        assert yt.get_consumer_offsets(c, q)[1] == 500
 
     def test_tablet_count_change_is_a_clear_error(self, spark, yt, yt_root, queue):
         q, c = queue

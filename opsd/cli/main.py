@@ -4,12 +4,13 @@ Each command-group module in `COMMANDS` exposes `add_parser(subparsers, common)`
 `parents=[common]` so that every command accepts `--cluster URI`, and sets `handler=<function(args) -> int>`
 as a default. Adding a command group is one module plus one entry in `COMMANDS`.
 
-Errors the user can fix — every `ClusterError`, bad input (`CliError`), unreadable files — print
-`opsd: error: <message>` on stderr and exit 1, without a traceback, secrets masked and control characters escaped
-(`opsd.telemetry.terminal`); a path not found also names the cluster that was searched. Library warnings (the
-`Yt` logger's retries, the connector's) go through opsd's logging at WARNING. Ctrl-C ends a command with exit code
-130 and no message; any other exception is a bug, printed with its traceback (plain, no local variables) through
-the same redaction, exit 1. Every parser shows its options' defaults (`opsd.cli.common.HelpFormatter`).
+Errors the user can fix — every `ClusterError`, bad input (`CliError`), unreadable files, damaged checkpoint files
+(`CheckpointError`) — print `opsd: error: <message>` on stderr and exit 1, without a traceback, secrets masked and
+control characters escaped (`opsd.telemetry.terminal`); a path not found also names the cluster that was searched.
+Library warnings (the `Yt` logger's retries, the connector's) go through opsd's logging at WARNING. Ctrl-C ends a
+command with exit code 130 and no message; any other exception is a bug, printed with its traceback (plain, no local
+variables) through the same redaction, exit 1. Every parser shows its options' defaults
+(`opsd.cli.common.HelpFormatter`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from opsd.cli.common import CLUSTER_HELP, CliError, Parser
 from opsd.telemetry.logs import configure_logging
 from opsd.telemetry.terminal import Shown
 from opsd.version import __version__
+from streaming_core.checkpoint import CheckpointError
 from streaming_core.cluster import ClusterError, NoSuchPathError
 
 #: The exit code of a command ended by Ctrl-C (128 + SIGINT), as shells report it.
@@ -57,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NoSuchPathError as e:
         searched = getattr(args, "cluster_searched", None)
         return _fail(f"{e} (searched cluster {searched})" if searched else str(e))
-    except (ClusterError, CliError) as e:
+    except (ClusterError, CliError, CheckpointError) as e:
         return _fail(str(e))
     except OSError as e:
         return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))

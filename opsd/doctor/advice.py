@@ -2,7 +2,8 @@
 Pure: no cluster, no clock.
 
 Desync states follow `opsd.checks.desync.evaluate`; `lagging_one_batch` is the documented late acknowledgement and
-needs no action (a heal tidies it), the others do. A backlog that does not drain, a failed, crash-looping, stalled
+needs no action (a heal tidies it), the others do; offsets past the queue's end are never healed, the advice moves the
+consumer by hand (`opsd consumer seek`). A backlog that does not drain, a failed, crash-looping, stalled
 or stopped-for-good query, and a next batch predicted near or past a memory limit need action too.
 """
 
@@ -70,8 +71,23 @@ def _desync(queue: str, desync: Mapping[str, Any], heal: str) -> list[tuple[Seve
     for partition, p in by_state.get("consumer_ahead", []):
         out.append((Severity.ACTION, f"{queue}: consumer {consumer} is ahead of the checkpoint on partition "
                     f"{partition}: rows [{p['checkpoint_next']}, {p['consumer_offset']}) would be skipped at restart",
-                    "if another job read those rows, give each job its own consumer; if not, move the consumer "
-                    "back to the checkpoint before restarting (a heal never moves a consumer backwards)"))
+                    "if another job read those rows, give each job its own consumer; if not, stop the query and move "
+                    f"the consumer back to the checkpoint (opsd consumer seek {queue} {consumer} --partition "
+                    f"{partition} --offset {p['checkpoint_next']}; a heal never moves a consumer backwards)"))
+    ahead = by_state.get("checkpoint_ahead_of_queue", [])
+    if ahead:
+        rows = ", ".join(f"[{p['row_count']}, {p['checkpoint_next']}) of partition {n}" for n, p in ahead)
+        out.append((Severity.ACTION, f"{queue}: the checkpoint has read past the queue's end on {_names(ahead)} (the "
+                    "queue was recreated under this path, or the checkpoint is another queue's): rows "
+                    f"{rows} would be skipped once written; the source refuses to read on (BeyondQueueEndError)",
+                    "never healed: stop the query, move the consumer to the first row to read (opsd consumer seek "
+                    f"{queue} {consumer} --offset 0) and restart the query with a new checkpointLocation"))
+    for partition, p in by_state.get("consumer_ahead_of_queue", []):
+        out.append((Severity.ACTION, f"{queue}: consumer {consumer} is past the queue's end on partition {partition}: "
+                    f"offset {p['consumer_offset']}, but the queue has {p['row_count']} rows (moved by hand, or left "
+                    "from a queue recreated under this path): the rows written below it would never be read",
+                    f"stop the query and move the consumer back to the checkpoint (opsd consumer seek {queue} "
+                    f"{consumer} --partition {partition} --offset {p['checkpoint_next']}), then restart it"))
     for partition, p in by_state.get("behind_trim", []):
         out.append((Severity.ACTION, f"{queue}: rows [{p['checkpoint_next']}, {p['trimmed_row_count']}) of partition "
                     f"{partition} were trimmed before the query read them: its next batch cannot be replayed",

@@ -17,6 +17,7 @@ from opsd.observe.events import exception_class, failure_message, python_failure
 #: Spark's analysis errors, and Python's errors of code and values.
 PERMANENT_CLASSES = frozenset({
     "NoSuchPathError", "NotRegisteredError", "SchemaError", "InvalidUriError", "TrimmedRowsError",
+    "BeyondQueueEndError",
     "AnalysisException", "ParseException",
     "ValueError", "TypeError", "KeyError", "AttributeError", "NameError", "ImportError", "ModuleNotFoundError",
     "SyntaxError", "NotImplementedError",

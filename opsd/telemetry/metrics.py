@@ -157,8 +157,8 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
     ),
     MetricDefinition(
         "opsd_desync_state", _G,
-        "1 for the partition's desync state (in_sync, lagging_one_batch, stuck, consumer_ahead, behind_trim), "
-        "0 for the state it left.",
+        "1 for the partition's desync state (in_sync, lagging_one_batch, stuck, consumer_ahead, behind_trim, "
+        "consumer_ahead_of_queue, checkpoint_ahead_of_queue), 0 for the state it left.",
         (*_QP, "state"),
     ),
     MetricDefinition(

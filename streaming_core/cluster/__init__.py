@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 from .base import Cluster, NodeInfo, Registration, TabletInfo, Transaction
 from .errors import (
     AlreadyExistsError,
+    BeyondQueueEndError,
     ClusterError,
     ConflictError,
     InvalidUriError,
@@ -33,9 +34,9 @@ from .errors import (
 from .schema import Column, TableSchema
 
 __all__ = [
-    "AlreadyExistsError", "Cluster", "ClusterError", "Column", "ConflictError", "InvalidUriError",
-    "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "SchemaError", "TableSchema",
-    "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError",
+    "AlreadyExistsError", "BeyondQueueEndError", "Cluster", "ClusterError", "Column", "ConflictError",
+    "InvalidUriError", "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "SchemaError",
+    "TableSchema", "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError",
     "YsonBindingsError", "connect", "default_uri", "resolve_uri", "yt_proxy", "yt_uri",
 ]
 

@@ -33,6 +33,12 @@ class TrimmedRowsError(ClusterError):
                    f"[{lower}, {upper}) were trimmed before they were read")
 
 
+class BeyondQueueEndError(ClusterError):
+    """An offset (a checkpoint's or a consumer's) lies past the queue's last row: the queue was recreated under the
+    same path, or the offset is another queue's of that path. Reading or acknowledging on would skip the rows
+    written later below it, so nothing reads past it and nothing moves a consumer there (Kafka's `failOnDataLoss`)."""
+
+
 class NotRegisteredError(ClusterError):
     """The consumer is not registered for the queue."""
 

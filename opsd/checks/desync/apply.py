@@ -1,5 +1,6 @@
 """Apply a heal: the source's own compare-and-set advance (`streaming_core.consumer.advance_consumer`) to the
-committed batch's end, after checking once more that no batch was planned since the decision.
+committed batch's end, after checking once more that no batch was planned since the decision. The advance itself
+refuses a target past the queue's end (read again there), whatever the decision said.
 
 The only step of the desync check that writes to the cluster.
 """
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from opsd.checks.desync.decide import HealDecision, HealOutcome
-from streaming_core.cluster import Cluster, ConflictError
+from streaming_core.cluster import BeyondQueueEndError, Cluster, ConflictError
 from streaming_core.consumer import advance_consumer
 
 log = structlog.get_logger(__name__)
@@ -31,7 +32,8 @@ class HealResult:
 
 
 def apply(cluster: Cluster, decision: HealDecision, newest_batch: NewestBatch | None = None) -> HealResult:
-    """Heal as decided (`decision.heal`), else return the refusal as the outcome; never raises for a conflict."""
+    """Heal as decided (`decision.heal`), else return the refusal as the outcome; never raises for a conflict or a
+    target past the queue's end."""
     if not decision.heal:
         return HealResult(decision, decision.outcome)
     if newest_batch is not None and newest_batch() != (decision.committed_batch, True):
@@ -41,6 +43,10 @@ def apply(cluster: Cluster, decision: HealDecision, newest_batch: NewestBatch | 
     except ConflictError:
         log.warning("desync_heal_conflict", query=decision.query, queue=decision.queue, consumer=decision.consumer)
         return HealResult(decision, HealOutcome.CONFLICT)
+    except BeyondQueueEndError as e:
+        log.warning("desync_heal_refused", query=decision.query, queue=decision.queue, consumer=decision.consumer,
+                    outcome=HealOutcome.AHEAD_OF_QUEUE.value, error=str(e))
+        return HealResult(decision, HealOutcome.AHEAD_OF_QUEUE)
     log.info("desync_healed", query=decision.query, queue=decision.queue, consumer=decision.consumer,
              batch_id=decision.committed_batch, moves={str(p): list(m) for p, m in sorted(moves.items())})
     return HealResult(decision, HealOutcome.HEALED if moves else HealOutcome.NOTHING_TO_HEAL, moves)

@@ -41,10 +41,12 @@ def targets_for(config: OpsdConfig) -> list[DesyncTarget]:
 
 
 def collect_target(cluster: Cluster, target: DesyncTarget, *, stopped: bool = False) -> list[QueueFacts]:
-    """A target's facts; a failure to read them becomes the target's problem (never raised)."""
+    """A target's facts; a failure to read them becomes the target's problem (never raised): a damaged or crafted
+    checkpoint (`CheckpointError` names its file), a client's own error, anything, so that one watched query never
+    stops the check of the others."""
     try:
         facts = collect_checkpoint(cluster, target, read_checkpoint(target.checkpoint, cluster.uri))
-    except (OSError, ValueError, ClusterError) as e:
+    except Exception as e:  # isolation: the problem is recorded and logged as this target's, with its class
         return [_failed(target.query, target.queue, target.consumer, target.checkpoint or "", e)]
     return [replace(f, query_stopped=stopped) for f in facts]
 
@@ -58,9 +60,13 @@ def _attached(cluster: Cluster, query: str, events: Sequence[Mapping[str, Any]])
 
 
 def _failed(query: str, queue: str | None, consumer: str | None, source: str, error: Exception) -> QueueFacts:
-    log.warning("desync_collect_failed", query=query, source=source, error=str(error))
-    problem = f"{type(error).__name__}: {error}"
+    problem = _error(error)
+    log.warning("desync_collect_failed", query=query, source=source, error=problem)
     return QueueFacts(query, queue or "", consumer or "", source, None, None, problem=problem)
+
+
+def _error(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 #: Outcomes that only mean "not now": a batch runs, or the running query will acknowledge the batch by itself.
@@ -108,7 +114,11 @@ class DesyncCheck:
     def heal(self, cluster: Cluster, desync: QueueDesync, target: DesyncTarget) -> HealResult:
         """Decide and apply; counted when some partition is behind, unless it only has to wait for the query."""
         decision = decide(desync)
-        result = apply(cluster, decision, lambda: newest_batch(target.checkpoint, cluster.uri))
+        try:
+            result = apply(cluster, decision, lambda: newest_batch(target.checkpoint, cluster.uri))
+        except Exception as e:  # isolation, as in `collect_target`: the heal fails, the other queries' go on
+            log.warning("desync_heal_failed", query=decision.query, queue=decision.queue, error=_error(e))
+            result = HealResult(decision, HealOutcome.FAILED)
         behind = any(p.difference_rows > 0 for p in desync.partitions)
         if behind and result.outcome not in WAITS:
             self.recorder.record_heal(desync.facts.query, desync.facts.queue, result.outcome.value,

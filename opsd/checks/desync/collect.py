@@ -5,6 +5,11 @@ Two ways in, one shape out (`QueueFacts`): `collect_checkpoint` for queries whos
 (pipelines opsd runs, `watch:` entries, `opsd desync` / `opsd doctor`), reading only the newest `offsets/N` and
 `commits/N`; `collect_progress` for queries seen through a listener, where the last batch with data gives the
 committed end (its `endOffset`) and the batch before it (its `startOffset`).
+
+Read order: the checkpoint (or progress), then the consumer, then the queue's counters. A live queue's row count
+only grows and the offsets only ever point at rows that existed when they were written, so offsets read first are
+never past counters read after them — unless they are another queue's (`checkpoint_ahead_of_queue`,
+`consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue.
 """
 
 from __future__ import annotations
@@ -100,11 +105,11 @@ def queue_facts(cluster: Cluster, query: str, queue: str, consumer: str | None, 
     if ends.committed.cluster != cluster.name:
         return _problem(facts, f"{source}: the offsets of {queue} are for cluster {ends.committed.cluster!r}, "
                                f"but {cluster.uri} is {cluster.name!r}")
+    committed = cluster.get_consumer_offsets(consumer, queue)  # before the counters (module docstring)
     infos = cluster.get_tablet_infos(queue)
     if sorted(ends.committed.partitions) != [t.tablet_index for t in infos]:
         return _problem(facts, f"{source}: the checkpoint has partitions {sorted(ends.committed.partitions)} but "
                                f"{queue} has {len(infos)} tablets")
-    committed = cluster.get_consumer_offsets(consumer, queue)
     return replace(facts, partitions=partitions(infos, ends, committed))
 
 

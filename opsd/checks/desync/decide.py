@@ -1,9 +1,10 @@
 """Decide a heal: whether to advance a queue's consumer to the committed batch's end, and where. Pure.
 
 A heal moves only partitions behind the committed batch's end, to that end: never past a committed batch, never
-backwards. It is refused when the facts are unsafe (the checkpoint is behind the trim, the consumer ahead of
-it, the checkpoint does not match the queue) and waits while a batch runs (a planned, uncommitted batch) or while
-a running query has rows to read (it plans its next batch, whose start acknowledges this one by itself).
+backwards, never past the queue's end. It is refused when the facts are unsafe (the checkpoint or the consumer is
+past the queue's end, the checkpoint is behind the trim, the consumer ahead of it, the checkpoint does not match the
+queue) and waits while a batch runs (a planned, uncommitted batch) or while a running query has rows to read (it
+plans its next batch, whose start acknowledges this one by itself). The apply step checks the queue's end again.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from opsd.checks.desync.evaluate import DesyncState, QueueDesync
+from opsd.checks.desync.evaluate import AHEAD_OF_QUEUE, DesyncState, QueueDesync
 
 
 class HealOutcome(StrEnum):
@@ -22,6 +23,7 @@ class HealOutcome(StrEnum):
     NOTHING_TO_HEAL = "nothing_to_heal"
     NO_COMMITTED_BATCH = "refused_no_committed_batch"
     MISMATCH = "refused_checkpoint_mismatch"
+    AHEAD_OF_QUEUE = "refused_ahead_of_queue"
     BEHIND_TRIM = "refused_behind_trim"
     CONSUMER_AHEAD = "refused_consumer_ahead"
     BATCH_RUNNING = "refused_batch_running"
@@ -57,6 +59,8 @@ def decide(desync: QueueDesync) -> HealDecision:
     states = {p.state for p in desync.partitions}
     if facts.problem is not None:
         return decision(HealOutcome.MISMATCH)
+    if states & AHEAD_OF_QUEUE:
+        return decision(HealOutcome.AHEAD_OF_QUEUE)
     if facts.committed_batch is None:
         return decision(HealOutcome.NO_COMMITTED_BATCH)
     if DesyncState.BEHIND_TRIM in states:

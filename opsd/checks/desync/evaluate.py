@@ -7,7 +7,18 @@ States, in rising severity (a queue's state is its worst partition's):
 - `stuck`: behind the previous batch's end too: acknowledgements of two or more committed batches never
   reached the consumer while the query ran them;
 - `consumer_ahead`: beyond the checkpoint's next row: a restart would skip the rows in between;
-- `behind_trim`: the checkpoint's next row is trimmed: its next batch cannot be replayed.
+- `behind_trim`: the checkpoint's next row is trimmed: its next batch cannot be replayed;
+- `consumer_ahead_of_queue`: the consumer is past the queue's last row (the queue was recreated under its path, or
+  the consumer was moved by hand): rows written later below its offset would never be read;
+- `checkpoint_ahead_of_queue`: the checkpoint's next row is past the queue's last row — the queue was recreated
+  under the same path, or the checkpoint is another queue's of that path. Rows written later below the checkpoint's
+  offset would be skipped. The counterpart of Burrow's REWIND (offsets that went back): here the queue went back
+  under the offsets. Never healed (`opsd.checks.desync.decide`); the source fails such a batch
+  (`streaming_core.cluster.BeyondQueueEndError`).
+
+A queue's row count only grows while it lives, and the checkpoint and the consumer are read before the queue's
+counters (`opsd.checks.desync.collect`), so the last two states never come from timing: offsets past the end are
+offsets of another queue.
 """
 
 from __future__ import annotations
@@ -24,10 +35,14 @@ class DesyncState(StrEnum):
     STUCK = "stuck"
     CONSUMER_AHEAD = "consumer_ahead"
     BEHIND_TRIM = "behind_trim"
+    CONSUMER_AHEAD_OF_QUEUE = "consumer_ahead_of_queue"
+    CHECKPOINT_AHEAD_OF_QUEUE = "checkpoint_ahead_of_queue"
 
 
 #: Every state, in rising severity (the metric's one-hot `state` label takes these values).
 STATES: tuple[DesyncState, ...] = tuple(DesyncState)
+#: States whose offsets lie past the queue's end: alerted, never healed.
+AHEAD_OF_QUEUE = frozenset({DesyncState.CONSUMER_AHEAD_OF_QUEUE, DesyncState.CHECKPOINT_AHEAD_OF_QUEUE})
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,10 @@ class QueueDesync:
 
 
 def partition_state(f: PartitionFacts) -> DesyncState:
+    if f.checkpoint_next > f.row_count:
+        return DesyncState.CHECKPOINT_AHEAD_OF_QUEUE
+    if f.consumer_offset > f.row_count:
+        return DesyncState.CONSUMER_AHEAD_OF_QUEUE
     if f.checkpoint_next < f.trimmed_row_count:
         return DesyncState.BEHIND_TRIM
     if f.consumer_offset > f.checkpoint_next:

@@ -178,9 +178,9 @@ class TestCheckpointFiles:
 
         assert isinstance(files, CypressFiles)
         assert files.list("offsets") == ["0"] and files.list("commits") == []
-        assert files.read("offsets/0").startswith("v1\n")
+        assert files.read("offsets/0", 1024).startswith(b"v1\n")
         with pytest.raises(FileNotFoundError, match="//home/cp-test/offsets/7"):
-            files.read("offsets/7")
+            files.read("offsets/7", 1024)
         files.remove("offsets/0")
         assert files.list("offsets") == [] and not (offsets / "0").exists()
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from opsd.checks.desync.apply import apply
 from opsd.checks.desync.check import collect_target, targets_for, view
@@ -79,7 +80,10 @@ def show_desync(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(redact({d.facts.queue: view(d) for d in desyncs}), indent=2))
     else:
-        Console().print(desync_table(desyncs, Shown()))
+        console, shown = Console(), Shown()
+        console.print(desync_table(desyncs, shown))
+        for problem in desync_problems(desyncs, shown):
+            console.print(problem)
     return 0
 
 
@@ -113,6 +117,13 @@ def heal_line(decision: HealDecision, moves: dict[int, tuple[int, int]], *, dry_
     return f"{head}{verb} {listed} (end of committed batch {decision.committed_batch})"
 
 
+def desync_problems(desyncs: list[QueueDesync], shown: Shown) -> list[Text]:
+    """The problems of the table's `problem` rows, each whole on lines of its own below the table (a table cell at
+    a terminal's width would cut or split them)."""
+    return [shown(f"problem: {d.facts.query} {d.facts.queue or ''}: {d.facts.problem}".replace("  ", " "))
+            for d in desyncs if d.facts.problem]
+
+
 def desync_table(desyncs: list[QueueDesync], shown: Shown) -> Table:
     """Per queue and partition: state, the checkpoint's next row, the consumer, their difference, queue counters;
     every cell shown as text (paths and problems come from checkpoints and the cluster: never markup)."""
@@ -123,7 +134,7 @@ def desync_table(desyncs: list[QueueDesync], shown: Shown) -> Table:
     for d in desyncs:
         f = d.facts
         if f.problem:
-            table.add_row(*(shown(c) for c in (f.query, f.queue, "", "problem", f.problem)))
+            table.add_row(*(shown(c) for c in (f.query, f.queue, "", "problem")))
         for p in d.partitions:
             table.add_row(*(shown(c) for c in (f.query, f.queue, p.facts.partition, p.state.value,
                                                p.facts.checkpoint_next, p.facts.consumer_offset, p.difference_rows,

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
 from py4j.protocol import Py4JJavaError
 from pyspark.sql.utils import ForeachBatchFunction
 
-log = structlog.get_logger(__name__)
+from .log import get_logger
+
+log = get_logger(__name__)
 
 #: The longest text a failed `foreachBatch` call hands the JVM: half the length at which Spark's regex overflows.
 MAX_TEXT = 1000

@@ -67,7 +67,7 @@ def test_the_next_batch_is_judged_from_the_measured_peaks_and_the_cap_in_force(w
     assert monitor.recorder.status.get("oom_watched").oom_risk == evaluation.risk
     # /status carries the verdict with its confidence: the expected peak inside its interval, the bound = risk x limit.
     shown = monitor.recorder.status.get("oom_watched").oom
-    assert shown["confidence"] == 0.95 and shown["risk"] == evaluation.risk
+    assert shown["confidence"] == check.settings.confidence == 0.99 and shown["risk"] == evaluation.risk
     heap_shown = shown["pools"]["jvm_heap"]
     low, high = heap_shown["peak_interval_bytes"]
     assert low <= heap_shown["predicted_peak_bytes"] <= high == pytest.approx(heap.risk * heap.limit_bytes)

@@ -323,13 +323,13 @@ class Recorder:
         if observed_peak_bytes is not None:
             m.oom_observed_peak_bytes.labels(**labels).set(observed_peak_bytes)
 
-    def record_oom(self, query: str, view: Mapping[str, Any], *, risk: float, batch_bytes: float,
-                   safe_max_rows_per_partition: int | None, target_risk: float) -> None:
+    def record_oom(self, query: str, *, risk: float, batch_bytes: float, safe_max_rows_per_partition: int | None,
+                   target_risk: float, view: Mapping[str, Any] | None = None) -> None:
         """The OOM check's verdict for a query's next batch: its highest risk over the pools and the safe cap, and
         the verdict per pool with its confidence (`view`, JSON-ready) for `/status`."""
         previous = self.status.get(query)
         self.status.update(query, oom_risk=risk, safe_max_rows_per_partition=safe_max_rows_per_partition,
-                           oom=dict(view))
+                           oom=None if view is None else dict(view))
         self.metrics.oom_batch_bytes.labels(query=query).set(batch_bytes)
         if safe_max_rows_per_partition is not None:
             self.metrics.oom_safe_max_rows_per_partition.labels(query=query).set(safe_max_rows_per_partition)

@@ -198,9 +198,9 @@ def apply_in_arrow(df: Any, batch_id: int) -> None:
     from pyspark.sql import functions as F
 
     def whole_group(table):
-        return table.combine_chunks()
+        return table.select(["data", "n"]).combine_chunks()
 
-    (df.groupBy(F.lit(1).alias("g")).applyInArrow(whole_group, "g int, data string, n long")
+    (df.withColumn("g", F.lit(1)).groupBy("g").applyInArrow(whole_group, "data string, n long")
      .write.format("noop").mode("overwrite").save())
 
 

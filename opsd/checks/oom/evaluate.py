@@ -87,8 +87,8 @@ class Observation:
 @dataclass(frozen=True)
 class Prior:
     """What opsd assumes of a pool before it has seen a batch: the growth's base (a fraction of the pool's headroom
-    above its baseline), memory per batch byte, and how far a batch's peak strays from the line (a fraction of the
-    pool's limit) until the residuals tell."""
+    above its baseline), memory per batch byte (give or take `ModelSettings.slope_spread` of it), and how far a
+    batch's peak strays from the line (a fraction of the pool's limit) until the residuals tell."""
 
     base_fraction: float
     bytes_per_batch_byte: float

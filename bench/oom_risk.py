@@ -1,210 +1,383 @@
 """OOM risk validated on real out-of-memory runs: did opsd predict, before a batch ran, that it would die of memory?
 
-A matrix of workloads x batch sizes, each run for real in its own process with small memory (`local[1]`,
-`spark.driver.memory=512m`; Python workers `spark.executor.pyspark.memory=1g`, see below): one micro-batch of
-the planned size read from a 2-tablet `yt` queue of 100-byte rows. Per workload the sizes run from small to large,
-like the batches of one query that grow: before each run, opsd's model (`opsd.checks.oom.evaluate`, default
-settings and prior, nothing tuned here) predicts that batch's peak per pool from the runs before it (the first
-from the prior alone); after it, the peaks Spark measured (REST `/stages`, `peakExecutorMetrics`) or the memory
-failure are what the model learns. Bytes per row are measured on a queue of the same rows through the collect
-step opsd uses (`sample_bytes_per_row`).
+A matrix of workload shapes (an operator x a row width), each run for real in its own Spark session (`local[2]`,
+`spark.driver.memory=512m`, `-XX:MaxDirectMemorySize=128m`, `spark.executor.pyspark.memory=1g`: small limits make
+out-of-memory runs fast), as one micro-batch per size read from a 2-tablet `yt` queue, sizes growing like the
+batches of one query (`SIZES_MIB` of Arrow bytes, doubling from 12 MiB: not aligned with the limits' powers of two,
+so that no shape's last completed batch sits at its limit by construction), until the first run that fails.
 
-Workloads: `passthrough` (to the `yt` sink; chunked, so memory should not grow with the batch), `to_pandas`
-(`foreachBatch` with `toPandas()`: the batch collected through the driver's heap) and `pandas_udf` (`foreachBatch`
-with a grouped pandas UDF holding the whole batch as one group in a Python worker).
+Each run is measured by opsd's own collect step (`opsd.checks.oom.collect`: the stages' REST facts and the memory
+sampler's window, the way the OOM check measures a batch). Before each run, opsd's model (`opsd.checks.oom.evaluate`,
+default settings: nothing in it is fitted to this matrix) judges the batch from the runs of the same shape before it
+(the first from the prior alone) and the pools' levels just before the run; after it, what was measured, or the
+memory failure, is what the model learns.
 
-Figures: `recall` = out-of-memory runs predicted at risk >= 1.0 beforehand / out-of-memory runs; `false_alarms` =
-completed runs predicted >= 1.0 / completed runs; `peak_error` = mean relative error of the predicted peak against
-the observed one, for completed runs with at least one earlier observation, in the run's binding pool (the one
-with the highest observed peak over its limit); `prior_peak_error` the same for the runs predicted from the prior
-alone. Goals: recall 1.0, false alarms <= 0.1, peak error <= 0.25.
+Shapes (`SHAPES`), each built to fill one pool: the JVM heap (`to_pandas`: the batch collected through the driver;
+`collect_list`: one group's values in an aggregation buffer), Python workers (`pandas_udf`: the batch as one group of
+a grouped pandas UDF; `map_in_pandas`: a partition concatenated into one DataFrame and deduplicated), direct memory
+(`arrow_concat`: `mapInArrow` returning a partition as one Arrow batch; `apply_in_arrow`: one group returned as one
+table), and two whose memory should stay flat or saturate (`sort`: spills; `passthrough`: the `yt` sink, chunked).
+Rows of 100 and 1000 bytes. The split is fixed here, before any held-out result was seen: the model's defaults
+(priors, noise, confidence) were chosen on the `tune` half only; the `held_out` half reports how the model does on
+shapes it was not built on.
 
-Why 1 GB for Python workers and not 256 MB: `spark.executor.pyspark.memory` limits a worker's address space, and
-a worker that imports pandas and pyarrow cannot even load its modules under 256 MB ("failed to map segment from
-shared object"), whatever the batch.
+Figures, for the whole matrix and each half: `recall` = out-of-memory runs predicted at risk >= 1.0 beforehand /
+out-of-memory runs; `false_alarms` = completed runs predicted >= 1.0 / completed runs; `peak_error` = mean relative
+error of the expected peak against the measured one, in the run's binding pool (the highest measured peak over its
+limit), for completed runs with at least one earlier observation; `prior_peak_error` the same for the runs judged by
+the prior alone. Goals: recall 1.0, false alarms <= 0.1, peak error <= 0.25, held-out and whole.
 
-Run: `python -m bench.oom_risk` (last line: one JSON object); `--quick` runs a 2 x 2 matrix for development.
+Run: `python -m bench.oom_risk` (last line: one JSON object); `--half tune` runs one half; `--record FILE` keeps the
+raw runs, `--replay FILE` judges recorded runs again without Spark.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from opsd.checks.oom.collect import SparkRest, pool_limits, sample_bytes_per_row, stage_peaks
-from opsd.checks.oom.evaluate import POOLS, Observation, evaluate, planned_batch
+from opsd.checks.oom.check import WINDOW_SLACK_SECONDS
+from opsd.checks.oom.collect import (
+    SparkRest,
+    batch_usage,
+    execution_region,
+    pool_limits,
+    sample_bytes_per_row,
+    stage_facts,
+)
+from opsd.checks.oom.evaluate import (
+    DIRECT,
+    DRIVER_RESULT,
+    HEAP,
+    POOLS,
+    PYTHON_WORKER,
+    BatchUsage,
+    ModelSettings,
+    Observation,
+    PoolUsage,
+    evaluate,
+    observations_of,
+    planned_batch,
+)
 from opsd.checks.oom.failures import memory_pool_of_failure
+from opsd.checks.oom.sampler import MemorySampler
 from opsd.config.spark import MEMORY_METRICS_CONF
 from opsd.observe.progress import PartitionOffsets
 from streaming_core.cluster import Cluster, connect
 
-WORKLOADS = ("passthrough", "to_pandas", "pandas_udf")
-SIZES = (250_000, 500_000, 1_000_000, 2_000_000)
-QUICK_WORKLOADS, QUICK_SIZES = ("to_pandas", "pandas_udf"), (100_000, 2_000_000)
+
+@dataclass(frozen=True)
+class Shape:
+    """A workload shape: an operator over rows of `row_bytes`, built to fill `pool`; `held_out` from tuning."""
+
+    workload: str
+    row_bytes: int
+    pool: str
+    held_out: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.workload}/{self.row_bytes}B"
+
+
+SHAPES = (
+    Shape("to_pandas", 100, "jvm_heap", held_out=False),
+    Shape("pandas_udf", 1000, "python_worker", held_out=False),
+    Shape("arrow_concat", 100, "direct", held_out=False),
+    Shape("sort", 1000, "jvm_heap", held_out=False),
+    Shape("collect_list", 1000, "jvm_heap", held_out=True),
+    Shape("map_in_pandas", 100, "python_worker", held_out=True),
+    Shape("apply_in_arrow", 1000, "direct", held_out=True),
+    Shape("passthrough", 100, "direct", held_out=True),
+)
+HALVES = {"tune": False, "held_out": True}
+SIZES_MIB = (12, 24, 48, 96, 192, 384)
+QUICK_SIZES_MIB = (12, 48)
 TABLETS = 2
-PAYLOAD_BYTES = 100
 CONF = {
     "spark.driver.memory": "512m",
+    "spark.driver.extraJavaOptions": "-XX:MaxDirectMemorySize=128m",
     "spark.executor.pyspark.memory": "1g",
     "spark.sql.shuffle.partitions": "1",
     "spark.ui.port": "0",
     "spark.ui.showConsoleProgress": "false",
     **MEMORY_METRICS_CONF,
 }
-MASTER = "local[1]"
-QUEUE, CONSUMER, OUTPUT = "//bench/queue", "//bench/consumer", "//bench/output"
+MASTER = "local[2]"
 SCHEMA = [{"name": "data", "type": "string"}, {"name": "n", "type": "int64"}]
-RUN_TIMEOUT_SECONDS = 900
+#: Seconds a run may take before it counts as hung; a shape's whole child process gets `SHAPE_TIMEOUT_SECONDS`.
+RUN_TIMEOUT_SECONDS, SHAPE_TIMEOUT_SECONDS = 120, 600
+#: Seconds after a batch before its facts are read: the last executor metrics arrive with a heartbeat.
+SETTLE_SECONDS = 1.5
 RECALL_GOAL, FALSE_ALARMS_GOAL, PEAK_ERROR_GOAL = 1.0, 0.1, 0.25
+MIB = 1 << 20
 
 
-def fill_queue(cluster: Cluster, rows: int, path: str = QUEUE) -> None:
+def queue_path(row_bytes: int) -> str:
+    return f"//bench/q{row_bytes}"
+
+
+def fill_queue(cluster: Cluster, path: str, row_bytes: int, rows: int) -> None:
     cluster.create("table", path, recursive=True, attributes={
         "dynamic": True, "tablet_count": TABLETS, "schema": SCHEMA})
-    per_tablet, step = rows // TABLETS, 100_000
+    per_tablet, step = rows // TABLETS, max(1, (16 * MIB) // row_bytes)
     for tablet in range(TABLETS):
         for lo in range(0, per_tablet, step):
             n = pa.array(range(lo, min(lo + step, per_tablet)), pa.int64())
-            cluster.insert_rows(path, pa.table({"data": pa.array(["x" * PAYLOAD_BYTES] * len(n)), "n": n}),
+            cluster.insert_rows(path, pa.table({"data": pa.array(["x" * row_bytes] * len(n)), "n": n}),
                                 tablet_index=tablet)
 
 
-def measured_bytes_per_row() -> float:
-    """Bytes per row as the OOM check measures them, on a small queue of the bench's rows."""
-    with tempfile.TemporaryDirectory(prefix="bench-oom-sample-") as root, connect(f"local://{root}") as cluster:
-        fill_queue(cluster, 2000)
-        read = [PartitionOffsets(QUEUE, t, -1, 999, 999) for t in range(TABLETS)]
-        per_row = sample_bytes_per_row(cluster, read)
+def bytes_per_row(cluster: Cluster, path: str) -> float:
+    """Bytes per row as the OOM check measures them (the Arrow size of the rows read)."""
+    read = [PartitionOffsets(path, t, -1, 999, 999) for t in range(TABLETS)]
+    per_row = sample_bytes_per_row(cluster, read)
     assert per_row is not None
     return per_row
 
 
-# -- the child: one run, one micro-batch -------------------------------------------------------------------------
+def rows_for(mib: float, per_row: float) -> int:
+    """Rows of a batch of `mib` MiB, a multiple of the tablets."""
+    return int(mib * MIB / per_row) // TABLETS * TABLETS
 
-def to_pandas(df, batch_id: int) -> None:
+
+# -- the workloads (foreachBatch functions; `passthrough` is the yt sink) ----------------------------------------
+
+def to_pandas(df: Any, batch_id: int) -> None:
     df.toPandas()
 
 
-def pandas_udf(df, batch_id: int) -> None:
+def collect_list(df: Any, batch_id: int) -> None:
+    from pyspark.sql import functions as F
+
+    df.groupBy(F.lit(1).alias("g")).agg(F.size(F.collect_list("data")).alias("n")).collect()
+
+
+def pandas_udf(df: Any, batch_id: int) -> None:
     from pyspark.sql import functions as F
 
     def whole_group(pdf):
         import pandas as pd
         return pd.DataFrame({"rows": [len(pdf)], "chars": [int(pdf["data"].str.len().sum())]})
 
-    df.withColumn("group", F.lit("all")).groupBy("group").applyInPandas(whole_group, "rows long, chars long").collect()
+    df.withColumn("g", F.lit("all")).groupBy("g").applyInPandas(whole_group, "rows long, chars long").collect()
 
 
-def run_child(workload: str, rows: int) -> dict[str, Any]:
-    """Fill a queue, run one batch of `rows` through `workload`, report its peaks or its memory failure."""
+def map_in_pandas(df: Any, batch_id: int) -> None:
+    def deduplicated(batches):
+        import pandas as pd
+        whole = pd.concat(list(batches))
+        yield pd.DataFrame({"rows": [len(whole.drop_duplicates("n"))]})
+
+    df.mapInPandas(deduplicated, "rows long").collect()
+
+
+def arrow_concat(df: Any, batch_id: int) -> None:
+    def one_batch(batches):
+        import pyarrow as pa
+        batches = list(batches)
+        if batches:
+            yield pa.Table.from_batches(batches).combine_chunks().to_batches(max_chunksize=1 << 62)[0]
+
+    df.mapInArrow(one_batch, df.schema).write.format("noop").mode("overwrite").save()
+
+
+def apply_in_arrow(df: Any, batch_id: int) -> None:
+    from pyspark.sql import functions as F
+
+    def whole_group(table):
+        return table.select(["data", "n"]).combine_chunks()
+
+    (df.withColumn("g", F.lit(1)).groupBy("g").applyInArrow(whole_group, "data string, n long")
+     .write.format("noop").mode("overwrite").save())
+
+
+def sort(df: Any, batch_id: int) -> None:
+    df.sort("data", "n").write.format("noop").mode("overwrite").save()
+
+
+WORKLOADS = {f.__name__: f for f in (to_pandas, collect_list, pandas_udf, map_in_pandas, arrow_concat,
+                                     apply_in_arrow, sort)}
+
+
+# -- the child: one shape, one session, its sizes in order until one fails -----------------------------------------
+
+def run_shape(shape: Shape, root: str, log_path: str, sizes: tuple[float, ...]) -> None:
+    """Print one JSON line per run: its rows and bytes, the pools' levels before it, what it used or how it died."""
     from streaming_core import build_session
 
-    with tempfile.TemporaryDirectory(prefix="bench-oom-") as root:
-        uri = f"local://{root}/cluster"
+    uri = f"local://{root}/cluster"
+    queue = queue_path(shape.row_bytes)
+    with connect(uri) as cluster:
+        per_row = bytes_per_row(cluster, queue)
+    spark = build_session("bench-oom", master=MASTER, cluster=uri, conf=CONF)
+    context = spark.sparkContext
+    rest = SparkRest(context.uiWebUrl, context.applicationId)
+    sampler = MemorySampler.for_spark(context).start()
+    for index, mib in enumerate(sizes):
+        rows = rows_for(mib, per_row)
+        name = f"{shape.workload}{shape.row_bytes}_{index}"
         with connect(uri) as cluster:
-            fill_queue(cluster, rows)
-            cluster.create_consumer(CONSUMER)
-            cluster.register_queue_consumer(QUEUE, CONSUMER)
-            if workload == "passthrough":
-                cluster.create("table", OUTPUT, attributes={"dynamic": True, "tablet_count": 1, "schema": SCHEMA})
-        spark = build_session("bench-oom", master=MASTER, cluster=uri, conf=CONF)
-        context = spark.sparkContext
-        rest = SparkRest(context.uiWebUrl, context.applicationId)
+            cluster.create_consumer(f"//bench/c_{name}")
+            cluster.register_queue_consumer(queue, f"//bench/c_{name}")
+            if shape.workload == "passthrough":
+                cluster.create("table", f"//bench/out_{name}", attributes={
+                    "dynamic": True, "tablet_count": 1, "schema": SCHEMA})
+        time.sleep(SETTLE_SECONDS)
+        idle = sampler.idle()
+        log_offset = os.path.getsize(log_path)
         started = time.time()
-        failure = None
+        failure = run_batch(spark, shape, name, root, rows, log_path, log_offset)
+        ended = time.time()
+        time.sleep(SETTLE_SECONDS)
+        start, end = started - WINDOW_SLACK_SECONDS, ended + WINDOW_SLACK_SECONDS
         try:
-            stream = (spark.readStream.format("yt").option("consumer_path", CONSUMER)
-                      .option("max_rows_per_partition", rows // TABLETS).load(QUEUE).writeStream
-                      .option("checkpointLocation", f"{root}/checkpoint").trigger(availableNow=True))
-            if workload == "passthrough":
-                stream = stream.format("yt").option("path", OUTPUT)
-            else:
-                stream = stream.foreachBatch(to_pandas if workload == "to_pandas" else pandas_udf)
-            query = stream.start()
-            query.awaitTermination()
-        except Exception:
-            failure = traceback.format_exc()
-        time.sleep(1.0)  # the last executor metrics arrive with a heartbeat
-        try:
-            stages = rest.stages()
-            peaks = stage_peaks(stages, started, time.time())
-        except Exception:
-            stages, peaks = traceback.format_exc(), {}
-        finally:
-            try:
-                spark.stop()
-            except Exception:
-                failure = failure or traceback.format_exc()
-    return {"failure": failure, "peaks": peaks, "stages": stages if not peaks else len(stages)}
+            usage = batch_usage(stage_facts(rest.stages(), start, end), sampler.window(start, end))
+        except Exception:  # a driver gone with its batch: the failure says why
+            usage = BatchUsage()
+        print(json.dumps({"mib": mib, "rows": rows, "batch_bytes": rows * per_row, "idle": idle,
+                          "seconds": round(ended - started, 1), "failure": failure, "usage": asdict(usage)}),
+              flush=True)
+        if failure:
+            os._exit(0)  # a JVM that ran out of memory may hang on the way out
+    sampler.stop()
+    spark.stop()
 
 
-# -- the parent: the matrix -----------------------------------------------------------------------------------
-
-def run_isolated(workload: str, rows: int) -> dict[str, Any]:
-    """One run in its own process; a process that dies without its JSON line died of what its output says."""
+def run_batch(spark: Any, shape: Shape, name: str, root: str, rows: int, log_path: str, log_offset: int
+              ) -> str | None:
+    """One micro-batch of `rows` (the first of a query whose next trigger is an hour away); the failure's text, if
+    any: the query's exception and what the JVM logged of memory (an error in a JVM thread may hang the query)."""
     try:
-        child = subprocess.run([sys.executable, "-m", "bench.oom_risk", "--child", workload, str(rows)],
-                               capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS,
-                               cwd=Path(__file__).parent.parent)
-    except subprocess.TimeoutExpired:
-        return {"failure": "timeout", "peaks": {}, "pool": None}
-    lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
-    result = json.loads(lines[-1]) if lines else {"failure": child.stderr[-5000:] or f"exit {child.returncode}",
-                                                  "peaks": {}}
-    result["pool"] = memory_pool_of_failure(result["failure"])
-    if result["failure"] and result["pool"] is None:  # a failure that is not memory: show it, count it apart
-        print(f"  {workload} {rows}: failed, not of memory: {result['failure'][-800:]}", file=sys.stderr)
-    return result
+        stream = (spark.readStream.format("yt").option("consumer_path", f"//bench/c_{name}")
+                  .option("max_rows_per_partition", rows // TABLETS).load(queue_path(shape.row_bytes)).writeStream
+                  .option("checkpointLocation", f"{root}/checkpoints/{name}").trigger(processingTime="1 hour"))
+        if shape.workload == "passthrough":
+            stream = stream.format("yt").option("path", f"//bench/out_{name}")
+        else:
+            stream = stream.foreachBatch(WORKLOADS[shape.workload])
+        query = stream.start()
+        deadline = time.monotonic() + RUN_TIMEOUT_SECONDS
+        while query.isActive and query.lastProgress is None:
+            logged = jvm_memory_errors(log_path, log_offset)
+            if logged or time.monotonic() > deadline:
+                return logged or f"timeout after {RUN_TIMEOUT_SECONDS} s"
+            time.sleep(0.2)
+        exception = query.exception()
+        query.stop()
+        if exception is not None:
+            return f"{exception}\n{jvm_memory_errors(log_path, log_offset)}"
+        return None
+    except Exception:
+        return f"{traceback.format_exc()}\n{jvm_memory_errors(log_path, log_offset)}"
 
 
-def matrix(workloads: tuple[str, ...], sizes: tuple[int, ...]) -> list[dict[str, Any]]:
-    limits = pool_limits(CONF, MASTER)
-    per_row = measured_bytes_per_row()
+def jvm_memory_errors(log_path: str, offset: int) -> str:
+    """The lines the JVM logged since `offset` that name an out-of-memory error."""
+    with open(log_path, errors="replace") as log:
+        log.seek(offset)
+        return "\n".join(line for line in log.read().splitlines() if "OutOf" in line and "Memory" in line)
+
+
+# -- the parent: the matrix ---------------------------------------------------------------------------------------
+
+def measure(shapes: tuple[Shape, ...], sizes: tuple[float, ...]) -> list[dict[str, Any]]:
+    """Run every shape in its own child process; the raw runs, in order."""
     runs = []
-    print(f"bytes per row {per_row:.1f}; limits " + ", ".join(f"{p} {v / 2**20:.0f} MiB" for p, v in limits.items()))
-    print(f"{'workload':12} {'rows':>10} {'risk':>6} {'pool':>13} {'predicted':>10} {'observed':>10} {'outcome':>16}")
-    for workload in workloads:
-        seen: dict[str, list[Observation]] = {pool: [] for pool in POOLS}
-        for index, rows in enumerate(sizes):
-            half = rows // TABLETS
-            batch = planned_batch([PartitionOffsets(QUEUE, t, None, -1, half - 1) for t in range(TABLETS)], half,
-                                  per_row)
-            before = evaluate(workload, batch, limits, seen)
+    per_row: dict[int, float] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-oom-") as root:
+        with connect(f"local://{root}/cluster") as cluster:
+            for width in sorted({s.row_bytes for s in shapes}):
+                fill_queue(cluster, f"//bench/sample{width}", width, TABLETS * 1000)
+                per_row[width] = bytes_per_row(cluster, f"//bench/sample{width}")
+                fill_queue(cluster, queue_path(width), width, rows_for(max(sizes), per_row[width]) + TABLETS)
+        for shape in shapes:
             started = time.perf_counter()
-            result = run_isolated(workload, rows)
-            outcome = "completed" if not result["failure"] else f"oom:{result['pool']}" if result["pool"] else "failed"
-            peaks = result["peaks"]
-            binding = max(peaks, key=lambda p: peaks[p] / limits[p], default=None) if outcome == "completed" else None
-            predicted = {p.pool: p.predicted_peak_bytes for p in before.pools}
-            run = {"workload": workload, "rows": rows, "risk": before.risk, "outcome": outcome, "pool": binding,
-                   "predicted": predicted.get(binding), "observed": peaks.get(binding),
-                   "fitted": index > 0, "seconds": time.perf_counter() - started}
-            runs.append(run)
-            for pool, peak in peaks.items():
-                if outcome == "completed":
-                    seen[pool].append(Observation(index, batch.bytes, peak))
-            if result["pool"]:
-                seen[result["pool"]].append(Observation(index, batch.bytes, 0.0, failed=True))
-            shown = [f"{v / 2**20:>9.0f}M" if v else f"{'-':>10}" for v in (run["predicted"], run["observed"])]
-            print(f"{workload:12} {rows:>10,} {run['risk']:>6.2f} {binding or '-':>13} {shown[0]} {shown[1]} "
-                  f"{outcome:>16}  ({run['seconds']:.0f} s)", flush=True)
+            for run in run_isolated(shape, root, sizes, per_row[shape.row_bytes]):
+                runs.append({"shape": shape.name, **run})
+            print(f"  {shape.name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     return runs
+
+
+def run_isolated(shape: Shape, root: str, sizes: tuple[float, ...], per_row: float) -> list[dict[str, Any]]:
+    """A shape's runs from its child; a child that died in a run (its driver killed by the error) reports that run
+    with the JVM's last words."""
+    log_path = Path(root) / f"{shape.workload}{shape.row_bytes}.log"
+    log_path.touch()
+    command = [sys.executable, "-m", "bench.oom_risk", "--child", shape.workload, str(shape.row_bytes), root,
+               str(log_path), ",".join(str(s) for s in sizes)]
+    with open(log_path, "a") as log:
+        try:
+            child = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True,
+                                   timeout=SHAPE_TIMEOUT_SECONDS, cwd=Path(__file__).parent.parent)
+            out = child.stdout
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or ""
+    runs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    if len(runs) < len(sizes) and not (runs and runs[-1]["failure"]):
+        last_words = jvm_memory_errors(str(log_path), 0) or log_path.read_text(errors="replace")[-3000:]
+        mib = sizes[len(runs)]
+        rows = rows_for(mib, per_row)
+        runs.append({"mib": mib, "rows": rows, "batch_bytes": rows * per_row, "idle": {}, "seconds": None,
+                     "failure": f"the child died: {last_words}", "usage": asdict(BatchUsage())})
+    return runs
+
+
+def judge(raw: list[dict[str, Any]], settings: ModelSettings | None = None) -> list[dict[str, Any]]:
+    """Replay each shape's runs in order through the model: the verdict before each run, then what it learns."""
+    settings = settings or ModelSettings()
+    limits, region = pool_limits(CONF, MASTER), execution_region(CONF, MASTER)
+    judged = []
+    seen: dict[str, dict[str, list[Observation]]] = {}
+    for run in raw:
+        shape = next(s for s in SHAPES if s.name == run["shape"])
+        observations = seen.setdefault(shape.name, {pool: [] for pool in POOLS})
+        rows, batch_bytes = run["rows"], run["batch_bytes"]
+        batch = planned_batch([PartitionOffsets("q", t, None, -1, rows // TABLETS - 1)
+                               for t in range(TABLETS)], rows // TABLETS, batch_bytes / rows)
+        before = evaluate(shape.name, batch, limits, observations, settings=settings, baselines=run["idle"],
+                          execution_region_bytes=region)
+        usage = BatchUsage({p: PoolUsage(**u) for p, u in run["usage"]["pools"].items()},
+                           run["usage"]["execution_bytes"], run["usage"]["spilled"])
+        pool = memory_pool_of_failure(run["failure"])
+        outcome = "completed" if not run["failure"] else f"oom:{pool}" if pool else "failed"
+        measured = {p: u.peak_bytes for p, u in usage.pools.items() if p in limits}
+        binding = max(measured, key=lambda p: measured[p] / limits[p], default=None) if outcome == "completed" else None
+        predicted = {p.pool: p for p in before.pools}
+        judged.append({
+            "shape": shape.name, "held_out": shape.held_out, "mib": run["mib"], "rows": rows, "risk": before.risk,
+            "exceed_probability": before.exceed_probability, "outcome": outcome, "pool": binding or pool,
+            "predicted": predicted[binding].predicted_peak_bytes if binding else None,
+            "bound": predicted[(binding or pool)].peak_bound_bytes if (binding or pool) in predicted else None,
+            "observed": measured.get(binding), "limit": limits.get(binding or pool),
+            "fitted": any(observations.values()), "seconds": run["seconds"]})
+        step = len([r for r in judged if r["shape"] == shape.name]) - 1
+        if outcome == "completed":
+            for p, o in observations_of(step, batch_bytes, usage).items():
+                observations[p].append(o)
+        elif pool in observations:
+            observations[pool].append(Observation(step, batch_bytes, 0.0, failed=True,
+                                                  baseline_bytes=predicted[pool].baseline_bytes))
+    return judged
 
 
 def figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     oom = [r for r in runs if r["outcome"].startswith("oom")]
     completed = [r for r in runs if r["outcome"] == "completed"]
 
-    def error(chosen):
+    def error(chosen: list[dict[str, Any]]) -> float | None:
         errors = [abs(r["predicted"] - r["observed"]) / r["observed"] for r in chosen if r["observed"]]
         return round(sum(errors) / len(errors), 3) if errors else None
 
@@ -215,20 +388,86 @@ def figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "false_alarms": round(sum(r["risk"] >= 1.0 for r in completed) / len(completed), 3) if completed else None,
         "peak_error": error([r for r in completed if r["fitted"]]),
         "prior_peak_error": error([r for r in completed if not r["fitted"]]),
-        "recall_goal": RECALL_GOAL, "false_alarms_goal": FALSE_ALARMS_GOAL, "peak_error_goal": PEAK_ERROR_GOAL,
     }
+
+
+def report(judged: list[dict[str, Any]]) -> dict[str, Any]:
+    print(f"{'shape':22} {'half':8} {'MiB':>5} {'risk':>6} {'P(oom)':>6} {'pool':>13} {'predicted':>10} "
+          f"{'bound':>8} {'observed':>9} {'limit':>7} {'outcome':>18}")
+    for r in judged:
+        shown = [f"{v / MIB:.0f}M" if v else "-" for v in (r["predicted"], r["bound"], r["observed"], r["limit"])]
+        print(f"{r['shape']:22} {'held-out' if r['held_out'] else 'tune':8} {r['mib']:>5} {r['risk']:>6.2f} "
+              f"{r['exceed_probability']:>6.2f} {r['pool'] or '-':>13} {shown[0]:>10} {shown[1]:>8} {shown[2]:>9} "
+              f"{shown[3]:>7} {r['outcome']:>18}")
+    whole = figures(judged)
+    halves = {half: figures([r for r in judged if r["held_out"] == flag]) for half, flag in HALVES.items()}
+    result = {**whole, **{f"{half}_{k}": v for half, f in halves.items() if f["runs"] for k, v in f.items()},
+              "oom_runs_by_pool": {p: sum(r["outcome"] == f"oom:{p}" for r in judged) for p in POOLS},
+              "shapes": [s.name for s in SHAPES], "held_out_shapes": [s.name for s in SHAPES if s.held_out],
+              "recall_goal": RECALL_GOAL, "false_alarms_goal": FALSE_ALARMS_GOAL, "peak_error_goal": PEAK_ERROR_GOAL}
+    print(f"{'':22} {'recall':>8} {'false alarms':>13} {'peak error':>11}   (goals {RECALL_GOAL}, <= "
+          f"{FALSE_ALARMS_GOAL}, <= {PEAK_ERROR_GOAL})")
+    for label, f in (("whole matrix", whole), *((h, halves[h]) for h in HALVES if halves[h]["runs"])):
+        print(f"{label:22} {f['recall']!s:>8} {f['false_alarms']!s:>13} {f['peak_error']!s:>11}")
+    return result
+
+
+#: The defaults `--sweep` chooses among, on recordings of the tune half only: how soon the batches' own growth
+#: outweighs the prior slope, the bound's confidence, and the prior noise and prior slopes scaled.
+SWEEP = {"slope_spread": (0.25, 0.5, 1.0), "confidence": (0.9, 0.95, 0.99), "noise": (0.5, 1.0, 2.0),
+         "slopes": (0.5, 1.0, 2.0)}
+
+
+def swept(slope_spread: float, confidence: float, noise: float, slopes: float) -> ModelSettings:
+    base = ModelSettings()
+    priors = {pool: replace(base.prior(pool), noise_fraction=base.prior(pool).noise_fraction * noise,
+                            bytes_per_batch_byte=base.prior(pool).bytes_per_batch_byte * slopes) for pool in POOLS}
+    return replace(base, slope_spread=slope_spread, confidence=confidence, heap=priors[HEAP],
+                   direct=priors[DIRECT], python_worker=priors[PYTHON_WORKER], driver_result=priors[DRIVER_RESULT])
+
+
+def sweep(recordings: list[list[dict[str, Any]]]) -> None:
+    """Judge the tune half's recorded runs under each combination of `SWEEP` and print them best first (recall,
+    then false alarms, then peak error): how the model's defaults were chosen. Held-out runs are dropped unread."""
+    tune = [[r for r in raw if not next(s for s in SHAPES if s.name == r["shape"]).held_out] for raw in recordings]
+    rows = []
+    for values in itertools.product(*SWEEP.values()):
+        settings = swept(*values)
+        judged = [r for raw in tune for r in judge(raw, settings)]
+        f = figures(judged)
+        rows.append((-(f["recall"] or 0), f["false_alarms"] or 0, f["peak_error"] or 0, values))
+    print(" ".join(f"{k:>12}" for k in SWEEP), f"{'recall':>7} {'false al.':>9} {'peak err':>8}")
+    for recall, alarms, error, values in sorted(rows)[:15]:
+        print(" ".join(f"{v:>12}" for v in values), f"{-recall:>7.3f} {alarms:>9.3f} {error:>8.3f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a 2 x 2 matrix, for development")
-    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "ROWS"), help=argparse.SUPPRESS)
+    parser.add_argument("--half", choices=sorted(HALVES), help="run one half of the matrix only")
+    parser.add_argument("--quick", action="store_true", help="two sizes per shape, for development")
+    parser.add_argument("--record", type=Path, help="write the raw runs to this file")
+    parser.add_argument("--replay", type=Path, help="judge the raw runs of this file (no Spark)")
+    parser.add_argument("--sweep", type=Path, nargs="+", help="choose defaults on these recordings' tune half")
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_child(args.child[0], int(args.child[1]))))
+        workload, width, root, log_path, sizes = args.child
+        shape = next(s for s in SHAPES if s.workload == workload and s.row_bytes == int(width))
+        run_shape(shape, root, log_path, tuple(float(s) for s in sizes.split(",")))
         return
-    runs = matrix(QUICK_WORKLOADS, QUICK_SIZES) if args.quick else matrix(WORKLOADS, SIZES)
-    print(json.dumps({"bench": "oom_risk", **figures(runs)}))
+    if args.sweep:
+        sweep([json.loads(path.read_text()) for path in args.sweep])
+        return
+    if args.replay:
+        raw = json.loads(args.replay.read_text())
+    else:
+        shapes = tuple(s for s in SHAPES if args.half is None or s.held_out == HALVES[args.half])
+        raw = measure(shapes, QUICK_SIZES_MIB if args.quick else SIZES_MIB)
+        if args.record:
+            args.record.write_text(json.dumps(raw))
+    if args.half:
+        raw = [r for r in raw if next(s for s in SHAPES if s.name == r["shape"]).held_out == HALVES[args.half]]
+    print(json.dumps({"bench": "oom_risk", **report(judge(raw))}))
 
 
 if __name__ == "__main__":

@@ -146,14 +146,17 @@ def state_row(matcher: str, who: str) -> Row:
 def memory_row(matcher: str, who: str) -> Row:
     """The OOM check's view of the next batch of the queries ``matcher`` selects; ``who`` starts each legend."""
     return Row("OOM risk of the next batch", (
-        Panel("OOM risk", "Predicted peak of the next micro-batch over each memory pool's limit; 1.0 = out of memory. "
-              "Red at the OpsdOomRiskHigh threshold (0.9).", (
+        Panel("OOM risk", "Upper bound of the next micro-batch's peak (at checks.oom_confidence) over each memory "
+              "pool's limit, and the model's probability that the peak passes the limit. Red at the OpsdOomRiskHigh "
+              "threshold (0.9).", (
                   Target(f"opsd_oom_risk{{{matcher}}}", who + "{{pool}}"),
+                  Target(f"opsd_oom_exceed_probability{{{matcher}}}", who + "{{pool}} P(over the limit)"),
               ), unit="percentunit", width=8, bad_above=0.9, runbook="OpsdOomRiskHigh"),
-        Panel("Memory peak: predicted, observed, limit",
-              "Per pool: the next batch's predicted peak, the last batch's measured peak, the pool's limit.",
+        Panel("Memory peak: expected, bound, observed, limit",
+              "Per pool: the next batch's expected peak and its upper bound, the last batch's measured peak, the "
+              "pool's limit.",
               tuple(Target(f"opsd_oom_{series}_bytes{{{matcher}}}", f"{who}{{{{pool}}}} {series}")
-                    for series in ("predicted_peak", "observed_peak", "limit")), unit="bytes", width=8),
+                    for series in ("predicted_peak", "peak_bound", "observed_peak", "limit")), unit="bytes", width=8),
         Panel("Next batch size", "Planned bytes of the next micro-batch (backlog under the cap in force).", (
             Target(f"opsd_oom_batch_bytes{{{matcher}}}", who + "bytes"),
         ), unit="bytes", width=8),

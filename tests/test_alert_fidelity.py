@@ -241,8 +241,8 @@ def oom_risk_high(opsd: Opsd, query: str) -> None:
     opsd.start_query(query)
 
     def judge() -> None:
-        opsd.recorder.record_oom_pool(query, "jvm_heap", risk=1.2, predicted_peak_bytes=6e8, limit_bytes=5e8,
-                                      observed_peak_bytes=4.5e8)
+        opsd.recorder.record_oom_pool(query, "jvm_heap", risk=1.2, predicted_peak_bytes=5.5e8, peak_bound_bytes=6e8,
+                                      exceed_probability=0.8, limit_bytes=5e8, observed_peak_bytes=4.5e8)
         opsd.recorder.record_oom(query, risk=1.2, batch_bytes=2e8, safe_max_rows_per_partition=1000, target_risk=0.7)
 
     judge()

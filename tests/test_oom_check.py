@@ -65,6 +65,16 @@ def test_the_next_batch_is_judged_from_the_measured_peaks_and_the_cap_in_force(w
     assert risk == pytest.approx(heap.risk)
     assert registry.get_sample_value("opsd_oom_batch_bytes", {"query": "oom_watched"}) == evaluation.batch.bytes
     assert monitor.recorder.status.get("oom_watched").oom_risk == evaluation.risk
+    # /status carries the verdict with its confidence: the expected peak inside its interval, the bound = risk x limit.
+    shown = monitor.recorder.status.get("oom_watched").oom
+    assert shown["confidence"] == check.settings.confidence == 0.99 and shown["risk"] == evaluation.risk
+    heap_shown = shown["pools"]["jvm_heap"]
+    low, high = heap_shown["peak_interval_bytes"]
+    assert low <= heap_shown["predicted_peak_bytes"] <= high == pytest.approx(heap.risk * heap.limit_bytes)
+    assert heap_shown["measured_by"] == "spark_metrics" and heap_shown["observations"] == 1
+    assert registry.get_sample_value("opsd_oom_peak_bound_bytes", {"query": "oom_watched", "pool": "jvm_heap"}) == high
+    assert 0 <= registry.get_sample_value("opsd_oom_exceed_probability",
+                                          {"query": "oom_watched", "pool": "jvm_heap"}) <= 1
     assert check.run()["oom_watched"].pools[0].model.observations == 1  # one observation per batch, not per run
 
 

@@ -1,10 +1,21 @@
-"""The OOM check's collect step: failure causes, pool limits from the Spark conf, stage peaks, bytes per row."""
+"""The OOM check's collect step: failure causes, pool limits from the Spark conf, stage facts and a batch's usage per
+pool, bytes per row."""
 
 import pyarrow as pa
 import pytest
 
-from opsd.checks.oom.collect import pool_limits, sample_bytes_per_row, size_bytes, stage_peaks
+from opsd.checks.oom.collect import (
+    StageFacts,
+    batch_usage,
+    execution_region,
+    pool_limits,
+    sample_bytes_per_row,
+    size_bytes,
+    stage_facts,
+)
+from opsd.checks.oom.evaluate import PoolUsage
 from opsd.checks.oom.failures import memory_pool_of_failure
+from opsd.checks.oom.sampler import PoolWindow
 from opsd.observe.progress import PartitionOffsets
 from tests.conftest import make_queue
 
@@ -17,6 +28,11 @@ MB = 1 << 20
     ("Lost task 0.0 in stage 0.0 (TID 0) (host executor driver): TaskResultLost (result lost from block manager)",
      "jvm_heap"),
     ("java.lang.OutOfMemoryError: Direct buffer memory", "direct"),
+    ("org.apache.arrow.memory.OutOfMemoryException: Failure allocating buffer.\nCaused by: io.netty.util.internal."
+     "OutOfDirectMemoryError: failed to allocate 100663256 byte(s) of direct memory (used: 109543384, max: 134217728)",
+     "direct"),
+    ("org.apache.spark.SparkException: Job aborted due to stage failure: Total size of serialized results of 3 tasks "
+     "(1100.2 MiB) is bigger than spark.driver.maxResultSize (1024.0 MiB)", "driver_result"),
     ("org.apache.arrow.memory.OutOfMemoryException: Failure allocating buffer", "direct"),
     ("PythonException: An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
      "  File \"x.py\", line 1, in f\nMemoryError\n", "python_worker"),
@@ -34,10 +50,26 @@ def test_a_failure_is_blamed_on_the_pool_whose_memory_ran_out(text, pool):
 
 def test_limits_come_from_the_driver_in_local_mode_and_from_the_executors_otherwise():
     conf = {"spark.driver.memory": "512m", "spark.executor.memory": "2g", "spark.executor.pyspark.memory": "256m"}
-    assert pool_limits(conf, "local[2]") == {"jvm_heap": 512 * MB, "direct": 512 * MB, "python_worker": 256 * MB}
+    assert pool_limits(conf, "local[2]") == {"jvm_heap": 512 * MB, "direct": 512 * MB, "python_worker": 256 * MB,
+                                             "driver_result": 1024 * MB}
     assert pool_limits(conf, "k8s://api")["jvm_heap"] == 2048 * MB
-    java = {"spark.driver.extraJavaOptions": "-Dx=1 -XX:MaxDirectMemorySize=64m"}
+    java = {"spark.driver.extraJavaOptions": "-Dx=1 -XX:MaxDirectMemorySize=64m", "spark.driver.maxResultSize": "0"}
     assert pool_limits(java, "local[*]") == {"jvm_heap": 1024 * MB, "direct": 64 * MB}
+
+
+def test_a_python_worker_is_limited_to_its_share_of_the_executors_python_memory():
+    """Spark divides `spark.executor.pyspark.memory` by `spark.executor.cores` (1 unless set) per worker."""
+    conf = {"spark.executor.pyspark.memory": "1g", "spark.executor.cores": "4"}
+    assert pool_limits(conf, "k8s://api")["python_worker"] == 256 * MB
+    with pytest.raises(ValueError, match=r"spark\.executor\.cores"):
+        pool_limits({**conf, "spark.executor.cores": "0"}, "k8s://api")
+
+
+def test_the_execution_region_is_the_unified_memory_spark_grants_execution():
+    assert execution_region({"spark.driver.memory": "512m"}, "local[2]") == pytest.approx((512 - 300) * MB * 0.6)
+    assert execution_region({"spark.executor.memory": "4g", "spark.memory.fraction": "0.5"}, "yarn") == \
+        pytest.approx((4096 - 300) * MB * 0.5)
+    assert execution_region({"spark.memory.offHeap.enabled": "true"}, "local[2]") is None
 
 
 def test_a_memory_size_that_is_not_one_names_itself():
@@ -46,15 +78,32 @@ def test_a_memory_size_that_is_not_one_names_itself():
         size_bytes("lots")
 
 
-def test_a_batch_peak_is_the_highest_over_the_stages_submitted_while_it_ran():
-    def stage(when, heap, python=0):
-        return {"submissionTime": f"2026-11-22T10:00:{when:02d}.000GMT",
+def test_a_batch_peak_is_the_highest_over_the_stages_submitted_while_it_ran_with_sparks_own_accounting():
+    def stage(when, heap, python=0, execution=0, spilled=0, results=0):
+        return {"submissionTime": f"2026-11-22T10:00:{when:02d}.000GMT", "memoryBytesSpilled": spilled,
+                "resultSize": results,
                 "peakExecutorMetrics": {"JVMHeapMemory": heap, "DirectPoolMemory": 10,
-                                        "ProcessTreePythonRSSMemory": python}}
+                                        "OnHeapExecutionMemory": execution, "ProcessTreePythonRSSMemory": python}}
     start = 1795341600.0  # 2026-11-22T10:00:00Z
-    stages = [stage(1, 100), stage(5, 300, python=70), stage(30, 900), {"submissionTime": None}]
-    assert stage_peaks(stages, start, start + 10) == {"jvm_heap": 300.0, "direct": 10.0, "python_worker": 70.0}
-    assert stage_peaks(stages, start + 100, start + 110) == {}
+    stages = [stage(1, 100, execution=40, results=5), stage(5, 300, python=70, execution=60, spilled=1, results=7),
+              stage(30, 900), {"submissionTime": None}]
+    assert stage_facts(stages, start, start + 10) == StageFacts(
+        {"jvm_heap": 300.0, "direct": 10.0, "python_worker": 70.0}, execution_bytes=60.0, spilled_bytes=1.0,
+        result_bytes=12.0)
+    assert stage_facts(stages, start + 100, start + 110) == StageFacts()
+
+
+def test_the_sampler_measures_python_workers_and_direct_memory_where_it_runs():
+    facts = StageFacts({"jvm_heap": 300.0, "direct": 10.0, "python_worker": 2700.0}, 60.0, 1.0, 12.0)
+    spark_only = batch_usage(facts, None)
+    assert spark_only.pools == {"jvm_heap": PoolUsage(300.0), "direct": PoolUsage(10.0),
+                                "python_worker": PoolUsage(2700.0), "driver_result": PoolUsage(12.0)}
+    assert (spark_only.execution_bytes, spark_only.spilled) == (60.0, True)
+    sampled = batch_usage(facts, {"direct": PoolWindow(64.0, 8.0), "python_worker": PoolWindow(900.0, 450.0)})
+    assert sampled.pools["python_worker"] == PoolUsage(900.0, 450.0, sampled=True)  # a worker, not the process tree
+    assert sampled.pools["direct"] == PoolUsage(64.0, 8.0, sampled=True)
+    assert batch_usage(StageFacts({"jvm_heap": 1.0}), {}).pools.keys() == {"jvm_heap", "driver_result"}
+    assert batch_usage(StageFacts(), None).pools == {}
 
 
 def test_bytes_per_row_are_measured_on_the_rows_last_read(yt, yt_root):

@@ -166,10 +166,13 @@ class ChecksSettings(_Model):
     oom_risk_seconds: PositiveFloat = Field(
         10.0, description="how often the OOM risk of each query's next batch is judged")
     oom_risk_target: float = Field(
-        0.7, gt=0, le=1, description="the OOM risk (predicted peak / the pool's limit) that the safe "
-                                     "max_rows_per_partition keeps every memory pool under; above it opsd warns")
+        0.7, gt=0, le=1, description="the OOM risk (the predicted peak's upper bound / the pool's limit) that the "
+                                     "safe max_rows_per_partition keeps every memory pool under; above it opsd warns")
     oom_half_life_batches: PositiveFloat = Field(
         20.0, description="OOM model: a batch this many batches old weighs half as much as the newest")
+    oom_confidence: float = Field(
+        0.99, ge=0.5, lt=1, description="OOM model: the one-sided confidence of the peak's upper bound that the OOM "
+                                        "risk is judged by (noisy or few observations widen the bound)")
 
     def progress_policy(self) -> ProgressPolicy:
         return ProgressPolicy(stall_factor=self.stall_factor, min_window_seconds=self.min_progress_window_seconds)

@@ -309,22 +309,27 @@ class Recorder:
         self.metrics.autotune_decisions.labels(query=query, knob="planned_batch", direction=direction,
                                                reason=reason).inc()
 
-    def record_oom_pool(self, query: str, pool: str, *, risk: float, predicted_peak_bytes: float, limit_bytes: float,
+    def record_oom_pool(self, query: str, pool: str, *, risk: float, predicted_peak_bytes: float,
+                        peak_bound_bytes: float, exceed_probability: float, limit_bytes: float,
                         observed_peak_bytes: float | None) -> None:
         """The OOM check's verdict for one memory pool of a query's next batch."""
         labels = {"query": query, "pool": pool}
         m = self.metrics
         m.oom_risk.labels(**labels).set(risk)
         m.oom_predicted_peak_bytes.labels(**labels).set(predicted_peak_bytes)
+        m.oom_peak_bound_bytes.labels(**labels).set(peak_bound_bytes)
+        m.oom_exceed_probability.labels(**labels).set(exceed_probability)
         m.oom_limit_bytes.labels(**labels).set(limit_bytes)
         if observed_peak_bytes is not None:
             m.oom_observed_peak_bytes.labels(**labels).set(observed_peak_bytes)
 
     def record_oom(self, query: str, *, risk: float, batch_bytes: float, safe_max_rows_per_partition: int | None,
-                   target_risk: float) -> None:
-        """The OOM check's verdict for a query's next batch: its highest risk over the pools and the safe cap."""
+                   target_risk: float, view: Mapping[str, Any] | None = None) -> None:
+        """The OOM check's verdict for a query's next batch: its highest risk over the pools and the safe cap, and
+        the verdict per pool with its confidence (`view`, JSON-ready) for `/status`."""
         previous = self.status.get(query)
-        self.status.update(query, oom_risk=risk, safe_max_rows_per_partition=safe_max_rows_per_partition)
+        self.status.update(query, oom_risk=risk, safe_max_rows_per_partition=safe_max_rows_per_partition,
+                           oom=None if view is None else dict(view))
         self.metrics.oom_batch_bytes.labels(query=query).set(batch_bytes)
         if safe_max_rows_per_partition is not None:
             self.metrics.oom_safe_max_rows_per_partition.labels(query=query).set(safe_max_rows_per_partition)

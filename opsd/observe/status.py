@@ -57,6 +57,8 @@ class QueryStatus:
     autotune: Mapping[str, Any] | None = None
     oom_risk: float | None = None
     safe_max_rows_per_partition: int | None = None
+    # The OOM check's verdict per pool: expected peak, its interval at the confidence, probability over the limit.
+    oom: Mapping[str, Any] | None = None
 
     @property
     def progress_since(self) -> float | None:

@@ -25,6 +25,7 @@ from opsd.checks.desync.check import DesyncCheck, targets_for
 from opsd.checks.lag.check import LagCheck
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
+from opsd.checks.oom.sampler import MemorySampler
 from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
 from opsd.config.spark import spark_defaults, spark_environment
@@ -52,11 +53,13 @@ def session_for(config: OpsdConfig) -> SparkSession:
                          conf=spark_defaults(config))
 
 
-def monitor_for(spark: SparkSession, config: OpsdConfig) -> tuple[Monitor, list[BeforeStart]]:
+def monitor_for(spark: SparkSession, config: OpsdConfig, teardown: contextlib.ExitStack
+                ) -> tuple[Monitor, list[BeforeStart]]:
     """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines, the
     offset desync and lag of its pipelines and watched queries (desync healed where the config enables it), the
-    OOM risk of their next batches (from the Spark UI's REST API, when the UI is on) and the auto-tuner. Returns
-    the hooks the runner calls before every start: the OOM check's verdict first, then the tuner that reads it."""
+    OOM risk of their next batches (from the Spark UI's REST API, when the UI is on; in local mode with the memory
+    sampler, stopped by `teardown`) and the auto-tuner. Returns the hooks the runner calls before every start: the
+    OOM check's verdict first, then the tuner that reads it."""
     checks = config.checks
     monitor = attach(spark, host=config.http.host, port=config.http.port, policy=checks.progress_policy(),
                      watchdog_seconds=checks.watchdog_seconds, desync_seconds=checks.desync_seconds,
@@ -74,8 +77,12 @@ def monitor_for(spark: SparkSession, config: OpsdConfig) -> tuple[Monitor, list[
     if context.uiWebUrl is None:
         log.warning("oom_check_disabled", reason="spark.ui.enabled=false", effect="no memory peaks to read")
     else:
-        oom = OomCheck(config, monitor.recorder, SparkRest(context.uiWebUrl, context.applicationId),
-                       dict(context.getConf().getAll()))
+        conf = dict(context.getConf().getAll())
+        sampler = None
+        if conf.get("spark.master", config.spark.master).startswith("local"):  # the executor's processes are ours
+            sampler = MemorySampler.for_spark(context).start()
+            teardown.callback(_logged, "memory_sampler_stop", sampler.stop)
+        oom = OomCheck(config, monitor.recorder, SparkRest(context.uiWebUrl, context.applicationId), conf, sampler)
         monitor.scheduler.add_check("oom", oom.run, checks.oom_risk_seconds)
         hooks.append(oom.before_start)
     tuner = AutotuneCheck(config.cluster, monitor.recorder, autotune_targets(config))
@@ -116,7 +123,7 @@ def running(config: OpsdConfig, spark_output: Path | None = None) -> Iterator[Ru
         with children_write_to(spark_output) if spark_output else contextlib.nullcontext(), _keeping_ctrl_c():
             spark = session_for(config)
         teardown.callback(_logged, "spark_stop", spark.stop)
-        monitor, before_start = monitor_for(spark, config)
+        monitor, before_start = monitor_for(spark, config, teardown)
         teardown.callback(_logged, "monitor_detach", monitor.detach)
         runner = Runner(spark, list(config.pipelines), monitor.recorder, before_start=before_start)
         app = Running(config, spark, monitor, runner)

@@ -218,16 +218,28 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "batch planned again, or not), direction (up, down, hold) and reason.",
         ("query", "knob", "direction", "reason"),
     ),
-    # OOM risk of the next micro-batch, per memory pool (jvm_heap, direct, python_worker).
+    # OOM risk of the next micro-batch, per memory pool (jvm_heap, direct, python_worker, driver_result).
     MetricDefinition(
         "opsd_oom_risk", _G,
-        "Predicted peak of the next micro-batch over the pool's limit; 1.0 = predicted out of memory.",
+        "Upper bound of the next micro-batch's peak (at checks.oom_confidence) over the pool's limit; 1.0 = may run "
+        "out of memory.",
         _QPOOL,
     ),
     MetricDefinition(
         "opsd_oom_predicted_peak_bytes", _G,
-        "Predicted memory peak of the next micro-batch in the pool (base + k x planned batch bytes).",
+        "Expected memory peak of the next micro-batch in the pool (baseline + growth fitted on the batch's bytes).",
         _QPOOL, "bytes",
+    ),
+    MetricDefinition(
+        "opsd_oom_peak_bound_bytes", _G,
+        "Upper bound of the next micro-batch's memory peak in the pool at checks.oom_confidence: noisy or few "
+        "observations widen it.",
+        _QPOOL, "bytes",
+    ),
+    MetricDefinition(
+        "opsd_oom_exceed_probability", _G,
+        "The model's probability that the next micro-batch's peak passes the pool's limit.",
+        _QPOOL,
     ),
     MetricDefinition("opsd_oom_limit_bytes", _G, "Memory limit of the pool (from the Spark conf).", _QPOOL, "bytes"),
     MetricDefinition(
@@ -324,6 +336,8 @@ class Metrics:
         self.autotune_decisions: Family = made["opsd_autotune_decisions_total"]
         self.oom_risk: Family = made["opsd_oom_risk"]
         self.oom_predicted_peak_bytes: Family = made["opsd_oom_predicted_peak_bytes"]
+        self.oom_peak_bound_bytes: Family = made["opsd_oom_peak_bound_bytes"]
+        self.oom_exceed_probability: Family = made["opsd_oom_exceed_probability"]
         self.oom_limit_bytes: Family = made["opsd_oom_limit_bytes"]
         self.oom_observed_peak_bytes: Family = made["opsd_oom_observed_peak_bytes"]
         self.oom_batch_bytes: Family = made["opsd_oom_batch_bytes"]

@@ -1,10 +1,11 @@
-"""The scheduled OOM check: collect (stage peaks, bytes per row, the last batch's offsets and the cap in force)
--> evaluate (the per-pool fit and the next batch's risk) -> record (metrics, `/status`). It decides nothing:
-the safe cap it exports is for the tuner and `opsd doctor`.
+"""The scheduled OOM check: collect (stage facts, the memory sampler's window where it runs, bytes per row, the last
+batch's offsets and the cap in force) -> evaluate (the per-pool envelope and the next batch's risk) -> record
+(metrics, `/status`). It decides nothing: the safe cap it exports is for the tuner and `opsd doctor`.
 
 The check is the online part of the model: it keeps, per query and pool, the observations of the batches it
 saw (a bounded history; the fit weighs recent ones more), one per batch id, plus one failed observation for each
-failure whose cause is memory.
+failure whose cause is memory. The sampler (`opsd.checks.oom.sampler`, local mode only) measures the Python workers
+and direct memory the way their limits hold; without it those pools are measured by Spark's executor metrics.
 
 It also judges a query the runner is about to start (`before_start`, called before the auto-tuner's): a query that
 ran before from its last batch (after a memory failure, with that failure observed first), one that never read
@@ -22,9 +23,28 @@ from typing import Any
 
 import structlog
 
-from opsd.checks.oom.collect import SparkRest, next_partitions, pool_limits, sample_bytes_per_row, stage_peaks
-from opsd.checks.oom.evaluate import HEAP, POOLS, Evaluation, ModelSettings, Observation, evaluate, planned_batch
+from opsd.checks.oom.collect import (
+    SparkRest,
+    batch_usage,
+    execution_region,
+    next_partitions,
+    pool_limits,
+    sample_bytes_per_row,
+    stage_facts,
+)
+from opsd.checks.oom.evaluate import (
+    DIRECT,
+    POOLS,
+    PYTHON_WORKER,
+    Evaluation,
+    ModelSettings,
+    Observation,
+    evaluate,
+    observations_of,
+    planned_batch,
+)
 from opsd.checks.oom.failures import memory_pool_of_failure
+from opsd.checks.oom.sampler import MemorySampler
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
 from opsd.config.models import OpsdConfig
@@ -41,6 +61,9 @@ Stages = list[dict[str, Any]]
 HISTORY = 200
 #: Seconds added to a batch's window: executor metrics arrive with heartbeats, a stage may start a bit late.
 WINDOW_SLACK_SECONDS = 1.0
+#: The pools the memory sampler measures when it runs, and how `/status` names each pool's measure.
+SAMPLED_POOLS = (PYTHON_WORKER, DIRECT)
+MEASURES = {True: "sampler", False: "spark_metrics"}
 
 
 @dataclass
@@ -58,13 +81,19 @@ class _QueryMemory:
 class OomCheck:
     """`scheduler.add_check("oom", OomCheck(config, recorder, rest, conf).run, interval)`."""
 
-    def __init__(self, config: OpsdConfig, recorder: Recorder, rest: SparkRest, spark_conf: Mapping[str, str]) -> None:
-        """`spark_conf`: the session's conf in force (`spark.sparkContext.getConf().getAll()`), for the limits."""
+    def __init__(self, config: OpsdConfig, recorder: Recorder, rest: SparkRest, spark_conf: Mapping[str, str],
+                 sampler: MemorySampler | None = None) -> None:
+        """`spark_conf`: the session's conf in force (`spark.sparkContext.getConf().getAll()`), for the limits;
+        `sampler`: the running memory sampler of a local-mode session (None elsewhere)."""
         self.recorder = recorder
         self.rest = rest
-        self.limits = pool_limits(spark_conf, spark_conf.get("spark.master", config.spark.master))
+        self.sampler = sampler
+        master = spark_conf.get("spark.master", config.spark.master)
+        self.limits = pool_limits(spark_conf, master)
+        self.execution_region = execution_region(spark_conf, master)
         self.target_risk = config.checks.oom_risk_target
-        self.settings = ModelSettings(half_life_batches=config.checks.oom_half_life_batches)
+        self.settings = ModelSettings(half_life_batches=config.checks.oom_half_life_batches,
+                                      confidence=config.checks.oom_confidence)
         self.cluster_uri = config.cluster
         conf = dict(config.spark.conf)
         self.sources = {p.name: (p.source.path, p.source.options[CONSUMER_PATH], sources_for(p, conf))
@@ -127,15 +156,18 @@ class OomCheck:
         batch = planned_batch(status.partitions, status.max_rows_per_partition, bytes_per_row)
         state = (status.last_progress or {}).get("state_memory_bytes") or 0.0
         result = evaluate(status.name, batch, self.limits, memory.observations, self.target_risk, self.settings,
-                          state_bytes=state)
+                          state_bytes=state, baselines=self.sampler.idle() if self.sampler else None,
+                          execution_region_bytes=self.execution_region)
         memory.last_evaluation = result
         for pool in result.pools:
             self.recorder.record_oom_pool(status.name, pool.pool, risk=pool.risk,
                                           predicted_peak_bytes=pool.predicted_peak_bytes,
+                                          peak_bound_bytes=pool.peak_bound_bytes,
+                                          exceed_probability=pool.exceed_probability,
                                           limit_bytes=pool.limit_bytes, observed_peak_bytes=pool.observed_peak_bytes)
-        self.recorder.record_oom(status.name, risk=result.risk, batch_bytes=batch.bytes,
+        self.recorder.record_oom(status.name, risk=result.risk, batch_bytes=batch.bytes, target_risk=self.target_risk,
                                  safe_max_rows_per_partition=result.safe_max_rows_per_partition,
-                                 target_risk=self.target_risk)
+                                 view=view(result, sampled=self.sampler is not None))
         return result
 
     def _observe_batch(self, status: QueryStatus, memory: _QueryMemory, bytes_per_row: float, stages: Stages
@@ -150,11 +182,11 @@ class OomCheck:
         if rows <= 0:
             return
         duration = progress.get("duration_seconds") or 0.0
-        peaks = stage_peaks(stages, started - WINDOW_SLACK_SECONDS, started + duration + WINDOW_SLACK_SECONDS)
+        start, end = started - WINDOW_SLACK_SECONDS, started + duration + WINDOW_SLACK_SECONDS
+        usage = batch_usage(stage_facts(stages, start, end), self.sampler.window(start, end) if self.sampler else None)
         state = progress.get("state_memory_bytes") or 0.0
-        for pool, peak in peaks.items():
-            memory.observations[pool].append(
-                Observation(batch_id, rows * bytes_per_row, peak, state_bytes=state if pool == HEAP else 0.0))
+        for pool, observation in observations_of(batch_id, rows * bytes_per_row, usage, state).items():
+            memory.observations[pool].append(observation)
 
     def _observe_failure(self, status: QueryStatus, memory: _QueryMemory) -> None:
         """A new failure whose cause is memory: the batch that was planned died at the pool's limit."""
@@ -167,4 +199,30 @@ class OomCheck:
         planned = memory.last_evaluation
         if planned is not None and pool in memory.observations:
             batch_id = (status.last_batch_id if status.last_batch_id is not None else -1) + 1
-            memory.observations[pool].append(Observation(batch_id, planned.batch.bytes, 0.0, failed=True))
+            judged = next((p for p in planned.pools if p.pool == pool), None)
+            memory.observations[pool].append(Observation(
+                batch_id, planned.batch.bytes, 0.0, failed=True,
+                baseline_bytes=judged.baseline_bytes if judged is not None else 0.0))
+
+
+def view(evaluation: Evaluation, *, sampled: bool) -> dict[str, Any]:
+    """The verdict as JSON-ready data for `/status`: per pool the expected peak, its interval at the confidence,
+    the probability it passes the limit, the baseline, the measure and how many batches the fit saw."""
+    return {
+        "risk": evaluation.risk,
+        "confidence": evaluation.confidence,
+        "exceed_probability": evaluation.exceed_probability,
+        "batch_bytes": evaluation.batch.bytes,
+        "safe_max_rows_per_partition": evaluation.safe_max_rows_per_partition,
+        "pools": {p.pool: {
+            "risk": p.risk,
+            "predicted_peak_bytes": p.predicted_peak_bytes,
+            "peak_interval_bytes": [p.peak_low_bytes, p.peak_bound_bytes],
+            "exceed_probability": p.exceed_probability,
+            "limit_bytes": p.limit_bytes,
+            "baseline_bytes": p.baseline_bytes,
+            "observed_peak_bytes": p.observed_peak_bytes,
+            "observations": p.model.observations,
+            "measured_by": MEASURES[sampled and p.pool in SAMPLED_POOLS],
+        } for p in evaluation.pools},
+    }

@@ -1,7 +1,20 @@
-"""Collect the OOM check's facts: memory peaks Spark measured per stage, the pools' limits, bytes per queue row.
+"""Collect the OOM check's facts: memory a batch used per pool, the pools' limits, bytes per queue row.
+
+Each pool is measured the way its limit is enforced (`opsd.checks.oom.sampler` says why Spark's own metrics do
+not do for two of them):
+- `jvm_heap`: the heap used (`JVMHeapMemory`), against `-Xmx` (`spark.driver.memory` in local mode, else
+  `spark.executor.memory`), with Spark's execution memory (`OnHeapExecutionMemory`: sort, aggregation and join
+  buffers) and whether the batch spilled, since execution memory stops growing at its region and spills.
+- `direct`: in local mode, Netty's count and the JVM's direct buffer pool as the sampler reads them, else
+  `DirectPoolMemory`, against `-XX:MaxDirectMemorySize` (the heap's size unless set).
+- `python_worker`: in local mode, the address space of the fattest Python worker (the sampler), against its share
+  of `spark.executor.pyspark.memory` (divided by `spark.executor.cores`, 1 unless set); elsewhere the resident
+  memory of the executor's Python process tree, an approximation (a sum over processes, not the limited quantity).
+- `driver_result`: the serialized task results of the batch's jobs (`resultSize`), against
+  `spark.driver.maxResultSize` (1g unless set; 0 = no limit): what `collect()` and `toPandas()` bring to the driver.
 
 Peaks come from Spark's REST API (`/api/v1/applications/<id>/stages`: each stage's `peakExecutorMetrics`, the
-highest value any executor reported while the stage ran; opsd's sessions poll them every 100 ms and include the
+highest value any executor reported while the stage ran; opsd's sessions poll them every 200 ms and include the
 process tree, see `opsd.config.spark`). A batch's peak per pool is the highest over the stages submitted while it
 ran: executor metrics are per process, so queries sharing executors share their peaks (conservative).
 
@@ -16,23 +29,26 @@ import json
 import re
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from opsd.checks.oom.evaluate import DIRECT, DRIVER_RESULT, HEAP, PYTHON_WORKER, BatchUsage, PoolUsage
+from opsd.checks.oom.sampler import PoolWindow
 from opsd.observe.progress import PartitionOffsets
 from streaming_core.cluster import Cluster
 
-#: The executor metric that measures each pool (`peakExecutorMetrics` keys).
+#: The executor metric that measures each pool (`peakExecutorMetrics` keys) when the sampler does not.
 POOL_METRICS = {
-    "jvm_heap": "JVMHeapMemory",
-    "direct": "DirectPoolMemory",
-    # `spark.executor.pyspark.memory` is the executor's total, split among its cores' workers, each limited in
-    # address space (RLIMIT_AS). The process tree's virtual memory sums every Python process (the daemon, the
-    # streaming source's runner, idle workers), each with hundreds of MB of reserved address space: over the
-    # limit before any batch. Resident memory of the tree is the closer measure of what the batches take.
-    "python_worker": "ProcessTreePythonRSSMemory",
+    HEAP: "JVMHeapMemory",
+    DIRECT: "DirectPoolMemory",
+    PYTHON_WORKER: "ProcessTreePythonRSSMemory",
 }
+EXECUTION_METRIC = "OnHeapExecutionMemory"
 DEFAULT_JVM_MEMORY = "1g"
+DEFAULT_MAX_RESULT_SIZE = "1g"
+#: Heap Spark's memory manager keeps out of its unified region (`UnifiedMemoryManager.RESERVED_SYSTEM_MEMORY_BYTES`).
+RESERVED_MEMORY = 300 * 1024 * 1024
 SAMPLE_ROWS = 1000
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -67,17 +83,35 @@ def size_bytes(text: str, default_unit: str = "m") -> int:
 def pool_limits(conf: Mapping[str, str], master: str) -> dict[str, float]:
     """Each pool's limit from the Spark conf: in local mode the driver runs the tasks, else the executors.
 
-    Direct memory defaults to the heap's size (the JVM's rule); Python workers are limited only when
-    `spark.executor.pyspark.memory` is set.
+    Direct memory defaults to the heap's size (the JVM's rule). Python workers are limited only when
+    `spark.executor.pyspark.memory` is set, each to its share: the executor's total over `spark.executor.cores` (1
+    unless set, as Spark counts it for the default resource profile, local mode included). The driver's results are
+    limited by `spark.driver.maxResultSize` unless it is 0.
     """
     role = "driver" if master.startswith("local") else "executor"
     heap = size_bytes(conf.get(f"spark.{role}.memory", DEFAULT_JVM_MEMORY))
     direct = _MAX_DIRECT.search(conf.get(f"spark.{role}.extraJavaOptions", ""))
-    limits: dict[str, float] = {"jvm_heap": heap, "direct": size_bytes(direct.group(1), "") if direct else heap}
+    limits: dict[str, float] = {HEAP: heap, DIRECT: size_bytes(direct.group(1), "") if direct else heap}
     python = conf.get("spark.executor.pyspark.memory")
     if python:
-        limits["python_worker"] = size_bytes(python)
+        cores = int(conf.get("spark.executor.cores", "1"))
+        if cores < 1:
+            raise ValueError(f"spark.executor.cores must be at least 1, not {cores}")
+        limits[PYTHON_WORKER] = size_bytes(python) // cores
+    results = size_bytes(conf.get("spark.driver.maxResultSize", DEFAULT_MAX_RESULT_SIZE))
+    if results > 0:
+        limits[DRIVER_RESULT] = results
     return limits
+
+
+def execution_region(conf: Mapping[str, str], master: str) -> float | None:
+    """The most on-heap execution memory Spark's unified memory manager grants: (heap - 300 MiB reserved) x
+    `spark.memory.fraction` (0.6 unless set), all of it when storage holds nothing. None when execution memory is
+    off the heap (`spark.memory.offHeap.enabled`)."""
+    if conf.get("spark.memory.offHeap.enabled", "false").lower() == "true":
+        return None
+    heap = pool_limits(conf, master)[HEAP]
+    return max(0.0, heap - RESERVED_MEMORY) * float(conf.get("spark.memory.fraction", "0.6"))
 
 
 def spark_time(text: str) -> float:
@@ -85,19 +119,53 @@ def spark_time(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fGMT").replace(tzinfo=UTC).timestamp()
 
 
-def stage_peaks(stages: Iterable[Mapping[str, Any]], start: float, end: float) -> dict[str, float]:
-    """Per pool, the highest peak of the stages submitted in `[start, end]` (unix seconds); pools no stage
-    measured are left out."""
+@dataclass(frozen=True)
+class StageFacts:
+    """What the stages submitted in a window measured: per pool the highest peak, Spark's execution memory at its
+    highest, the bytes spilled and the task results' bytes."""
+
+    peaks: Mapping[str, float] = field(default_factory=dict)
+    execution_bytes: float = 0.0
+    spilled_bytes: float = 0.0
+    result_bytes: float = 0.0
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.peaks)
+
+
+def stage_facts(stages: Iterable[Mapping[str, Any]], start: float, end: float) -> StageFacts:
+    """The facts of the stages submitted in `[start, end]` (unix seconds); pools no stage measured are left out."""
     peaks: dict[str, float] = {}
+    execution = spilled = results = 0.0
     for stage in stages:
-        submitted, metrics = stage.get("submissionTime"), stage.get("peakExecutorMetrics")
-        if not submitted or not metrics or not start <= spark_time(submitted) <= end:
+        submitted = stage.get("submissionTime")
+        if not submitted or not start <= spark_time(submitted) <= end:
             continue
+        spilled += float(stage.get("memoryBytesSpilled") or 0)
+        results += float(stage.get("resultSize") or 0)
+        metrics = stage.get("peakExecutorMetrics") or {}
+        execution = max(execution, float(metrics.get(EXECUTION_METRIC) or 0))
         for pool, key in POOL_METRICS.items():
             value = metrics.get(key)
             if value:
                 peaks[pool] = max(peaks.get(pool, 0.0), float(value))
-    return peaks
+    return StageFacts(peaks, execution, spilled, results)
+
+
+def batch_usage(facts: StageFacts, sampled: Mapping[str, PoolWindow] | None) -> BatchUsage:
+    """What one batch used per pool: the stages' peaks, and the sampler's window where a sampler runs (`sampled` not
+    None): the Python workers measured its way replace the process tree, direct memory is the higher of the two.
+    The driver's results come with the stages. Empty when nothing measured the batch (a stage too short to carry a
+    peak, and no sampler)."""
+    pools: dict[str, PoolUsage] = {pool: PoolUsage(peak) for pool, peak in facts.peaks.items()
+                                   if sampled is None or pool != PYTHON_WORKER}
+    for pool, seen in (sampled or {}).items():
+        pools[pool] = PoolUsage(max(seen.peak_bytes, pools[pool].peak_bytes if pool in pools else 0.0),
+                                seen.baseline_bytes, sampled=True)
+    if facts.measured:
+        pools[DRIVER_RESULT] = PoolUsage(facts.result_bytes)
+    return BatchUsage(pools, facts.execution_bytes, facts.spilled_bytes > 0)
 
 
 def sample_bytes_per_row(cluster: Cluster, partitions: Sequence[PartitionOffsets], max_rows: int = SAMPLE_ROWS, *,

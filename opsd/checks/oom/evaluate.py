@@ -1,75 +1,160 @@
-"""OOM risk: per memory pool, a robust online fit `peak = base + k x batch bytes` and the next batch's risk.
+"""OOM risk: per memory pool, an envelope of the next batch's peak, fitted online from the batches measured.
 
 Pure: the observations, the planned batch and the pools' limits come in as data; no cluster, no Spark, no clock
-(the newest batch id stands in for time). Recent batches weigh more (a half-life in batches), outliers weigh
-less (Huber weights, iteratively re-weighted, the scale from the residuals' median absolute deviation), and a
-conservative prior stands in for what the observations cannot tell yet: before any observation both the base and
-the slope come from the prior; while every observation has the same batch size the slope does. A batch that died
-of a pool's memory is an observation too: its peak was at least the pool's limit.
+(the newest batch id stands in for time).
 
-Risk = predicted peak / the pool's limit: 1.0 means the next batch is predicted to run out of that pool. The
-largest safe `max_rows_per_partition` is the cap under which a batch that fills every partition keeps the risk of
-every pool under the target.
+The model, per pool: peak = baseline + growth (+ Spark's execution memory, heap only), where
+- the baseline is what the pool held before the batch and holds now (measured where the sampler can: an idle
+  Python worker's imported libraries, Netty's pooled chunks; else 0 and the fit's base takes it);
+- growth = base + slope x batch bytes, a Bayesian linear fit: a per-pool prior (a conservative base and bytes per
+  batch byte) updated by the observations, recent batches weighing more (a half-life in batches), with the noise
+  of a batch's peak about the line estimated from the residuals (pooled with a prior noise). The prediction is a
+  distribution, not a point: its spread is the noise plus the fit's own uncertainty at the planned size, so noisy
+  peaks (a heap peak depends on when the collector ran) and extrapolation widen the envelope instead of pulling
+  the prediction down;
+- Spark's execution memory (heap: sort, aggregation and join buffers) is predicted apart: it grows with the batch
+  at the highest ratio seen in batches that did not spill, and stops at Spark's execution region (the memory
+  manager grants no more: the operator spills);
+- a batch that died of the pool needed its limit at least: the slope is raised until the line reaches the limit
+  at that batch's size (the failure is blamed on the size), and any batch as large is predicted at the limit at
+  least.
+
+The envelope is the upper bound of the peak at `confidence` (one-sided); risk = that bound / the pool's limit, so
+1.0 means the next batch may run out of the pool with probability 1 - confidence or more. `exceed_probability` is
+the model's probability that the peak passes the limit. Before any observation the prior alone predicts, a
+conservative point guess with the prior noise only. The largest safe `max_rows_per_partition` is the cap under
+which a batch that fills every partition keeps every pool's bound under the target.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
+from statistics import NormalDist
 
 from opsd.observe.progress import PartitionOffsets
 from streaming_core.offsets import batch_end
 
-#: The memory pools opsd watches: the JVM heap, the JVM's direct memory, the Python workers.
-POOLS = ("jvm_heap", "direct", "python_worker")
-HEAP = POOLS[0]
+#: The memory pools opsd watches: the JVM heap, the JVM's direct memory, a Python worker, the driver's results.
+POOLS = ("jvm_heap", "direct", "python_worker", "driver_result")
+HEAP, DIRECT, PYTHON_WORKER, DRIVER_RESULT = POOLS
 
 #: Risk reported above this is capped: past "certainly out of memory" a bigger number tells nothing.
 MAX_RISK = 10.0
-_HUBER = 1.345  # the usual tuning constant: 95 % efficiency on normal residuals
-_ITERATIONS = 10
-_MIN_SPREAD = 0.05  # relative spread of batch sizes below which the slope cannot be fitted
+_FIT_ROUNDS = 4  # the noise and the line are estimated in turn; they settle in a few rounds
+#: The prior base's standard deviation, in units of the pool's limit: weak, so that batches of one size lift the
+#: base to their level and leave the slope to the prior (and a local fit's base is free).
+_BASE_SPREAD = 1.0
+_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True)
+class PoolUsage:
+    """One pool over one batch as measured: its peak, what it held before the batch, and whether the sampler (the
+    limit's own measure) or Spark's executor metrics measured it."""
+
+    peak_bytes: float
+    baseline_bytes: float = 0.0
+    sampled: bool = False
+
+
+@dataclass(frozen=True)
+class BatchUsage:
+    """One batch as measured: per pool, and Spark's execution memory at its highest and whether the batch spilled."""
+
+    pools: Mapping[str, PoolUsage] = field(default_factory=dict)
+    execution_bytes: float = 0.0
+    spilled: bool = False
 
 
 @dataclass(frozen=True)
 class Observation:
-    """One batch as measured: its bytes read and the pool's peak; `failed` when it died of this pool's memory.
-    `state_bytes`: what the query's state stores held then (heap only: the fit is of the peak without it)."""
+    """One batch in one pool: its bytes read and the pool's peak; `failed` when it died of this pool's memory.
+    `baseline_bytes`: what the pool held before the batch; `state_bytes`: what the query's state stores held then;
+    `execution_bytes`, `spilled`: Spark's execution memory at its highest and whether it spilled (heap only)."""
 
     batch_id: int
     batch_bytes: float
     peak_bytes: float
     failed: bool = False
     state_bytes: float = 0.0
+    baseline_bytes: float = 0.0
+    execution_bytes: float = 0.0
+    spilled: bool = False
 
 
 @dataclass(frozen=True)
 class Prior:
-    """What opsd assumes before it has seen a batch: a conservative base and memory per batch byte."""
+    """What opsd assumes of a pool before it has seen a batch: the growth's base (a fraction of the pool's headroom
+    above its baseline), memory per batch byte (give or take `ModelSettings.slope_spread` of it), and how far a
+    batch's peak strays from the line (a fraction of the pool's limit) until the residuals tell."""
 
-    base_fraction: float = 0.3  # of the pool's limit, before the first observation
-    bytes_per_batch_byte: float = 8.0  # a batch held as Java objects, Arrow buffers and pandas copies at once
+    base_fraction: float
+    bytes_per_batch_byte: float
+    noise_fraction: float = 0.05
 
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """How the fit weighs its observations."""
+    """How the model weighs its observations and how sure its bound is."""
 
     half_life_batches: float = 20.0
-    prior: Prior = Prior()
+    #: One-sided level of the peak's upper bound that risk is judged by.
+    confidence: float = 0.99
+    #: The slope's prior standard deviation, as a fraction of the prior slope: how soon the batches' own growth
+    #: outweighs the prior (their spread in size must lift the growth out of the noise first).
+    slope_spread: float = 0.5
+    #: How many observations the prior noise weighs as.
+    noise_weight: float = 2.0
+    #: A batch held as Java objects and copies (heap: its peaks depend on when the collector ran, the noisiest), as
+    #: Arrow buffers (direct: at most a partition's bytes at once), as pandas copies (a Python worker), serialized
+    #: once (results: exact sizes); direct memory and results start near empty.
+    heap: Prior = Prior(0.3, 4.0, noise_fraction=0.075)
+    direct: Prior = Prior(0.1, 0.5, noise_fraction=0.025)
+    python_worker: Prior = Prior(0.3, 2.0, noise_fraction=0.015)
+    driver_result: Prior = Prior(0.0, 0.75, noise_fraction=0.005)
+
+    def prior(self, pool: str) -> Prior:
+        return {HEAP: self.heap, DIRECT: self.direct, PYTHON_WORKER: self.python_worker,
+                DRIVER_RESULT: self.driver_result}[pool]
+
+    @property
+    def z(self) -> float:
+        """Standard deviations from the mean to the bound."""
+        return _NORMAL.inv_cdf(self.confidence)
 
 
 @dataclass(frozen=True)
 class PeakModel:
-    """`peak = base + slope x batch bytes` for one pool; `observations` = how many it was fitted from."""
+    """growth = base + slope x batch bytes (+ execution memory: min(execution_ratio x bytes, execution_cap)), with
+    the fit's uncertainty: `noise` (sd of one batch's peak about the line) and `covariance` = (var base, cov, var
+    slope); `died_at_bytes`: the smallest batch that died of the pool. `observations`: how many it was fitted from."""
 
     base: float
     slope: float
     observations: int
+    noise: float = 0.0
+    covariance: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    execution_ratio: float = 0.0
+    execution_cap: float | None = None
+    died_at_bytes: float | None = None
 
     def predict(self, batch_bytes: float) -> float:
-        return self.base + self.slope * batch_bytes
+        """The expected growth of a batch of `batch_bytes` above the pool's baseline."""
+        execution = self.execution_ratio * batch_bytes
+        if self.execution_cap is not None:
+            execution = min(execution, self.execution_cap)
+        return self.base + self.slope * batch_bytes + execution
+
+    def spread(self, batch_bytes: float) -> float:
+        """Standard deviation of a batch's peak at `batch_bytes`: the noise and the fit's uncertainty there."""
+        var_base, cov, var_slope = self.covariance
+        fitted = var_base + 2 * batch_bytes * cov + batch_bytes ** 2 * var_slope
+        return math.sqrt(self.noise ** 2 + max(0.0, fitted))
+
+    def dies(self, batch_bytes: float) -> bool:
+        return self.died_at_bytes is not None and batch_bytes >= self.died_at_bytes
 
 
 @dataclass(frozen=True)
@@ -91,17 +176,32 @@ class PlannedBatch:
 
 @dataclass(frozen=True)
 class PoolRisk:
-    """One pool's verdict for the next batch; `observed_peak` is the last batch's (None when not measured)."""
+    """One pool's verdict for the next batch: the expected peak, its interval at the evaluation's confidence
+    (`peak_low_bytes`..`peak_bound_bytes`), the probability it passes the limit, the baseline it stands on;
+    `observed_peak_bytes` is the last batch's (None when not measured)."""
 
     pool: str
     limit_bytes: float
     predicted_peak_bytes: float
     observed_peak_bytes: float | None
     model: PeakModel
+    peak_bound_bytes: float = 0.0
+    peak_low_bytes: float = 0.0
+    exceed_probability: float = 0.0
+    baseline_bytes: float = 0.0
 
     @property
     def risk(self) -> float:
-        return min(MAX_RISK, max(0.0, self.predicted_peak_bytes / self.limit_bytes))
+        """The peak's upper bound over the limit."""
+        return min(MAX_RISK, max(0.0, self.peak_bound_bytes / self.limit_bytes))
+
+    def bound_at(self, batch_bytes: float, z: float) -> float:
+        """The peak's upper bound, `z` standard deviations over the expected peak, for a batch of `batch_bytes`
+        (what the safe cap is found by)."""
+        mean = self.baseline_bytes + self.model.predict(batch_bytes)
+        if self.model.dies(batch_bytes):
+            mean = max(mean, self.limit_bytes)
+        return mean + z * self.model.spread(batch_bytes)
 
 
 @dataclass(frozen=True)
@@ -113,11 +213,17 @@ class Evaluation:
     pools: tuple[PoolRisk, ...]
     target_risk: float
     safe_max_rows_per_partition: int | None  # None: no pool is limited, or no partition is known
+    confidence: float = ModelSettings.confidence
 
     @property
     def risk(self) -> float:
         """The highest risk over the pools (0.0 when no pool has a limit)."""
         return max((p.risk for p in self.pools), default=0.0)
+
+    @property
+    def exceed_probability(self) -> float:
+        """The highest probability over the pools that the next batch passes a limit."""
+        return max((p.exceed_probability for p in self.pools), default=0.0)
 
 
 def planned_batch(partitions: Sequence[PartitionOffsets], cap: int | None, bytes_per_row: float) -> PlannedBatch:
@@ -132,31 +238,77 @@ def planned_batch(partitions: Sequence[PartitionOffsets], cap: int | None, bytes
     return PlannedBatch(rows, bytes_per_row, cap)
 
 
-def fit(observations: Sequence[Observation], limit_bytes: float, settings: ModelSettings = ModelSettings()
-        ) -> PeakModel:
-    """The pool's model from its observations (module docstring); the prior alone when there are none."""
-    prior = settings.prior
-    if not observations:
-        return PeakModel(prior.base_fraction * limit_bytes, prior.bytes_per_batch_byte, 0)
-    newest = max(o.batch_id for o in observations)
-    recency = [0.5 ** ((newest - o.batch_id) / settings.half_life_batches) for o in observations]
-    x = [o.batch_bytes for o in observations]
-    y = [(max(o.peak_bytes, limit_bytes) if o.failed else o.peak_bytes) - o.state_bytes for o in observations]
-    if max(x) - min(x) <= _MIN_SPREAD * max(max(x), 1.0):
-        slope = prior.bytes_per_batch_byte
-        base = _weighted_median([yi - slope * xi for xi, yi in zip(x, y, strict=True)], recency)
-        return PeakModel(base, slope, len(observations))
-    base, slope = _huber_line(x, y, recency)
-    return PeakModel(base, max(0.0, slope), len(observations))
+def observations_of(batch_id: int, batch_bytes: float, usage: BatchUsage, state_bytes: float = 0.0
+                    ) -> dict[str, Observation]:
+    """One observation per pool a batch's usage measured (the state stores and execution memory are the heap's)."""
+    found = {}
+    for pool, seen in usage.pools.items():
+        heap = pool == HEAP
+        found[pool] = Observation(batch_id, batch_bytes, seen.peak_bytes, state_bytes=state_bytes if heap else 0.0,
+                                  baseline_bytes=seen.baseline_bytes,
+                                  execution_bytes=usage.execution_bytes if heap else 0.0,
+                                  spilled=usage.spilled and heap)
+    return found
+
+
+def fit(observations: Sequence[Observation], limit_bytes: float, settings: ModelSettings = ModelSettings(),
+        pool: str = HEAP, baseline_bytes: float = 0.0, execution_region_bytes: float | None = None) -> PeakModel:
+    """The pool's model from its observations (module docstring); the prior alone when there are none.
+    `baseline_bytes`: what the pool holds now (the prior's base is a fraction of the headroom above it);
+    `execution_region_bytes`: the most execution memory Spark's memory manager grants (heap)."""
+    prior = settings.prior(pool)
+    prior_base = prior.base_fraction * max(0.0, limit_bytes - baseline_bytes)
+    noise_fraction = prior.noise_fraction
+    measured = [o for o in observations if not o.failed]
+    if measured:
+        a, k, s2, cov = _fit_line(measured, limit_bytes, settings, prior, prior_base)
+    else:
+        a, k, s2, cov = prior_base / limit_bytes, prior.bytes_per_batch_byte, noise_fraction ** 2, (0.0, 0.0, 0.0)
+    died = [o for o in observations if o.failed]
+    for o in died:  # it needed the pool's limit at least: the growth per byte was higher than the line says
+        need = _growth(o, limit_bytes) / limit_bytes
+        x = o.batch_bytes / limit_bytes
+        if x > 0 and a + k * x < need:
+            k = (need - a) / x
+    ratio, cap = _execution(measured, execution_region_bytes if pool == HEAP else None)
+    return PeakModel(a * limit_bytes, k, len(observations), math.sqrt(s2) * limit_bytes,
+                     (cov[0] * limit_bytes ** 2, cov[1] * limit_bytes, cov[2]), ratio, cap,
+                     min((o.batch_bytes for o in died), default=None))
+
+
+def _fit_line(measured: Sequence[Observation], limit_bytes: float, settings: ModelSettings, prior: Prior,
+              prior_base: float) -> tuple[float, float, float, tuple[float, float, float]]:
+    """The posterior line of the measured batches' growth in units of the limit (the normal equations stay well
+    conditioned; the slope is bytes per byte either way): base, slope, noise variance, (var base, cov, var slope)."""
+    newest = max(o.batch_id for o in measured)
+    weights = [0.5 ** ((newest - o.batch_id) / settings.half_life_batches) for o in measured]
+    x = [o.batch_bytes / limit_bytes for o in measured]
+    y = [_growth(o, limit_bytes) / limit_bytes for o in measured]
+    noise_fraction = prior.noise_fraction
+    mean0 = (prior_base / limit_bytes, prior.bytes_per_batch_byte)
+    precision0 = (1.0 / _BASE_SPREAD ** 2, 1.0 / max(settings.slope_spread * prior.bytes_per_batch_byte, 1e-3) ** 2)
+    s2 = noise_fraction ** 2
+    for _ in range(_FIT_ROUNDS):
+        (a, k), cov = _posterior(x, y, weights, mean0, precision0, s2)
+        squares = sum(w * (yi - a - k * xi) ** 2 for w, xi, yi in zip(weights, x, y, strict=True))
+        s2 = (settings.noise_weight * noise_fraction ** 2 + squares) / (settings.noise_weight + sum(weights))
+    if k < 0:  # peaks that fall as batches grow are noise: the level at the batches' centre, flat
+        centre = sum(w * xi for w, xi in zip(weights, x, strict=True)) / sum(weights)
+        a, k = a + k * centre, 0.0
+    return a, k, s2, cov
 
 
 def evaluate(query: str, batch: PlannedBatch, limits: Mapping[str, float],
              observations: Mapping[str, Sequence[Observation]], target_risk: float = 0.7,
-             settings: ModelSettings = ModelSettings(), state_bytes: float = 0.0) -> Evaluation:
+             settings: ModelSettings = ModelSettings(), state_bytes: float = 0.0,
+             baselines: Mapping[str, float] | None = None, execution_region_bytes: float | None = None) -> Evaluation:
     """Risk per pool with a limit (`limits`: pool -> bytes) for the planned batch, and the safe cap.
 
     `state_bytes` is what the query's state stores hold now (`memoryUsedBytes` of its stateful operators): the
-    HDFS state store lives in the heap, so it adds to the heap's predicted peak whatever the batch's size.
+    HDFS state store lives in the heap, so it adds to the heap's peak whatever the batch's size. `baselines`: what
+    each pool holds when idle now, where it is measured; the next batch stands on the higher of that and the newest
+    batch's baseline (it may run in the worker that ran the last one). `execution_region_bytes`: the most execution
+    memory Spark grants (`execution_region` of the conf), the heap's execution memory stops there.
     """
     pools = []
     for pool in POOLS:
@@ -164,28 +316,28 @@ def evaluate(query: str, batch: PlannedBatch, limits: Mapping[str, float],
         if not limit:
             continue
         seen = observations.get(pool, ())
-        model = fit(seen, limit, settings)
-        if pool == HEAP:
-            model = replace(model, base=model.base + state_bytes)
         last = max(seen, key=lambda o: o.batch_id, default=None)
-        pools.append(PoolRisk(pool, limit, model.predict(batch.bytes), None if last is None else last.peak_bytes,
-                              model))
-    cap = safe_max_rows_per_partition(pools, len(batch.rows_per_partition), batch.bytes_per_row, target_risk)
-    return Evaluation(query, batch, tuple(pools), target_risk, cap)
+        baseline = max((baselines or {}).get(pool, 0.0), last.baseline_bytes if last is not None else 0.0)
+        floor = baseline + (state_bytes if pool == HEAP else 0.0)
+        model = fit(seen, limit, settings, pool, baseline, execution_region_bytes)
+        pools.append(_judge(pool, limit, floor, model, batch.bytes, settings,
+                            None if last is None or last.failed else last.peak_bytes))
+    cap = safe_max_rows_per_partition(pools, len(batch.rows_per_partition), batch.bytes_per_row, target_risk,
+                                      settings)
+    return Evaluation(query, batch, tuple(pools), target_risk, cap, settings.confidence)
 
 
 def safe_max_rows_per_partition(pools: Iterable[PoolRisk], partitions: int, bytes_per_row: float,
-                                target_risk: float) -> int | None:
-    """The largest cap whose full batch (every partition at the cap) keeps each pool's risk <= target; 0 when even
-    an empty batch is over it; None when no pool has a slope or no partition is known."""
+                                target_risk: float, settings: ModelSettings = ModelSettings()) -> int | None:
+    """The largest cap whose full batch (every partition at the cap) keeps each pool's bound <= target x its limit;
+    0 when even an empty batch is over it; None when no partition is known or no pool bounds the batch."""
     if partitions <= 0 or bytes_per_row <= 0:
         return None
     caps = []
     for pool in pools:
-        if pool.model.slope <= 0:
-            continue
-        allowed_bytes = target_risk * pool.limit_bytes - pool.model.base
-        caps.append(max(0, math.floor(allowed_bytes / (pool.model.slope * bytes_per_row * partitions))))
+        allowed = _largest_batch(pool, target_risk * pool.limit_bytes, settings.z)
+        if allowed is not None:
+            caps.append(max(0, math.floor(allowed / (bytes_per_row * partitions))))
     return min(caps, default=None)
 
 
@@ -199,37 +351,68 @@ def finding(evaluation: Evaluation) -> str | None:
     advice = (f"set max_rows_per_partition <= {cap} (now {evaluation.batch.max_rows_per_partition})"
               if cap else f"give the {worst.pool} pool more memory: even a small batch is over the target")
     return (f"query {evaluation.query}: next batch ({evaluation.batch.rows} rows, {evaluation.batch.bytes:.0f} "
-            f"bytes) is predicted to peak at {worst.predicted_peak_bytes:.0f} bytes of {worst.pool} "
-            f"(limit {worst.limit_bytes:.0f}, risk {worst.risk:.2f} > {evaluation.target_risk}); {advice}")
+            f"bytes) is predicted to peak at {worst.predicted_peak_bytes:.0f} bytes of {worst.pool}, up to "
+            f"{worst.peak_bound_bytes:.0f} at {evaluation.confidence:.0%} confidence (limit {worst.limit_bytes:.0f}, "
+            f"risk {worst.risk:.2f} > {evaluation.target_risk}; {worst.model.observations} batches seen); {advice}")
 
 
-def _weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
-    pairs = sorted(zip(values, weights, strict=True))
-    half, running = sum(weights) / 2, 0.0
-    for value, weight in pairs:
-        running += weight
-        if running >= half:
-            return value
-    return pairs[-1][0]
+def _growth(o: Observation, limit_bytes: float) -> float:
+    """What the batch added to the pool beyond its baseline, its state and Spark's execution memory; a batch that
+    died of the pool reached its limit at least."""
+    if o.failed:
+        return max(o.peak_bytes, limit_bytes) - o.baseline_bytes - o.state_bytes
+    return o.peak_bytes - o.baseline_bytes - o.state_bytes - o.execution_bytes
 
 
-def _huber_line(x: Sequence[float], y: Sequence[float], recency: Sequence[float]) -> tuple[float, float]:
-    """Weighted least squares re-weighted by Huber's rule (IRLS): base and slope."""
-    robust = [1.0] * len(x)
-    base = slope = 0.0
-    for _ in range(_ITERATIONS):
-        w = [r * h for r, h in zip(recency, robust, strict=True)]
-        total = sum(w)
-        mx = sum(wi * xi for wi, xi in zip(w, x, strict=True)) / total
-        my = sum(wi * yi for wi, yi in zip(w, y, strict=True)) / total
-        sxx = sum(wi * (xi - mx) ** 2 for wi, xi in zip(w, x, strict=True))
-        if sxx <= 0:
-            break
-        slope = sum(wi * (xi - mx) * (yi - my) for wi, xi, yi in zip(w, x, y, strict=True)) / sxx
-        base = my - slope * mx
-        residuals = [yi - base - slope * xi for xi, yi in zip(x, y, strict=True)]
-        scale = 1.4826 * _weighted_median([abs(r) for r in residuals], recency)
-        if scale <= 0:
-            break
-        robust = [min(1.0, _HUBER * scale / abs(r)) if r else 1.0 for r in residuals]
-    return base, slope
+def _execution(observations: Sequence[Observation], region: float | None) -> tuple[float, float | None]:
+    """Execution memory per batch byte, the highest seen in batches that did not spill (one that spilled stopped
+    short of its need), and the most it can reach: Spark's execution region (beyond it an operator spills, or fails
+    with Spark's own out-of-memory error, a heap failure the model learns once it happened); without the region,
+    the highest level a batch spilled at."""
+    measured = [o for o in observations if o.batch_bytes > 0 and o.execution_bytes > 0]
+    ratio = max((o.execution_bytes / o.batch_bytes for o in measured if not o.spilled), default=0.0)
+    if region is not None:
+        return ratio, region
+    return ratio, max((o.execution_bytes for o in measured if o.spilled), default=None)
+
+
+def _posterior(x: Sequence[float], y: Sequence[float], weights: Sequence[float], mean0: tuple[float, float],
+               precision0: tuple[float, float], s2: float) -> tuple[tuple[float, float], tuple[float, float, float]]:
+    """Posterior mean and covariance (var a, cov, var k) of y = a + k x under a normal prior and noise variance s2."""
+    s0 = sum(weights) / s2
+    s1 = sum(w * xi for w, xi in zip(weights, x, strict=True)) / s2
+    s11 = sum(w * xi * xi for w, xi in zip(weights, x, strict=True)) / s2
+    t0 = sum(w * yi for w, yi in zip(weights, y, strict=True)) / s2
+    t1 = sum(w * xi * yi for w, xi, yi in zip(weights, x, y, strict=True)) / s2
+    a00, a01, a11 = precision0[0] + s0, s1, precision0[1] + s11
+    b0, b1 = precision0[0] * mean0[0] + t0, precision0[1] * mean0[1] + t1
+    det = a00 * a11 - a01 * a01
+    cov = (a11 / det, -a01 / det, a00 / det)
+    return (cov[0] * b0 + cov[1] * b1, cov[1] * b0 + cov[2] * b1), cov
+
+
+def _judge(pool: str, limit: float, floor: float, model: PeakModel, batch_bytes: float, settings: ModelSettings,
+           observed: float | None) -> PoolRisk:
+    mean = floor + model.predict(batch_bytes)
+    spread = model.spread(batch_bytes)
+    if model.dies(batch_bytes):
+        mean = max(mean, limit)
+    bound, low = mean + settings.z * spread, max(0.0, mean - settings.z * spread)
+    exceed = (1.0 - _NORMAL.cdf((limit - mean) / spread)) if spread > 0 else float(mean >= limit)
+    return PoolRisk(pool, limit, mean, observed, model, bound, low, exceed, floor)
+
+
+def _largest_batch(pool: PoolRisk, allowed: float, z: float) -> float | None:
+    """The largest batch bytes whose bound stays <= `allowed`; None when no batch size reaches it."""
+    if pool.bound_at(0.0, z) > allowed:
+        return 0.0
+    high = max(pool.limit_bytes, 1.0)
+    while pool.bound_at(high, z) <= allowed:
+        high *= 2
+        if high > 1e18:
+            return None
+    low = 0.0
+    for _ in range(64):
+        middle = (low + high) / 2
+        low, high = (middle, high) if pool.bound_at(middle, z) <= allowed else (low, middle)
+    return low

@@ -2,7 +2,8 @@
 
 Loaded as a pytest plugin by `conftest.py`. `standin` serves an embedded cluster of its own through HTTP API v4 as
 `ytsaurus-client` speaks it; `standin_cluster` is a `YtsaurusCluster` connected to it through the real client.
-`tls_proxy(root)` starts one that serves HTTPS with a certificate from a CA made for the test (`trustme`).
+`tls_proxy(root)` starts one that serves HTTPS with a certificate from a CA made for the test (`trustme`), and
+`open_standin` is one, without a token, for the test run's shared Spark session.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
 
 @pytest.fixture(scope="session")
 def open_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
-    """A stand-in that asks for no token: for Spark sessions shared by the whole test run, whose Python workers
-    were started before any test could hand them a `YT_TOKEN` (tests that start their own Spark use `standin`)."""
-    with StandinProxy(tmp_path_factory.mktemp("open-standin")) as proxy:
+    """A stand-in over HTTPS (its `uri` names the CA bundle) that asks for no token: for the Spark session shared
+    by the whole test run, whose Python workers were started before any test could hand them a `YT_TOKEN`."""
+    with tls_proxy(tmp_path_factory.mktemp("open-standin")) as (proxy, _):
         yield proxy
 
 
@@ -54,5 +55,6 @@ def tls_proxy(root: Path, **kwargs) -> Iterator[tuple[StandinProxy, str]]:
         pem.write_to_path(str(cert_file), append=True)
     cert.private_key_pem.write_to_path(str(key_file))
     ca.cert_pem.write_to_path(str(ca_file))
-    with StandinProxy(root / "cluster", tls=(str(cert_file), str(key_file)), **kwargs) as proxy:
+    with StandinProxy(root / "cluster", tls=(str(cert_file), str(key_file)), ca_bundle=str(ca_file),
+                      **kwargs) as proxy:
         yield proxy, str(ca_file)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import structlog
@@ -115,7 +116,8 @@ class TestHttps:
         capture = CaptureServer()
         try:
             with tls_proxy(tmp_path / "tls", token=STANDIN_TOKEN) as (proxy, ca):
-                uri = f"{proxy.uri}?ca_bundle={ca}"
+                uri = proxy.uri
+                assert uri == f"yt+https://{proxy.address}?ca_bundle={quote(ca, safe='')}"
                 with connect(uri, token=STANDIN_TOKEN) as cluster:
                     make_queue(cluster, "//tmp/tls", rows=2)
                     assert cluster.get_tablet_infos("//tmp/tls")[0].total_row_count == 2

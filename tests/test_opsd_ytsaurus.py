@@ -1,5 +1,6 @@
-"""`opsd run` against YTsaurus: a pipeline over the YTsaurus backend, through the real client over HTTP against the
-stand-in (`standin_support`), with the token only in the daemon's `YT_TOKEN`.
+"""`opsd run` against YTsaurus: a pipeline over the YTsaurus backend, through the real client over HTTPS against the
+stand-in (`standin_support.tls_proxy`, the CA bundle named in the cluster URI), with the token only in the daemon's
+`YT_TOKEN`.
 
 The checkpoint is a `yt:///` location in the stand-in's Cypress: SPYT's file system, which writes it on a real
 cluster, cannot run here, so the session maps `yt:///` onto the stand-in's storage root (Hadoop's overload scheme,
@@ -20,9 +21,10 @@ from typing import Any
 
 import pytest
 import yaml
-from standin_support import STANDIN_TOKEN
+from standin_support import STANDIN_TOKEN, tls_proxy
 
 from streaming_core.cluster import connect
+from streaming_core.cluster.standin import StandinProxy
 from streaming_core.session import CHECKPOINT_FILE_MANAGER
 from streaming_core.tuning import read_tuning
 from tests.conftest import make_queue
@@ -43,6 +45,12 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
+    with tls_proxy(tmp_path_factory.mktemp("yt-daemon-tls"), token=STANDIN_TOKEN) as (proxy, _):
+        yield proxy
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +147,4 @@ def test_a_pipeline_over_ytsaurus_delivers_and_every_check_reads_the_cluster(dae
             "set"} <= served, served
     text = stderr.read_text()
     assert STANDIN_TOKEN not in text and "Traceback" not in text
+    assert all(s.tls for s in standin.served), "every request crossed TLS"

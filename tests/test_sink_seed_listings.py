@@ -2,7 +2,8 @@
 
 The listings start a query without a trigger and wait on it; here a watcher thread stops the query once the
 result table holds every input row. Each runs twice: on the embedded cluster, and with the session's cluster
-`yt://127.0.0.1:PORT` — the YTsaurus backend through the real client over HTTP, against the stand-in.
+`yt+https://127.0.0.1:PORT?ca_bundle=...` — the YTsaurus backend through the real client over HTTPS, against the
+stand-in.
 """
 
 from __future__ import annotations

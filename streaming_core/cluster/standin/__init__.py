@@ -20,6 +20,7 @@ from __future__ import annotations
 import ssl
 import threading
 from pathlib import Path
+from urllib.parse import urlencode
 
 from .commands import Commands
 from .errors import UNAVAILABLE
@@ -34,12 +35,13 @@ class StandinProxy:
     `token`: the OAuth token every command must carry (None: no authentication). `tls`: a (certificate, key) pair
     of PEM files to serve HTTPS. `cluster_name`: `//sys/@cluster_name`, which must be the storage's own
     (the embedded cluster writes `local` into consumer rows). `input_formats`: the row formats `insert_rows` takes
-    (a proxy may refuse `arrow`). A context manager: started on enter, stopped on exit.
+    (a proxy may refuse `arrow`). `ca_bundle`: the CA's PEM file, named in `uri`. A context manager: started on
+    enter, stopped on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local",
-                 input_formats: tuple[str, ...] = ("yson", "json", "arrow")) -> None:
+                 input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -51,12 +53,15 @@ class StandinProxy:
         self._server = StandinServer((host, port), self.state, context)
         self.address = f"{host}:{self._server.server_address[1]}"
         self.state.heavy_proxies.append(self.address)
+        self.ca_bundle = ca_bundle
         self._thread: threading.Thread | None = None
 
     @property
     def uri(self) -> str:
-        """The cluster URI that reaches this proxy (`yt://` over HTTP, `yt+https://` over HTTPS)."""
-        return f"{'yt+https' if self.state.tls else 'yt'}://{self.address}"
+        """The cluster URI that reaches this proxy (`yt://` over HTTP, `yt+https://` over HTTPS, with the CA bundle
+        that verifies its certificate when one was given)."""
+        query = f"?{urlencode({'ca_bundle': self.ca_bundle})}" if self.ca_bundle else ""
+        return f"{'yt+https' if self.state.tls else 'yt'}://{self.address}{query}"
 
     @property
     def faults(self) -> list[Fault]:

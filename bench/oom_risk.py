@@ -18,8 +18,9 @@ a grouped pandas UDF; `map_in_pandas`: a partition concatenated into one DataFra
 (`arrow_concat`: `mapInArrow` returning a partition as one Arrow batch; `apply_in_arrow`: one group returned as one
 table), and two whose memory should stay flat or saturate (`sort`: spills; `passthrough`: the `yt` sink, chunked).
 Rows of 100 and 1000 bytes. The split is fixed here, before any held-out result was seen: the model's defaults
-(priors, noise, confidence) were chosen on the `tune` half only; the `held_out` half reports how the model does on
-shapes it was not built on.
+(priors, noise, confidence) were chosen on the `tune` half only (`--sweep` over three recordings of that half: the
+defaults in `ModelSettings` are its first row, by recall, then false alarms, then peak error); the `held_out` half
+reports how the model does on shapes it was not built on.
 
 Figures, for the whole matrix and each half: `recall` = out-of-memory runs predicted at risk >= 1.0 beforehand /
 out-of-memory runs; `false_alarms` = completed runs predicted >= 1.0 / completed runs; `peak_error` = mean relative
@@ -28,7 +29,8 @@ limit), for completed runs with at least one earlier observation; `prior_peak_er
 the prior alone. Goals: recall 1.0, false alarms <= 0.1, peak error <= 0.25, held-out and whole.
 
 Run: `python -m bench.oom_risk` (last line: one JSON object); `--half tune` runs one half; `--record FILE` keeps the
-raw runs, `--replay FILE` judges recorded runs again without Spark.
+raw runs, `--replay FILE` judges recorded runs again without Spark, `--sweep FILE...` chooses defaults on recordings
+(their tune half only).
 """
 
 from __future__ import annotations

@@ -408,3 +408,20 @@ def test_the_spark_ui_binds_to_loopback_with_a_local_master_unless_asked_otherwi
 def test_the_spark_uis_kill_buttons_are_off_unless_the_conf_turns_them_on() -> None:
     assert spark_defaults(ui_config())["spark.ui.killEnabled"] == "false"
     assert spark_defaults(ui_config(conf={"spark.ui.killEnabled": "true"}))["spark.ui.killEnabled"] == "true"
+
+
+@pytest.mark.parametrize("uri", ["yt://hahn", "yt+https://proxy:443?ca_bundle=/etc/ssl/yt.pem", "yt+http://h:80",
+                                 "local:///var/opsd"])
+def test_every_cluster_uri_the_connector_takes_is_accepted(uri: str) -> None:
+    config = OpsdConfig.model_validate({"cluster": uri, "pipelines": [
+        {"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]})
+    assert config.cluster == uri
+
+
+@pytest.mark.parametrize("uri", ["ftp://x", "yt://https://h:443", "yt://h?token=x"])
+def test_a_cluster_uri_the_connector_refuses_is_a_config_error_naming_the_key(tmp_path: Path, uri: str) -> None:
+    path = tmp_path / "opsd.yaml"
+    path.write_text(yaml.safe_dump({"cluster": uri, "pipelines": [
+        {"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]}))
+    with pytest.raises(ConfigError, match="cluster"):
+        load_config(path)

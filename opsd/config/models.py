@@ -26,6 +26,7 @@ from opsd.config.durations import parse_duration_seconds, spark_interval
 from opsd.observe.readiness import ProgressPolicy
 from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from opsd.telemetry.redaction import is_secret_key
+from streaming_core.cluster import InvalidUriError, resolve_uri
 from streaming_core.options import CONSUMER_PATH, TUNING_PATH
 from streaming_core.tuning import default_tuning_path
 
@@ -59,6 +60,15 @@ def _no_secrets(settings: dict[str, str]) -> dict[str, str]:
 
 
 #: Spark conf or data source options: strings, none of them a secret.
+def _cluster_uri(uri: str) -> str:
+    """A cluster URI as `streaming_core.cluster` takes it (the one place its forms are defined)."""
+    try:
+        resolve_uri(uri)
+    except InvalidUriError as e:
+        raise ValueError(str(e).removeprefix(f"cluster URI {uri!r}: ")) from None
+    return uri
+
+
 ConfSettings = Annotated[dict[str, ConfString], AfterValidator(_no_secrets)]
 # Used as the query name, a metric label and a path segment: keep it plain.
 PipelineName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)]
@@ -374,8 +384,9 @@ class WatchConfig(_Model):
 class OpsdConfig(_Model):
     """The whole file."""
 
-    cluster: Annotated[str, StringConstraints(pattern=r"^(local|yt)://")] | None = Field(
-        None, description="local:///root (embedded) or yt://proxy; null = $OPSD_CLUSTER, $YT_PROXY or .opsd/cluster")
+    cluster: Annotated[str, AfterValidator(_cluster_uri)] | None = Field(
+        None, description="local:///root (embedded), yt://proxy, yt+https://proxy:443 (?ca_bundle=/path.pem); "
+                          "null = $OPSD_CLUSTER, $YT_PROXY or .opsd/cluster")
     spark: SparkSettings = Field(default_factory=SparkSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     checks: ChecksSettings = Field(default_factory=ChecksSettings)

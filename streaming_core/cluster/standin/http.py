@@ -126,6 +126,7 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(404, error_object(GENERIC, f"no handler for {url.path}"), url.path)
 
     def _command(self, name: str, body: bytes) -> None:
+        self._input_format_name = None  # the handler lives as long as its keep-alive connection
         if not self._authenticated():
             return self._unauthenticated(name)
         entry = self.state.commands.handlers.get(name)

@@ -19,8 +19,9 @@ from streaming_core.cluster.base import Cluster
 
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-#: The CLI tests' fixtures (`uri`, `cluster`, `opsd`); the YTsaurus stand-in (`standin`, `standin_cluster`).
-pytest_plugins = ["cli_support", "standin_support"]
+#: The CLI tests' fixtures (`uri`, `cluster`, `opsd`); a real Prometheus (`prometheus`, `opsd_server`); the YTsaurus
+#: stand-in (`standin`, `standin_cluster`, `open_standin`).
+pytest_plugins = ["cli_support", "prometheus_support", "standin_support"]
 
 QUEUE_SCHEMA = [{"name": "data", "type": "string"}, {"name": "n", "type": "int64"}]
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +80,27 @@ def session_conf(spark: SparkSession, **conf: str) -> Iterator[None]:
             else:
                 spark.conf.set(key, value)
         register(spark)
+
+
+def run_listing(spark: SparkSession, listing: Callable[[], None], done: Callable[[], bool]) -> None:
+    """Run `listing` until `done()`, then stop its query (as Ctrl-C would) so that its wait returns.
+
+    The listing runs in this thread (Spark resolves `format("yt")` through the session of the calling
+    thread); a watcher thread stops the query.
+    """
+    finished = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (spark.streams.active and done()):
+            time.sleep(0.5)
+        if done():
+            finished.set()
+        for query in spark.streams.active:
+            query.stop()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    listing()
+    watcher.join(60)
+    assert finished.is_set(), "the listing's query did not write every row within 300 s"

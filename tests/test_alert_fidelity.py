@@ -32,6 +32,7 @@ import pytest
 import requests
 import yaml
 from prometheus_client import CollectorRegistry
+from prometheus_support import PROMETHEUS, free_port
 from pyspark.sql.streaming.listener import QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent
 
 from grafana import build
@@ -48,7 +49,6 @@ from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster, connect
 from tests.checkpoint_support import job_with_checkpoint
-from tests.test_prometheus_scrape import PROMETHEUS, free_port
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 ALERTS_FILE = Path(__file__).resolve().parent.parent / "helm" / "opsd" / "files" / "alerts.yaml"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_support import free_port
 
 from opsd.cli.main import main
 from opsd.observe.recorder import Recorder
@@ -18,7 +19,6 @@ from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from tests.checkpoint_support import job_with_checkpoint
 from tests.conftest import QUEUE_SCHEMA
-from tests.test_prometheus_scrape import free_port
 
 
 @pytest.fixture

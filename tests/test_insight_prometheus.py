@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_support import PROMETHEUS, query_until_present
 
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.desync.collect import DesyncTarget
@@ -16,7 +17,6 @@ from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from tests.checkpoint_support import job_with_checkpoint
-from tests.test_prometheus_scrape import PROMETHEUS, prometheus, query_until_present  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="the `prometheus` binary is not installed")
 
@@ -47,7 +47,7 @@ def value(base_url: str, promql: str) -> float:
     return float(series["value"][1])
 
 
-def test_prometheus_sees_desync_heals_backlog_lag_and_time_to_drain(prometheus: str) -> None:  # noqa: F811
+def test_prometheus_sees_desync_heals_backlog_lag_and_time_to_drain(prometheus: str) -> None:
     assert value(prometheus, 'opsd_desync_state{query="job",partition="0",state="lagging_one_batch"}') == 1
     assert value(prometheus, 'opsd_desync_rows{query="job",partition="1"}') == 10
     assert value(prometheus, 'opsd_desync_heals_total{query="job",outcome="healed"}') == 1

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +21,8 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
+from daemon_support import START_SECONDS, WAIT_SECONDS, http_status, opsd, rows, run_daemon
+from prometheus_support import free_port
 
 from streaming_core.cluster import connect
 from streaming_core.options import DEFAULT_DYN_BATCH_SIZE
@@ -32,44 +32,10 @@ from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows
 
 pytestmark = pytest.mark.spark
 
-OPSD = [sys.executable, "-m", "opsd.cli"]
 QUEUE, CONSUMER, RESULT = "//home/e2e/queue", "//home/e2e/consumer", "//home/e2e/result"
 PIPELINE = "copy"
-START_SECONDS = 240.0
-WAIT_SECONDS = 120.0
 EXIT_SECONDS = 90.0
 INCUBATOR_NOTE = "WARNING: Using incubator modules: jdk.incubator.vector"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def opsd(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*OPSD, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200"})
-
-
-def run_daemon(config_file: Path, stderr: Path) -> subprocess.Popen[bytes]:
-    """`opsd run CONFIG` in a child process, its log lines (stderr) going to `stderr`."""
-    with stderr.open("wb") as err:
-        return subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err)
-
-
-def rows(first: int, count: int) -> list[dict[str, Any]]:
-    return [{"data": f"row-{i}", "n": i} for i in range(first, first + count)]
-
-
-def http_status(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
 
 
 @dataclass

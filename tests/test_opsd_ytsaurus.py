@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_support import free_port
 from standin_support import STANDIN_TOKEN, tls_proxy
 
 from streaming_core.cluster import connect
@@ -37,14 +38,6 @@ QUEUE, CONSUMER, RESULT = "//home/yt-e2e/queue", "//home/yt-e2e/consumer", "//ho
 CHECKPOINT = "yt:///home/yt-e2e/checkpoint"
 PIPELINE = "copy"
 START_SECONDS, WAIT_SECONDS = 240.0, 150.0
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ stand-in.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from tests.sink_support import (
     make_table,
     multiset,
     ordered_rows,
+    run_listing,
     session_conf,
     stored_chunks,
 )
@@ -50,30 +49,6 @@ def yt(request: pytest.FixtureRequest, spark: SparkSession, cluster_uri: str) ->
 def storage_root(yt: Cluster, request: pytest.FixtureRequest) -> Path:
     """Where the cluster's rows are stored on disk (the stand-in's storage is an embedded cluster too)."""
     return Path(yt.root) if isinstance(yt, EmbeddedCluster) else request.getfixturevalue("open_standin").root
-
-
-def run_listing(spark: SparkSession, listing: Callable[[], None], done: Callable[[], bool]) -> None:
-    """Run `listing` until `done()`, then stop its query (as Ctrl-C would) so that its wait returns.
-
-    The listing runs in this thread (Spark resolves `format("yt")` through the session of the calling
-    thread); a watcher thread stops the query.
-    """
-    finished = threading.Event()
-
-    def watch() -> None:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not (spark.streams.active and done()):
-            time.sleep(0.5)
-        if done():
-            finished.set()
-        for query in spark.streams.active:
-            query.stop()
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    listing()
-    watcher.join(60)
-    assert finished.is_set(), "the listing's query did not write every row within 300 s"
 
 
 def row_count(yt: Cluster, path: str, expected: int) -> Callable[[], bool]:

@@ -425,3 +425,25 @@ def test_a_cluster_uri_the_connector_refuses_is_a_config_error_naming_the_key(tm
         {"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]}))
     with pytest.raises(ConfigError, match="cluster"):
         load_config(path)
+
+
+def test_a_misspelt_key_is_answered_with_the_key_meant_and_an_unknown_one_with_the_keys_taken_there(
+        tmp_path: Path) -> None:
+    problems = problems_of(tmp_path, """
+http: {prot: 9100}
+chekcs: {bogus_seconds: 30}
+pipelines:
+  - name: p
+    source: {path: //q, optoins: {consumer_path: //c}}
+    sink: {format: console}
+    autotune: {mdoe: auto}
+""")
+    assert sorted(problems) == sorted([
+        "http.prot: Extra inputs are not permitted (did you mean 'port'?)",
+        "chekcs: Extra inputs are not permitted (did you mean 'checks'?)",
+        "pipeline 'p' (pipelines[0]): source.optoins: Extra inputs are not permitted (did you mean 'options'?)",
+        "pipeline 'p' (pipelines[0]): autotune.mdoe: Extra inputs are not permitted (did you mean 'mode'?)",
+    ])
+    unknown = problems_of(tmp_path, VALID + "checks: {bogus_seconds: 30}\n")
+    assert len(unknown) == 1 and unknown[0].startswith("checks.bogus_seconds: Extra inputs are not permitted (known "
+                                                       "keys here: ") and "desync_seconds" in unknown[0]

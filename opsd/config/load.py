@@ -7,11 +7,12 @@ name the line and column without echoing it, and the whole message passes `opsd.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from opsd.config.models import OpsdConfig, duplicate_names
 from opsd.telemetry.redaction import REDACTED, is_secret_key, redact
@@ -66,10 +67,52 @@ def _describe(error: Any, data: dict[str, Any]) -> str:
         loc = loc[2:]
     field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
     message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return f"{where}{field}: {message} ({_known_keys(error['loc'])})"
     if error["type"] not in ("missing", "value_error") and "input" in error:
         secret = any(is_secret_key(part) for part in error["loc"])
         message += f" (got {REDACTED if secret else repr(redact(error['input']))})"
     return f"{where}{field or '(top level)'}: {message}"
+
+
+def _known_keys(loc: tuple[Any, ...]) -> str:
+    """For a key no model has: the closest known key at that place ("did you mean 'host'?"), else all of them."""
+    model: type[BaseModel] | None = OpsdConfig
+    for part in loc[:-1]:
+        if model is not None and isinstance(part, str):
+            field = model.model_fields.get(part)
+            model = _model_in(field.annotation) if field is not None else None
+    keys = sorted(model.model_fields) if model is not None else []
+    word = str(loc[-1])
+    typos = 1 if len(word) <= 4 else 2
+    close = sorted((d, k) for k in keys if (d := _edits(word, k)) <= typos)
+    if close:
+        return f"did you mean {close[0][1]!r}?"
+    return f"known keys here: {', '.join(keys)}" if keys else "no keys are taken here"
+
+
+def _edits(a: str, b: str) -> int:
+    """Typing mistakes between two keys: letters inserted, deleted, replaced or swapped with a neighbour."""
+    previous, row = None, list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (x != y))
+            if previous is not None and i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                current[j] = min(current[j], previous[j - 2] + 1)
+        previous, row = row, current
+    return row[-1]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The config model a field holds, directly or in a list, dict or optional (`list[PipelineConfig]`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:

@@ -4,11 +4,15 @@ out with `opsd table read --json`, on a real embedded cluster."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from cli_support import Run, assert_fails
 from yt_types import TYPES, YtType
 
+from opsd.cli.table import READ_LIMIT
 from streaming_core.cluster import Cluster
 from streaming_core.cluster.base import ORDERED, SORTED, STATIC
 
@@ -129,3 +133,38 @@ def test_generated_rows_fit_every_type(opsd: Run, cluster: Cluster) -> None:
     assert opsd("queue", "create", TABLE, "--schema", schema)[0] == 0
     assert opsd("queue", "produce", TABLE, "--count", "5")[0] == 0
     assert len(rows_of(opsd("table", "read", TABLE, "--json")[1])) == 5
+
+
+@pytest.mark.parametrize("kind", ["queue", "static"])
+def test_read_prints_a_limited_number_of_rows_by_default_and_says_how_many_of_how_many(
+        opsd: Run, cluster: Cluster, kind: str) -> None:
+    if kind == "queue":
+        cluster.create("table", TABLE, recursive=True, attributes={
+            "schema": [{"name": "i", "type": "int64"}], "dynamic": True, "tablet_count": 2})
+        cluster.insert_rows(TABLE, [{"$tablet_index": i % 2, "i": i} for i in range(250)])
+    else:
+        cluster.create("table", TABLE, recursive=True, attributes={"schema": [{"name": "i", "type": "int64"}]})
+        cluster.write_table(TABLE, [{"i": i} for i in range(250)])
+
+    code, out, err = opsd("table", "read", TABLE, "--json")
+    assert code == 0 and len(rows_of(out)) == READ_LIMIT
+    assert err.strip() == f"{READ_LIMIT} of 250 rows (--limit N or --all prints more)"
+    code, out, err = opsd("table", "read", TABLE, "--json", "--all")
+    assert code == 0 and sorted(r["i"] for r in rows_of(out)) == list(range(250)) and err == ""
+    code, out, _ = opsd("table", "read", TABLE, "--limit", "7")
+    assert code == 0 and out.rstrip().endswith("7 of 250 rows (--limit N or --all prints more)")
+    code, out, _ = opsd("table", "read", TABLE, "--limit", "250")
+    assert code == 0 and out.rstrip().endswith("\n250 rows")
+
+
+def test_a_read_piped_into_a_reader_that_stops_early_ends_quietly(uri: str, cluster: Cluster, tmp_path) -> None:
+    cluster.create("table", TABLE, recursive=True, attributes={"schema": [{"name": "s", "type": "string"}]})
+    cluster.write_table(TABLE, [{"s": "x" * 1000} for _ in range(2000)])
+    opsd_bin = Path(sys.executable).parent / "opsd"
+
+    run = subprocess.run(f"'{opsd_bin}' table read {TABLE} --all --json --cluster '{uri}' | head -1; "
+                         "echo rc=${PIPESTATUS[0]}", shell=True, executable="/bin/bash", capture_output=True,
+                         text=True, timeout=120, check=False)
+
+    assert run.stdout.splitlines()[0] == json.dumps({"s": "x" * 1000}) and run.stdout.splitlines()[-1] == "rc=141"
+    assert run.stderr == ""

@@ -9,13 +9,15 @@ Errors the user can fix — every `ClusterError`, bad input (`CliError`), unread
 control characters escaped (`opsd.telemetry.terminal`); a path not found also names the cluster that was searched.
 Library warnings (the `Yt` logger's retries, the connector's) go through opsd's logging at WARNING. Ctrl-C ends a
 command with exit code 130 and no message; any other exception is a bug, printed with its traceback (plain, no local
-variables) through the same redaction, exit 1. Every parser shows its options' defaults
+variables) through the same redaction, exit 1. Output into a pipe closed early (`opsd doctor --json | head`) ends the
+command quietly with 141, as a process killed by SIGPIPE. Every parser shows its options' defaults
 (`opsd.cli.common.HelpFormatter`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -30,6 +32,9 @@ from streaming_core.cluster import ClusterError, NoSuchPathError
 
 #: The exit code of a command ended by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
+
+#: The exit code of a command whose output pipe was closed by its reader (128 + SIGPIPE), as shells report it.
+PIPE_CLOSED = 141
 
 #: Subcommand modules, in the order `opsd --help` lists them.
 COMMANDS = (queue, consumer, table, run, demo, status, desync, doctor)
@@ -55,12 +60,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     # redaction; `opsd run` and `opsd demo` configure their own.
     configure_logging("WARNING")
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # inside the try: a reader gone before the last buffered output is a closed pipe too
+        return code
     except NoSuchPathError as e:
         searched = getattr(args, "cluster_searched", None)
         return _fail(f"{e} (searched cluster {searched})" if searched else str(e))
     except (ClusterError, CliError, CheckpointError) as e:
         return _fail(str(e))
+    except BrokenPipeError:
+        # What is still buffered would fail again at exit ("Exception ignored ... BrokenPipeError"): drop it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return PIPE_CLOSED
     except OSError as e:
         return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
     except KeyboardInterrupt:

@@ -7,7 +7,9 @@ table's rows can be piped into a queue.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,9 @@ from opsd.cli.json_values import row_encoder
 from opsd.telemetry.terminal import Shown, json_line
 from streaming_core.cluster import Cluster, TableSchema
 from streaming_core.cluster.base import MAX_TABLET_COUNT, ORDERED, SORTED, STATIC, TABLE, require_kind
+
+#: Rows `opsd table read` prints unless `--limit` or `--all` says otherwise.
+READ_LIMIT = 100
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -36,7 +41,9 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 
     read = commands.add_parser("read", parents=[common], help="print a table's rows")
     read.add_argument("path", help="the table to read")
-    read.add_argument("--limit", type=int, help="print at most this many rows")
+    how_many = read.add_mutually_exclusive_group()
+    how_many.add_argument("--limit", type=int, default=READ_LIMIT, help="print at most this many rows")
+    how_many.add_argument("--all", action="store_true", help="print every row")
     read.add_argument("--json", action="store_true", help="JSON lines, as `opsd queue produce` reads them")
     read.set_defaults(handler=read_table)
 
@@ -86,19 +93,48 @@ def table_attributes(schema: list[dict[str, Any]], keys: list[str], *, static: b
 
 
 def read_table(args: argparse.Namespace) -> int:
-    if args.limit is not None and args.limit < 0:
+    """The rows, at most `--limit` of them (`READ_LIMIT` unless told), then how many were shown (of how many, when
+    rows were left out: below the table, or on stderr beside JSON lines so that they stay pipeable)."""
+    if args.limit < 0:
         raise CliError(f"--limit must be zero or more, got {args.limit}")
+    limit = None if args.all else args.limit
     cluster = open_cluster(args)
     info = require_kind(cluster, args.path, ORDERED, SORTED, STATIC)
     schema = TableSchema.from_yt(info.attributes["schema"])
     encode = row_encoder(schema)
-    rows = (encode(r) for batch in table_batches(cluster, args.path, info.kind, args.limit) for r in batch.to_pylist())
+    # One row past the limit tells whether rows were left out without counting the table.
+    read = table_batches(cluster, args.path, info.kind, None if limit is None else limit + 1)
+    rows = (encode(r) for batch in read for r in batch.to_pylist())
+    shown = 0
     if args.json:
-        for row in rows:
+        for row in itertools.islice(rows, limit):
             print(json_line(row))
-        return 0
-    Console().print(_rows_table(args.path, schema.names, rows, Shown()))
+            shown += 1
+    else:
+        listed = list(itertools.islice(rows, limit))
+        shown = len(listed)
+        Console().print(_rows_table(args.path, schema.names, listed, Shown()))
+    cut = next(rows, None) is not None
+    summary = _summary(shown, _row_count(cluster, args.path, info.kind) if cut else shown, cut)
+    if cut or not args.json:
+        print(summary, file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _row_count(cluster: Cluster, path: str, kind: str | None) -> int | None:
+    """The table's rows when the cluster keeps the count (a queue's tablets, a static table), else None: a sorted
+    dynamic table's count is a full read on YTsaurus."""
+    if kind == ORDERED:
+        return sum(t.total_row_count - t.trimmed_row_count for t in cluster.get_tablet_infos(path))
+    return cluster.get(path + "/@row_count") if kind == STATIC else None
+
+
+def _summary(shown: int, total: int | None, cut: bool) -> str:
+    """`100 of 10801 rows (--all prints every row)`, or `3 rows`."""
+    noun = "row" if (total if total is not None else shown) == 1 else "rows"
+    if not cut:
+        return f"{shown} {noun}"
+    return f"{shown} of {total if total is not None else 'more'} {noun} (--limit N or --all prints more)"
 
 
 def table_batches(cluster: Cluster, path: str, kind: str | None, limit: int | None) -> Iterator[pa.RecordBatch]:
@@ -119,7 +155,7 @@ def table_batches(cluster: Cluster, path: str, kind: str | None, limit: int | No
             return
 
 
-def _rows_table(path: str, columns: list[str], rows: Iterator[dict[str, Any]], shown: Shown) -> Table:
+def _rows_table(path: str, columns: list[str], rows: list[dict[str, Any]], shown: Shown) -> Table:
     """The rows as a table: values are data, shown as text (never markup), control characters escaped."""
     table = Table(title=shown(f"table {path}"))
     for column in columns:

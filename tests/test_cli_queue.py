@@ -117,6 +117,16 @@ def test_top_level_cluster_option_works_too(uri: str, queue: str, capsys: pytest
 # -- bad input ----------------------------------------------------------------------------------------
 
 
+def test_a_row_at_fault_is_named_by_its_input_line_counting_blank_lines_too(opsd: Run, queue: str,
+                                                                             tmp_path: Path) -> None:
+    stdin = json_lines([{"n": 1}]) + "\n\n" + json_lines([{"n": 2}, {"n": 3, "extra": 1}])
+    assert_fails(opsd("queue", "produce", queue, stdin=stdin), "input line 5 has columns ['extra']", "lines 1-5")
+    given = tmp_path / "rows.json"
+    given.write_text("\n" + json_lines([{"n": "x"}]))
+    assert_fails(opsd("queue", "produce", queue, "--file", str(given)), "input line 2, column 'n'")
+    assert sum(p["total_rows"] for p in inspect(opsd)) == 0
+
+
 def test_bad_json_line_is_named_and_nothing_written(opsd: Run, queue: str) -> None:
     stdin = json_lines([{"n": 1}, {"n": 2}]) + '{"n": 3,\n' + json_lines([{"n": 4}])
     assert_fails(opsd("queue", "produce", queue, stdin=stdin), "<stdin>: line 3", "invalid JSON")
@@ -127,7 +137,7 @@ def test_bad_json_line_is_named_and_nothing_written(opsd: Run, queue: str) -> No
 def test_row_of_the_wrong_type_is_named_and_nothing_written(opsd: Run, queue: str) -> None:
     rows = [{"n": i, "data": str(i)} for i in range(1000)]
     rows[617]["n"] = "six hundred"
-    assert_fails(opsd("queue", "produce", queue, stdin=json_lines(rows)), "row 617", "'n'", "lines 1-1000")
+    assert_fails(opsd("queue", "produce", queue, stdin=json_lines(rows)), "input line 618, column 'n'", "lines 1-1000")
     assert sum(p["total_rows"] for p in inspect(opsd)) == 0
 
 

@@ -16,17 +16,17 @@ def json_line_batches(lines: Iterable[str], source: str, batch_rows: int,
                       convert: Callable[[Mapping[str, Any]], dict[str, Any]]) -> Iterator[Batch]:
     """Batches of converted JSON objects, one per non-blank line; `CliError` names the line of bad input."""
     rows: list[dict[str, Any]] = []
-    first = 0
+    numbers: list[int] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         rows.append(_convert(convert, _parse_line(line, number, source), number, source))
-        first = first or number
+        numbers.append(number)
         if len(rows) == batch_rows:
-            yield Batch(rows, first, number)
-            rows, first = [], 0
+            yield Batch(rows, numbers[0], number, tuple(numbers))
+            rows, numbers = [], []
     if rows:
-        yield Batch(rows, first, number)
+        yield Batch(rows, numbers[0], numbers[-1], tuple(numbers))
 
 
 def _convert(convert: Callable[[Mapping[str, Any]], dict[str, Any]], row: dict[str, Any], number: int,

@@ -19,7 +19,7 @@ from opsd.cli.json_lines import json_line_batches
 from opsd.cli.json_values import row_decoder
 from opsd.demo.producer import Batch, batch_rows_for, generated_batches, paced
 from opsd.telemetry.terminal import Shown
-from streaming_core.cluster import Cluster, ClusterError, NotRegisteredError, SchemaError, TableSchema
+from streaming_core.cluster import Cluster, ClusterError, NotRegisteredError, RowError, SchemaError, TableSchema
 from streaming_core.cluster.base import MAX_TABLET_COUNT, ORDERED, require_kind
 from streaming_core.cluster.schema import to_arrow_table
 from streaming_core.offsets import unread_rows
@@ -114,7 +114,15 @@ def _check_fits(schema: TableSchema, path: str, batch: Batch) -> None:
     try:
         to_arrow_table(schema, batch.rows, path)
     except SchemaError as e:
-        raise SchemaError(f"{e} [input lines {batch.first}-{batch.last}; nothing was appended]") from None
+        raise SchemaError(f"{_culprit(e, batch)} [input lines {batch.first}-{batch.last}; nothing was appended]") \
+            from None
+
+
+def _culprit(error: Exception, batch: Batch | None) -> str:
+    """The error, with a row at fault named by its input line (the one counting base of every message: from 1)."""
+    if isinstance(error, RowError) and batch is not None:
+        return error.at(f"input line {batch.number_of(error.row)}")
+    return str(error)
 
 
 @contextlib.contextmanager
@@ -130,22 +138,23 @@ def _input(args: argparse.Namespace) -> Iterator[tuple[TextIO, str]]:
 def _append(cluster: Cluster, path: str, batches: Iterator[Batch], partition: int | None,
             total: int | None, source: str) -> int:
     """Insert each batch atomically; a failure says what was appended before it and how to resume."""
-    written, done_through, rejected = 0, 0, ""
+    written, done_through, current = 0, 0, None
     with _progress(total) as advance:
         try:
-            for batch in batches:
-                rejected = f"input lines {batch.first}-{batch.last} rejected; "
-                cluster.insert_rows(path, batch.rows, tablet_index=partition)
-                rejected = ""
-                written += len(batch.rows)
-                done_through = batch.last
-                advance(len(batch.rows))
+            for current in batches:
+                cluster.insert_rows(path, current.rows, tablet_index=partition)
+                written += len(current.rows)
+                done_through = current.last
+                advance(len(current.rows))
+                current = None
         except (CliError, ClusterError) as e:
+            rejected = f"input lines {current.first}-{current.last} rejected; " if current else ""
+            again = SchemaError if isinstance(e, RowError) else type(e)  # the same kind of error, told in lines
             if not written:
-                raise type(e)(f"{e} [{rejected}nothing was appended]") from None
-            raise type(e)(f"{e} [{rejected}{written} rows, input lines 1-{done_through} of {source}, were appended "
-                          f"before this; to resume, append from line {done_through + 1} on, e.g. "
-                          f"tail -n +{done_through + 1} FILE | opsd queue produce {path}]") from None
+                raise again(f"{_culprit(e, current)} [{rejected}nothing was appended]") from None
+            raise again(f"{_culprit(e, current)} [{rejected}{written} rows, input lines 1-{done_through} of {source}, "
+                        f"were appended before this; to resume, append from line {done_through + 1} on, e.g. "
+                        f"tail -n +{done_through + 1} FILE | opsd queue produce {path}]") from None
     return written
 
 

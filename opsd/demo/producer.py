@@ -34,6 +34,12 @@ class Batch:
     rows: list[dict[str, Any]]
     first: int
     last: int
+    #: Each row's input line, where lines between were skipped (blank ones); empty when the rows are `first`..`last`.
+    lines: tuple[int, ...] = ()
+
+    def number_of(self, row: int) -> int:
+        """The input line or row number of `rows[row]`."""
+        return self.lines[row] if self.lines else self.first + row
 
 
 def generated_batches(schema: TableSchema, count: int, batch_rows: int) -> Iterator[Batch]:

@@ -25,6 +25,7 @@ from .errors import (
     InvalidUriError,
     NoSuchPathError,
     NotRegisteredError,
+    RowError,
     SchemaError,
     TrimmedRowsError,
     UnreachableClusterError,
@@ -35,7 +36,7 @@ from .schema import Column, TableSchema
 
 __all__ = [
     "AlreadyExistsError", "BeyondQueueEndError", "Cluster", "ClusterError", "Column", "ConflictError",
-    "InvalidUriError", "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "SchemaError",
+    "InvalidUriError", "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "RowError", "SchemaError",
     "TableSchema", "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError",
     "YsonBindingsError", "connect", "default_uri", "resolve_uri", "yt_proxy", "yt_uri",
 ]

@@ -19,6 +19,18 @@ class SchemaError(ClusterError):
     """Wrong table kind, a schema that does not fit, or a value of the wrong type."""
 
 
+class RowError(SchemaError):
+    """One row of a write does not fit (`row`: its 0-based index in the rows given). The message names it
+    `row N`; `at(label)` says the same with the caller's own name for that row (`input line 7`)."""
+
+    def __init__(self, path: str, row: int, problem: str) -> None:
+        self.path, self.row, self.problem = path, row, problem
+        super().__init__(self.at(f"row {row}"))
+
+    def at(self, label: str) -> str:
+        return f"{self.path}: {label}{self.problem}"
+
+
 class ConflictError(ClusterError):
     """A compare-and-set failed: the stored consumer offset is not the expected `old_offset`."""
 

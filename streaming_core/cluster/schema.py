@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import SchemaError
+from .errors import RowError, SchemaError
 
 _SIMPLE: dict[str, pa.DataType] = {
     "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
@@ -257,10 +257,10 @@ def _check_rows(rows: list[Mapping[str, Any]], target: pa.Schema, path: str) -> 
         return
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise SchemaError(f"{path}: row {i} is not a mapping: {row!r}")
+            raise RowError(path, i, f" is not a mapping: {row!r}")
         extra = [k for k in row if k not in allowed and not k.startswith("$")]
         if extra:
-            raise SchemaError(f"{path}: row {i} has columns {sorted(extra)} that are not in the schema {target.names}")
+            raise RowError(path, i, f" has columns {sorted(extra)} that are not in the schema {target.names}")
         for f in guarded:
             if _coerced(row.get(f.name), f.type):
                 raise _bad_value(path, i, f, row.get(f.name), "pyarrow would coerce it")
@@ -273,8 +273,8 @@ def _plain_dicts_within(rows: list[Any], allowed: set[str]) -> bool:
     return all(k in allowed or k.startswith("$") for k in set().union(*rows))
 
 
-def _bad_value(path: str, row: int, f: pa.Field, value: Any, detail: str) -> SchemaError:
-    return SchemaError(f"{path}: row {row}, column {f.name!r}: value {value!r} is not of type {f.type} ({detail})")
+def _bad_value(path: str, row: int, f: pa.Field, value: Any, detail: str) -> RowError:
+    return RowError(path, row, f", column {f.name!r}: value {value!r} is not of type {f.type} ({detail})")
 
 
 def _can_coerce_silently(t: pa.DataType) -> bool:

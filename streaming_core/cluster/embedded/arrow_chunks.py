@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..base import ROWS
-from ..errors import ClusterError
+from ..errors import ClusterError, RowError
 from ..schema import TABLET_INDEX
 
 
@@ -84,7 +84,7 @@ def tablet_targets(rows: ROWS, path: str, tablet_count: int, tablet_index: int |
         values = [r.get(TABLET_INDEX) for r in rows]
     for i, t in enumerate(values):
         if not isinstance(t, int) or not 0 <= t < tablet_count:
-            raise ClusterError(f"{path}: row {i} has {TABLET_INDEX}={t!r}; the table has {tablet_count} tablets")
+            raise RowError(path, i, f" has {TABLET_INDEX}={t!r}; the table has {tablet_count} tablets")
     return values
 
 

@@ -59,9 +59,9 @@ ENV PATH=/opt/opsd/venv/bin:$PATH \
 VOLUME ["/tmp", "/var/lib/opsd/spark-local", "/var/lib/opsd/cluster"]
 USER 1000:1000
 WORKDIR /tmp
-EXPOSE 9464
-# The daemon answers /healthz while it runs (the chart's probes ask it too); 9464 is opsd's default port.
+EXPOSE 9108
+# The daemon answers /healthz while it runs (the chart's probes ask it too); 9108 is opsd's default port (`opsd.config.models.DEFAULT_PORT`).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=4)"]
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9108/healthz', timeout=4)"]
 ENTRYPOINT ["opsd"]
 CMD ["run", "/etc/opsd/config.yaml"]

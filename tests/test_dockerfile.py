@@ -19,6 +19,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from opsd.config.models import DEFAULT_PORT
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -179,6 +181,7 @@ def test_with_a_read_only_root_only_volumes_are_written_and_the_chart_mounts_eac
 
 
 def test_the_image_and_the_chart_agree_on_the_name_and_port():
+    assert VALUES["config"]["http"]["port"] == DEFAULT_PORT  # one default port: opsd's, the CLI's, the chart's
     assert VALUES["image"]["repository"] == PYPROJECT["project"]["name"]
     assert yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())["appVersion"] == PYPROJECT["project"]["version"]
     assert final("EXPOSE") == [str(VALUES["config"]["http"]["port"])]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from opsd.cli.common import CliError
+from opsd.config.models import DEFAULT_PORT
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -12,7 +13,7 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     demo.add_argument("--rate", type=float, default=2000, help="rows per second produced")
     demo.add_argument("--duration", type=float, default=30, help="seconds to produce; 0 = until Ctrl-C")
     demo.add_argument("--partitions", type=int, default=2, help="queue partitions")
-    demo.add_argument("--port", type=int, default=9108, help="metrics port; 0 = any free port")
+    demo.add_argument("--port", type=int, default=DEFAULT_PORT, help="metrics port; 0 = any free port")
     demo.add_argument("--root", default=".opsd/demo", help="embedded cluster root, wiped first; logs go to ROOT.log")
     demo.set_defaults(handler=demo_command)
 

@@ -118,11 +118,17 @@ class SparkSettings(_Model):
             raise ValueError(f"conf.{GRACEFUL_TIMEOUT_KEY}: {e}") from None
 
 
+#: opsd's HTTP port unless configured: the config default, the CLI's, the image's and the chart's (checked by tests).
+DEFAULT_PORT = 9108
+#: Where the CLI finds a daemon on this host with the default settings.
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+
+
 class HttpSettings(_Model):
     """Where `/metrics`, `/healthz`, `/readyz` and `/status` are served."""
 
     host: str = Field("127.0.0.1", description="address to bind (0.0.0.0 in a container)")
-    port: int = Field(default=9108, ge=0, le=65535, description="port to bind; 0 = any free port")
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535, description="port to bind; 0 = any free port")
 
 
 def _upper(value: Any) -> Any:

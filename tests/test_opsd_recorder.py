@@ -280,3 +280,19 @@ def test_lifecycle_counters_exist_at_zero_from_a_querys_registration_and_start(
 
     assert value(registry, counter, query="planned") == 0
     assert value(registry, counter, query="clicks") == 0
+
+
+@pytest.mark.parametrize("gauge", ["opsd_query_crash_loop", "opsd_query_stalled", "opsd_query_failed_permanently"])
+def test_state_gauges_exist_at_zero_from_a_querys_start_and_a_restart_keeps_their_state(
+        recorder: Recorder, registry, gauge: str) -> None:
+    """A "crash loop" or "stalled" panel must read 0 for a healthy query, not "No data"."""
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-1", name="clicks", timestamp=999.0))
+    recorder.record_running("attached", "other-id", "run-9")
+
+    assert value(registry, gauge, query="clicks") == 0 and value(registry, gauge, query="attached") == 0
+    family = {"opsd_query_crash_loop": recorder.metrics.query_crash_loop, "opsd_query_stalled":
+              recorder.metrics.query_stalled, "opsd_query_failed_permanently":
+              recorder.metrics.query_failed_permanently}[gauge]
+    family.labels(query="clicks").set(1)
+    recorder.record(QueryStarted(id=QUERY_ID, run_id="run-2", name="clicks", timestamp=1_000.0))
+    assert value(registry, gauge, query="clicks") == 1, "a restart's start event does not clear the state"

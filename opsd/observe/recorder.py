@@ -183,11 +183,14 @@ class Recorder:
         self._counters_from_zero(query)
 
     def _counters_from_zero(self, query: str) -> None:
-        """Make the query's lifecycle counters exist at 0 from its start: Prometheus' increase() over a counter
-        whose first sample is already 1 is 0, so an alert on the first restart or termination would never fire.
-        (Failures are labelled by an exception class not known in advance; their alert handles new series.)"""
-        for counter in (self.metrics.query_restarts, self.metrics.query_terminations):
-            counter.labels(query=query)
+        """Make the query's lifecycle counters and state gauges exist from its start, at 0 unless already set:
+        Prometheus' increase() over a counter whose first sample is already 1 is 0, so an alert on the first restart
+        or termination would never fire, and a state panel (crash loop, stalled) would read "No data" for a healthy
+        query. (Failures are labelled by an exception class not known in advance; their alert handles new series.)"""
+        m = self.metrics
+        for family in (m.query_restarts, m.query_terminations, m.query_crash_loop, m.query_stalled,
+                       m.query_failed_permanently):
+            family.labels(query=query)
 
     def record_restart(self, query: str, *, crash_loop: bool) -> None:
         """The runner restarted a failed query; ``crash_loop`` when its backoff is at the cap."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from opsd.cli import main
 from opsd.demo.scenario import RESULT
 from streaming_core.cluster import connect
 from tests.helpers_pipelines import wait_until
@@ -86,3 +87,16 @@ def test_spark_and_opsd_logs_go_to_the_log_file_beside_the_root(screen_of_a_demo
     events = [json.loads(line) for line in text if line.startswith("{")]
     batches = [e["batch_id"] for e in events if e["event"] == "batch_completed"]
     assert batches == list(range(counted(screen, "batches")[0]))
+
+
+def test_the_summary_is_followed_by_next_steps_that_work(screen_of_a_demo_run: tuple[str, Path],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    screen, root = screen_of_a_demo_run
+    steps = re.findall(r"^\s+(opsd (?:table read|queue inspect) \S+ --cluster \S+)\s+#", screen, re.M)
+
+    assert [shlex.split(step)[1:3] for step in steps] == [["table", "read"], ["queue", "inspect"]], screen
+    assert all(shlex.split(step)[-1] == f"local://{root}" for step in steps)
+    for step in steps:
+        assert main(shlex.split(step)[1:]) == 0, step
+    out = capsys.readouterr().out
+    assert "data_length" in out and "//home/demo/queue" in out

@@ -7,7 +7,17 @@ import io
 import pytest
 from rich.console import Console
 
-from opsd.demo.view import BAR_WIDTH, ROWS, Display, Snapshot, backlog_bar, batches_done, facts, summary
+from opsd.demo.view import (
+    BAR_WIDTH,
+    ROWS,
+    Display,
+    Snapshot,
+    backlog_bar,
+    batches_done,
+    facts,
+    next_steps,
+    summary,
+)
 
 QUERY = {"active": True, "last_batch_id": 4, "backlog_rows": 1200, "max_rows_per_partition": 20000,
          "dyn_batch_size": 50000, "last_progress": {"batch_id": 4, "num_input_rows": 3000, "duration_seconds": 1.25}}
@@ -90,3 +100,14 @@ def test_hostile_text_in_the_view_is_shown_as_text_on_a_terminal_and_piped() -> 
         text = out.getvalue()
         assert "[/oops]" in text and "[link=https://evil.example]" in text and "\\x1b]0;pwned\\x07\\r" in text
         assert "\x1b]" not in text and "\x07" not in text
+
+
+def test_the_next_steps_name_the_demos_cluster_as_text() -> None:
+    out = io.StringIO()
+    Console(file=out, width=200).print(next_steps("local:///tmp/[bold]x\x1b[2J"))
+    lines = out.getvalue().splitlines()
+
+    assert lines[0] == "next:" and len(lines) == 4
+    assert lines[1].split()[:4] == ["opsd", "table", "read", "//home/demo/result"]
+    assert lines[2].split()[:4] == ["opsd", "queue", "inspect", "//home/demo/queue"]
+    assert "--cluster local:///tmp/[bold]x" in lines[1] and "\x1b" not in out.getvalue()

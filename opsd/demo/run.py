@@ -1,19 +1,21 @@
 """`opsd demo`, run: produce into the demo's queue while opsd runs its pipeline, show it live, then drain and sum up.
 
 A producer at a fixed rate; the seed listing 3 pipeline (`data` -> `data_length`) run by opsd's runner with its
-metrics endpoint (`opsd.runtime.lifecycle`, as `opsd run`); a live view (`opsd.demo.view`); then a drain, a
-graceful stop and a summary (rows in, rows out, batches, batch durations). The terminal belongs to the view: opsd's
-logs and everything Spark prints go to a log file next to the cluster root (`<root>.log`). Exit 0 when every
-produced row reached the result table.
+metrics endpoint (`opsd.runtime.lifecycle`, as `opsd run`); a spinner while Spark starts; a live view
+(`opsd.demo.view`); then a drain, a graceful stop, a summary (rows in, rows out, batches, batch durations) and the
+commands to try next. The terminal belongs to the view: opsd's logs and everything Spark prints go to a log file next
+to the cluster root (`<root>.log`). Exit 0 when every produced row reached the result table.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from opsd.demo.producer import Producer
 from opsd.demo.scenario import (
@@ -25,7 +27,7 @@ from opsd.demo.scenario import (
     prepare_cluster,
     rows_in_result,
 )
-from opsd.demo.view import Display, Snapshot, summary
+from opsd.demo.view import Display, Snapshot, next_steps, summary
 from opsd.runtime.lifecycle import Running, running
 from opsd.runtime.runner import Runner
 from opsd.telemetry.logs import configure_logging
@@ -53,13 +55,26 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
         configure_logging("INFO", stream=log_stream, json_lines=True)
         restore.callback(configure_logging, "WARNING")
         console.print(Shown()(f"opsd demo: starting Spark; logs in {log_file}"), soft_wrap=True)
-        with running(demo_config(settings, root), spark_output=log_file) as app:
-            app.runner.start()
+        with contextlib.ExitStack() as app_context:
+            with _starting(console):
+                app = app_context.enter_context(running(demo_config(settings, root), spark_output=log_file))
+                app.runner.start()
             producer.start()
             last = _watch(app, cluster, producer, settings, Display(console), str(log_file))
             durations = batch_durations(app.runner)
     console.print(summary(last, durations))
+    console.print(next_steps(f"local://{root}"), soft_wrap=True)
     return 0 if last.written >= last.produced else 1
+
+
+@contextlib.contextmanager
+def _starting(console: Console) -> Iterator[None]:
+    """A spinner with the seconds spent while Spark starts (about 20 s on 2 cores), so the screen is never still;
+    transient: gone once the view takes over, and nothing when the output is not a terminal."""
+    with Progress(SpinnerColumn(), TextColumn("starting Spark and the pipeline"), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        progress.add_task("start", total=None)
+        yield
 
 
 def _watch(app: Running, cluster: Cluster, producer: Producer, settings: DemoSettings, display: Display,

@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from opsd.demo.scenario import QUEUE, RESULT
 from opsd.observe.status import state_word
 from opsd.telemetry.terminal import Shown
 
@@ -144,6 +145,20 @@ class Display:
         file: TextIO = self.console.file
         print(self._pending, file=file, flush=True)
         self._pending, self._printed_at = None, now
+
+
+def next_steps(cluster_uri: str) -> Text:
+    """What to try after the demo: its result and queue stay on the embedded cluster, then a pipeline of one's own."""
+    shown = Shown()
+    where = f"--cluster {cluster_uri}"
+    steps = (
+        (f"opsd table read {RESULT} {where}", "the rows the pipeline wrote"),
+        (f"opsd queue inspect {QUEUE} {where}", "the queue, its partitions and the consumer's offsets"),
+        ("opsd run --config examples/configs/queue_to_table.yaml", "a pipeline of your own (README: Quick start)"),
+    )
+    width = max(len(command) for command, _ in steps)
+    lines = [f"  {shown.line(command).ljust(width)}   # {why}" for command, why in steps]
+    return Text("next:\n" + "\n".join(lines))
 
 
 def summary(snapshot: Snapshot, durations: list[float]) -> Table:

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from opsd.config.durations import parse_duration_seconds, spark_interval
+from opsd.config.thresholds import OOM_RISK_TARGET
 from opsd.observe.readiness import ProgressPolicy
 from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from opsd.telemetry.redaction import is_secret_key
@@ -176,8 +177,9 @@ class ChecksSettings(_Model):
     oom_risk_seconds: PositiveFloat = Field(
         10.0, description="how often the OOM risk of each query's next batch is judged")
     oom_risk_target: float = Field(
-        0.7, gt=0, le=1, description="the OOM risk (the predicted peak's upper bound / the pool's limit) that the "
-                                     "safe max_rows_per_partition keeps every memory pool under; above it opsd warns")
+        OOM_RISK_TARGET, gt=0, le=1,
+        description="the OOM risk (the predicted peak's upper bound / the pool's limit) that the safe "
+                    "max_rows_per_partition keeps every memory pool under; above it opsd warns")
     oom_half_life_batches: PositiveFloat = Field(
         20.0, description="OOM model: a batch this many batches old weighs half as much as the newest")
     oom_confidence: float = Field(
@@ -299,7 +301,7 @@ class AutotuneSettings(_Model):
     target_batch_seconds: PositiveFloat = Field(
         10.0, description="the batch duration aimed at when the query has no processing-time trigger")
     risk_threshold: float = Field(
-        0.7, gt=0, le=1, description="OOM risk at or above which the cap is cut at once and never raised")
+        OOM_RISK_TARGET, gt=0, le=1, description="OOM risk at or above which the cap is cut at once and never raised")
     min_rows_per_partition: PositiveInt = Field(1000, description="lower bound of max_rows_per_partition")
     max_rows_per_partition: PositiveInt = Field(10_000_000, description="upper bound of max_rows_per_partition")
     start_rows_per_partition: PositiveInt = Field(

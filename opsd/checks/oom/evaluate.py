@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
+from opsd.config.thresholds import OOM_RISK_TARGET
 from opsd.observe.progress import PartitionOffsets
 from streaming_core.offsets import batch_end
 
@@ -299,7 +300,7 @@ def _fit_line(measured: Sequence[Observation], limit_bytes: float, settings: Mod
 
 
 def evaluate(query: str, batch: PlannedBatch, limits: Mapping[str, float],
-             observations: Mapping[str, Sequence[Observation]], target_risk: float = 0.7,
+             observations: Mapping[str, Sequence[Observation]], target_risk: float = OOM_RISK_TARGET,
              settings: ModelSettings = ModelSettings(), state_bytes: float = 0.0,
              baselines: Mapping[str, float] | None = None, execution_region_bytes: float | None = None) -> Evaluation:
     """Risk per pool with a limit (`limits`: pool -> bytes) for the planned batch, and the safe cap.

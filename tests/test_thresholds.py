@@ -1,9 +1,12 @@
 """Each level opsd judges by is defined once (`opsd.config.thresholds`): the alert rules are checked against it, and
-the dashboards, the doctor and the config defaults read it."""
+the dashboards, the doctor and the config defaults read it. The connector's limits are defined once too
+(`streaming_core.cluster.base`), and no module writes one of these numbers again."""
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +16,21 @@ from grafana import build
 from opsd.config.models import AutotuneSettings, ChecksSettings
 from opsd.config.thresholds import ALERT_THRESHOLDS, OOM_RISK_HIGH, OOM_RISK_TARGET
 from opsd.doctor.advice import findings
+from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION, READ_BATCH_BYTES, READ_BATCH_ROWS
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The one module that writes each number.
+DEFINED_IN = {
+    OOM_RISK_TARGET: "opsd/config/thresholds.py", OOM_RISK_HIGH: "opsd/config/thresholds.py",
+    MAX_ROWS_PER_TABLET_TRANSACTION: "streaming_core/cluster/base.py",
+    READ_BATCH_ROWS: "streaming_core/cluster/base.py", READ_BATCH_BYTES: "streaming_core/cluster/base.py",
+}
+#: Numbers equal to one of those by chance: other things, each named where it is written.
+OTHER_MEANINGS = {
+    ("opsd/checks/autotune/evaluate.py", 0.9),  # BINDING_SHARE: the share of the cap from which it binds
+    ("opsd/config/models.py", 0.7),  # autotune.target_share: the share of the trigger interval a batch may last
+    ("opsd/config/models.py", 100_000),  # autotune.start_rows_per_partition: a first cap, not a transaction's limit
+}
 
 # A comparison of a series with a level: `> 900`, `>= 0.9` (comparisons with 0 or 1 test a flag or a presence).
 COMPARED_LEVEL = re.compile(r"[<>]=?\s*(-?[0-9][0-9.e+]*)")
@@ -66,3 +84,31 @@ def test_the_doctor_acts_from_the_alerts_oom_risk(risk: float, needs_action: boo
     facts = {"active": True, "oom_risk": risk, "safe_max_rows_per_partition": 1000, "max_rows_per_partition": 5000}
     memory = [f for f in findings("q", facts, lambda q: "heal") if "memory pool" in f.what]
     assert bool(memory) is needs_action
+
+
+def written_numbers(path: Path) -> set[float]:
+    """Every number a module writes: literals, and products of literals such as `16 * 1024 * 1024`."""
+    found: set[float] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            found.add(node.value)
+        elif isinstance(node, ast.BinOp) and all(isinstance(n, ast.Constant | ast.BinOp | ast.operator)
+                                                 for n in ast.walk(node)):
+            found.add(eval(compile(ast.Expression(node), str(path), "eval"), {}))
+    return found
+
+
+def test_each_limit_and_level_is_written_in_one_module() -> None:
+    written_twice = sorted(
+        (str(path.relative_to(ROOT)), number)
+        for top in ("opsd", "streaming_core", "grafana") for path in (ROOT / top).rglob("*.py")
+        for number in written_numbers(path) & set(DEFINED_IN)
+        if DEFINED_IN[number] != str(path.relative_to(ROOT)) and (str(path.relative_to(ROOT)), number) not in
+        OTHER_MEANINGS)
+    assert written_twice == []
+
+
+def test_the_scan_finds_a_number_written_again(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("LIMIT = 16 * 1024 * 1024\nRISK = 0.9\n")
+    assert written_numbers(module) >= {READ_BATCH_BYTES, OOM_RISK_HIGH}

@@ -28,6 +28,7 @@ from opsd.observe.readiness import ProgressPolicy
 from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from opsd.telemetry.redaction import is_secret_key
 from streaming_core.cluster import InvalidUriError, resolve_uri
+from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
 from streaming_core.options import CONSUMER_PATH, TUNING_PATH
 from streaming_core.tuning import default_tuning_path
 
@@ -322,7 +323,8 @@ class AutotuneSettings(_Model):
         10, description="recent batches fitted for the batch-duration-versus-size relation")
     min_dyn_batch_size: PositiveInt = Field(1000, description="lower bound of dyn_batch_size")
     max_dyn_batch_size: PositiveInt = Field(
-        100_000, description="upper bound of dyn_batch_size (never above the rows-per-transaction limit)")
+        MAX_ROWS_PER_TABLET_TRANSACTION,
+        description="upper bound of dyn_batch_size (never above the rows-per-transaction limit)")
     dyn_batch_size_step: PositiveInt = Field(
         10_000, description="additive increase of dyn_batch_size while insert calls are fast and full")
     slow_call_seconds: PositiveFloat = Field(

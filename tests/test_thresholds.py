@@ -14,7 +14,13 @@ import yaml
 
 from grafana import build
 from opsd.config.models import AutotuneSettings, ChecksSettings
-from opsd.config.thresholds import ALERT_THRESHOLDS, OOM_RISK_HIGH, OOM_RISK_TARGET
+from opsd.config.thresholds import (
+    ALERT_THRESHOLDS,
+    OOM_CONFIDENCE,
+    OOM_HALF_LIFE_BATCHES,
+    OOM_RISK_HIGH,
+    OOM_RISK_TARGET,
+)
 from opsd.doctor.advice import findings
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION, READ_BATCH_BYTES, READ_BATCH_ROWS
 
@@ -22,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The one module that writes each number.
 DEFINED_IN = {
     OOM_RISK_TARGET: "opsd/config/thresholds.py", OOM_RISK_HIGH: "opsd/config/thresholds.py",
+    OOM_CONFIDENCE: "opsd/config/thresholds.py",
     MAX_ROWS_PER_TABLET_TRANSACTION: "streaming_core/cluster/base.py",
     READ_BATCH_ROWS: "streaming_core/cluster/base.py", READ_BATCH_BYTES: "streaming_core/cluster/base.py",
 }
@@ -75,6 +82,14 @@ def test_config_defaults_aim_at_the_oom_risk_target() -> None:
     assert ChecksSettings().oom_risk_target == OOM_RISK_TARGET
     assert AutotuneSettings().risk_threshold == OOM_RISK_TARGET
     assert OOM_RISK_TARGET < OOM_RISK_HIGH  # what the tuner corrects by itself pages no one
+
+
+def test_the_oom_model_and_its_config_keys_share_their_defaults() -> None:
+    from opsd.checks.oom.evaluate import ModelSettings
+
+    checks, model = ChecksSettings(), ModelSettings()
+    assert (checks.oom_confidence, checks.oom_half_life_batches) == (model.confidence, model.half_life_batches)
+    assert (model.confidence, model.half_life_batches) == (OOM_CONFIDENCE, OOM_HALF_LIFE_BATCHES)
 
 
 @pytest.mark.parametrize(("risk", "needs_action"), [

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from opsd.checks.desync.collect import DesyncTarget
+from opsd.cli.common import DEFAULT_URL
 from opsd.config.load import load_config
 from opsd.doctor.diagnose import diagnose
 from opsd.doctor.gather import from_config, from_status, from_targets
@@ -28,7 +29,6 @@ from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
 from streaming_core.cluster import connect
 
-DEFAULT_URL = "http://127.0.0.1:9108"
 HEALTHY, NEEDS_ACTION, DOCTOR_FAILED = 0, 1, 2
 
 

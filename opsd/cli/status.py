@@ -12,7 +12,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from opsd.cli.common import CliError
+from opsd.cli.common import DEFAULT_URL, CliError
 from opsd.observe.status import state_word
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
@@ -23,7 +23,7 @@ COLUMNS = (("query", "left"), ("state", "left"), ("batch", "right"), ("backlog",
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     status = subparsers.add_parser("status", help="print a running daemon's pipelines")
-    status.add_argument("--url", default="http://127.0.0.1:9108",
+    status.add_argument("--url", default=DEFAULT_URL,
                         help="the daemon's HTTP address (http.host and http.port of its config)")
     status.add_argument("--json", action="store_true", help="print the raw /status document")
     status.set_defaults(handler=status_command)

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from opsd.config.durations import parse_duration_seconds, spark_interval
-from opsd.config.thresholds import OOM_RISK_TARGET
+from opsd.config.thresholds import OOM_CONFIDENCE, OOM_HALF_LIFE_BATCHES, OOM_RISK_TARGET
 from opsd.observe.readiness import ProgressPolicy
 from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from opsd.telemetry.redaction import is_secret_key
@@ -182,10 +182,11 @@ class ChecksSettings(_Model):
         description="the OOM risk (the predicted peak's upper bound / the pool's limit) that the safe "
                     "max_rows_per_partition keeps every memory pool under; above it opsd warns")
     oom_half_life_batches: PositiveFloat = Field(
-        20.0, description="OOM model: a batch this many batches old weighs half as much as the newest")
+        OOM_HALF_LIFE_BATCHES, description="OOM model: a batch this many batches old weighs half as much as the newest")
     oom_confidence: float = Field(
-        0.99, ge=0.5, lt=1, description="OOM model: the one-sided confidence of the peak's upper bound that the OOM "
-                                        "risk is judged by (noisy or few observations widen the bound)")
+        OOM_CONFIDENCE, ge=0.5, lt=1,
+        description="OOM model: the one-sided confidence of the peak's upper bound that the OOM risk is judged by "
+                    "(noisy or few observations widen the bound)")
 
     def progress_policy(self) -> ProgressPolicy:
         return ProgressPolicy(stall_factor=self.stall_factor, min_window_seconds=self.min_progress_window_seconds)

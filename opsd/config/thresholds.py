@@ -1,8 +1,10 @@
-"""The levels opsd judges by, each defined once: the alert thresholds and the OOM risk target.
+"""The levels opsd judges by, each defined once: the alert thresholds, the OOM risk target, and the confidence and
+memory of the OOM model that judges the risk.
 
 The alert rules (`helm/opsd/files/alerts.yaml`, plain Prometheus YAML) are checked against `ALERT_THRESHOLDS` by
 `tests/test_thresholds.py`; the dashboards' red lines (`grafana/build.py`) and the doctor read these names; the config
-keys that aim at the OOM risk target take it as their default.
+keys that aim at the OOM risk target take it as their default, and the OOM model's settings
+(`opsd.checks.oom.evaluate.ModelSettings`) and their config keys take theirs from here.
 
 OOM risk (`opsd_oom_risk`: the upper bound of the next batch's predicted peak over the pool's limit, 1.0 = out of
 memory) is judged at two levels, and they are two different things:
@@ -23,6 +25,12 @@ from collections.abc import Mapping
 OOM_RISK_TARGET = 0.7
 #: The OOM risk from which the next batch needs action (`OpsdOomRiskHigh`, the doctor, the dashboards).
 OOM_RISK_HIGH = 0.9
+#: The one-sided confidence of the predicted peak's upper bound that the OOM risk is judged by
+#: (`checks.oom_confidence`).
+OOM_CONFIDENCE = 0.99
+#: The OOM model's memory: a batch this many batches old weighs half as much as the newest
+#: (`checks.oom_half_life_batches`).
+OOM_HALF_LIFE_BATCHES = 20.0
 #: The age of the oldest unread row from which a query is too far behind (`OpsdLagHigh`).
 LAG_HIGH_SECONDS = 900
 #: A backlog that needs longer than this to drain at the current rates (`OpsdTimeToDrainLong`) ...

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
-from opsd.config.thresholds import OOM_RISK_TARGET
+from opsd.config.thresholds import OOM_CONFIDENCE, OOM_HALF_LIFE_BATCHES, OOM_RISK_TARGET
 from opsd.observe.progress import PartitionOffsets
 from streaming_core.offsets import batch_end
 
@@ -100,9 +100,9 @@ class Prior:
 class ModelSettings:
     """How the model weighs its observations and how sure its bound is."""
 
-    half_life_batches: float = 20.0
+    half_life_batches: float = OOM_HALF_LIFE_BATCHES
     #: One-sided level of the peak's upper bound that risk is judged by.
-    confidence: float = 0.99
+    confidence: float = OOM_CONFIDENCE
     #: The slope's prior standard deviation, as a fraction of the prior slope: how soon the batches' own growth
     #: outweighs the prior (their spread in size must lift the growth out of the noise first).
     slope_spread: float = 0.5

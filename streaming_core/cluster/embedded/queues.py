@@ -21,11 +21,17 @@ from ..schema import ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_t
 from . import consumers
 from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
 from .nodes import normalize_path, table
-from .sqlite_store import Store, WriteTxn, chunk_bytes, decode_batch, delete_chunks, encode_batch, put_blob
-
-#: Rows per stored Arrow chunk of a queue: bounds what one range read must decode beyond its range.
-STORED_CHUNK_ROWS = 16_384
-STORED_CHUNK_BYTES = 4 * 1024 * 1024
+from .sqlite_store import (
+    STORED_CHUNK_BYTES,
+    STORED_CHUNK_ROWS,
+    Store,
+    WriteTxn,
+    chunk_bytes,
+    decode_batch,
+    delete_chunks,
+    encode_batch,
+    put_blob,
+)
 
 
 class QueueMixin:

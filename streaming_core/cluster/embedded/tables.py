@@ -19,7 +19,16 @@ from ..schema import TIMESTAMP, TableSchema, to_arrow_table
 from . import queues, sorted_store
 from .arrow_chunks import rebatch, slices
 from .nodes import normalize_path, table
-from .sqlite_store import WriteTxn, chunk_bytes, decode_batch, delete_chunks, encode_batch, put_blob
+from .sqlite_store import (
+    STORED_CHUNK_BYTES,
+    STORED_CHUNK_ROWS,
+    WriteTxn,
+    chunk_bytes,
+    decode_batch,
+    delete_chunks,
+    encode_batch,
+    put_blob,
+)
 
 
 class TableMixin:
@@ -54,7 +63,7 @@ class TableMixin:
                 drop_static(conn, path)
             (seq,) = conn.execute("SELECT coalesce(max(seq), -1) + 1 FROM static_chunks WHERE path=?",
                                   (path,)).fetchone()
-            for i, piece in enumerate(slices(data, queues.STORED_CHUNK_ROWS, queues.STORED_CHUNK_BYTES)):
+            for i, piece in enumerate(slices(data, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES)):
                 conn.execute("INSERT INTO static_chunks (path, seq, data, row_count, blob) VALUES (?, ?, ?, ?, ?)",
                              (path, seq + i, b"", piece.num_rows, put_blob(conn, encode_batch(piece))))
 

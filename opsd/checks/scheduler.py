@@ -48,9 +48,6 @@ class CheckScheduler:
             coalesce=True,
         )
 
-    def remove_check(self, name: str) -> None:
-        self.scheduler.remove_job(name)
-
     def run_check(self, name: str, func: Check) -> bool:
         """One counted, timed run; True when it succeeded. Never raises."""
         self.metrics.check_runs.labels(check=name).inc()

@@ -73,17 +73,6 @@ class Registration:
 
 
 @dataclass(frozen=True)
-class ConsumerRow:
-    """One row of a consumer table, in the YT consumer schema."""
-
-    queue_cluster: str
-    queue_path: str
-    partition_index: int
-    offset: int
-    meta: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
 class NodeInfo:
     """What `get` of a node's attributes returns that callers branch on."""
 

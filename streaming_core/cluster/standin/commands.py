@@ -32,7 +32,8 @@ from ..base import MAP_NODE, ORDERED, PULL_ROWS, READ_BATCH_BYTES, SORTED, TABLE
 from ..embedded import EmbeddedCluster
 from ..errors import AlreadyExistsError, ClusterError, NoSuchPathError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
-from ..ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt_rows, plain, to_yt_rows
+from ..yson_values import plain
+from ..ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt_rows, to_yt_rows
 from . import query as ql
 from .errors import NO_SUCH_TRANSACTION, BadRequest, YtCodedError
 

@@ -11,8 +11,9 @@ import pyarrow as pa
 from ..base import ORDERED, PULL_ROWS, READ_BATCH_BYTES, SORTED, TABLE, Registration, require_kind
 from ..errors import SchemaError
 from ..schema import CONSUMER_SCHEMA
+from ..yson_values import plain
 from .client import WIRE, WIRE_RAW
-from .rows import plain, registration
+from .rows import registration
 from .wire import decode_wire
 
 

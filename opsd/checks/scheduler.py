@@ -1,4 +1,4 @@
-"""The check scheduler: periodic checks (watchdog, tuning; later desync, OOM risk, autotune) on APScheduler 3.x.
+"""The check scheduler: periodic checks (watchdog, tuning, desync, lag, OOM risk, autotune) on APScheduler 3.x.
 
 Each check is a zero-argument callable. A run is counted and timed; a failing run is logged
 (``check_failed``) and counted, never raised, so one broken check cannot stop the others or the

@@ -57,8 +57,9 @@ from opsd.telemetry.logs import configure_logging
 from opsd.telemetry.metrics import Metrics
 from streaming_core import sink
 from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
 from streaming_core.options import SinkOptions
-from streaming_core.tuning import MAX_ROWS_PER_TRANSACTION, max_rows_in_force, read_tuning, write_tuning
+from streaming_core.tuning import max_rows_in_force, read_tuning, write_tuning
 
 TRIGGER, PARTITIONS = 10.0, 4
 FIXED_SECONDS, SECONDS_PER_ROW, NOISE = 0.35, 1e-5, 0.05
@@ -314,7 +315,7 @@ def main() -> None:
         "settle_batches": step["settle_batches"], "settle_goal": SETTLE_GOAL,
         "changes_per_100": steady["changes_per_100"], "changes_goal": CHANGES_GOAL,
         "rows_ratio": writes["rows_ratio"], "rows_goal": ROWS_GOAL, "max_call_rows": writes["max_call_rows"],
-        "transaction_limit": MAX_ROWS_PER_TRANSACTION,
+        "transaction_limit": MAX_ROWS_PER_TABLET_TRANSACTION,
     }))
 
 

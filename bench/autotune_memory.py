@@ -3,7 +3,7 @@ that dies of memory uncapped — `foreachBatch` collecting each micro-batch to t
 backlog of `ROWS` rows of `ROW_BYTES` bytes in a `PARTITIONS`-tablet queue, run by opsd (`opsd.runtime.lifecycle`)
 twice: with the auto-tuner off and no cap, then with the tuner in mode apply (its defaults) starting uncapped.
 Each run is an `availableNow` pipeline restarted by the supervisor at most `MAX_RESTARTS` times; a failure is an
-out-of-memory one when `opsd.checks.autotune.evaluate.failed_of_memory` says so.
+out-of-memory one when `opsd.observe.failures.out_of_memory` says so.
 
 Run by `python -m bench.autotune`; alone: `python -m bench.autotune_memory` (last line: one JSON object).
 """
@@ -19,9 +19,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from opsd.checks.autotune.evaluate import failed_of_memory
 from opsd.config.models import OpsdConfig
-from opsd.observe.events import failure_message
+from opsd.observe.failures import failure_message, out_of_memory
 from opsd.runtime import lifecycle
 from opsd.telemetry.logs import configure_logging
 from streaming_core.cluster import connect
@@ -83,7 +82,7 @@ def run(uri: str, root: str, name: str, mode: str) -> dict[str, Any]:
         last = app.monitor.recorder.status.get(name)
         if not drained and last is not None and last.exception:  # the failure it gave up on
             failures.append(last.exception)
-    return {"oom_failures": sum(failed_of_memory(f) for f in failures), "failures": len(failures),
+    return {"oom_failures": sum(out_of_memory(f) for f in failures), "failures": len(failures),
             "failure_messages": sorted({failure_message(f)[:160] for f in failures}),
             "drained": drained, "seconds": round(time.perf_counter() - started, 1), "caps_at_start": caps}
 
@@ -95,8 +94,8 @@ def in_child(root: str, name: str, mode: str) -> dict[str, Any]:
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:  # the driver died before it could say anything: count that as the failure it is
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"oom_failures": int(failed_of_memory(done.stderr)), "failures": 1, "drained": False,
-                "seconds": None, "error": tail, "driver_died_of_oom": failed_of_memory(done.stderr)}
+        return {"oom_failures": int(out_of_memory(done.stderr)), "failures": 1, "drained": False,
+                "seconds": None, "error": tail, "driver_died_of_oom": out_of_memory(done.stderr)}
     result = json.loads(lines[-1])
     # In local mode a task's OutOfMemoryError kills the driver's JVM (Spark's uncaught-exception handler): the
     # restarts then fail to reach it (ConnectionRefusedError) and no failure text names the memory. Spark's log does.

@@ -73,9 +73,9 @@ from opsd.checks.oom.evaluate import (
     observations_of,
     planned_batch,
 )
-from opsd.checks.oom.failures import memory_pool_of_failure
 from opsd.checks.oom.sampler import MemorySampler
 from opsd.config.spark import MEMORY_METRICS_CONF
+from opsd.observe.failures import memory_pool
 from opsd.observe.progress import PartitionOffsets
 from streaming_core.cluster import Cluster, connect
 
@@ -353,7 +353,7 @@ def judge(raw: list[dict[str, Any]], settings: ModelSettings | None = None) -> l
                           execution_region_bytes=region)
         usage = BatchUsage({p: PoolUsage(**u) for p, u in run["usage"]["pools"].items()},
                            run["usage"]["execution_bytes"], run["usage"]["spilled"])
-        pool = memory_pool_of_failure(run["failure"])
+        pool = memory_pool(run["failure"])
         outcome = "completed" if not run["failure"] else f"oom:{pool}" if pool else "failed"
         measured = {p: u.peak_bytes for p, u in usage.pools.items() if p in limits}
         binding = max(measured, key=lambda p: measured[p] / limits[p], default=None) if outcome == "completed" else None

@@ -42,7 +42,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from streaming_core import build_session
 from streaming_core.cluster import Cluster, connect
-from streaming_core.source import READ_BATCH_ROWS
+from streaming_core.cluster.base import READ_BATCH_ROWS
 
 PAYLOAD_BYTES = 100
 ROWS = 4_000_000  # in all, over four tablets: ~1 GB of Arrow data per query, ~2 minutes for the whole run

@@ -17,6 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grafana.promql import SCRAPE_LABELS, defined_series, unknown_labels, unknown_metrics
+from opsd.config.thresholds import (
+    BATCH_DURATION_HIGH_SECONDS,
+    LAG_HIGH_SECONDS,
+    OOM_RISK_HIGH,
+    TIME_TO_DRAIN_LONG_SECONDS,
+    WATERMARK_DELAY_HIGH_SECONDS,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALERTS_FILE = REPO_ROOT / "helm" / "opsd" / "files" / "alerts.yaml"
@@ -76,6 +83,15 @@ class Row:
     panels: tuple[Panel, ...]
 
 
+def duration(seconds: float) -> str:
+    """A threshold in seconds as a description says it: `15 minutes`, `1 hour`."""
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds:g} seconds"
+
+
 def quantile(q: float, metric: str, by: str, matchers: str) -> str:
     """The ``q`` quantile of a histogram over the panel's interval, per ``by`` labels."""
     return (
@@ -112,18 +128,18 @@ def lag_row(matcher: str, who: str) -> Row:
             Target(f"opsd_queue_unread_rows{{{matcher}}}", who + "{{queue}}/{{partition}}"),
         ), unit="suffix:rows", width=6, runbook="OpsdBacklogGrowing"),
         Panel("Lag per partition", "Age of the next row to read; 0 when nothing is unread. Red above the OpsdLagHigh "
-              "threshold (15 minutes).", (
+              f"threshold ({duration(LAG_HIGH_SECONDS)}).", (
                   Target(f"opsd_queue_lag_seconds{{{matcher}}}", who + "{{queue}}/{{partition}}"),
-              ), unit="s", width=6, bad_above=900, runbook="OpsdLagHigh"),
+              ), unit="s", width=6, bad_above=LAG_HIGH_SECONDS, runbook="OpsdLagHigh"),
         Panel("Queue input vs read rows/s", "Rows written to the queues against rows the query moved past, averaged "
               "over opsd's lag window.", (
                   Target(f"opsd_queue_input_rows_per_second{{{matcher}}}", who + "input"),
                   Target(f"opsd_queue_read_rows_per_second{{{matcher}}}", who + "read"),
               ), unit="suffix:rows/s", width=6),
         Panel("Time to drain", "Backlog / (read rate - input rate); +Inf (not drawn) while not draining. Red above "
-              "the OpsdTimeToDrainLong threshold (1 hour).", (
+              f"the OpsdTimeToDrainLong threshold ({duration(TIME_TO_DRAIN_LONG_SECONDS)}).", (
                   Target(f"opsd_time_to_drain_seconds{{{matcher}}}", "{{query}}"),
-              ), unit="s", width=6, bad_above=3600, runbook="OpsdTimeToDrainLong"),
+              ), unit="s", width=6, bad_above=TIME_TO_DRAIN_LONG_SECONDS, runbook="OpsdTimeToDrainLong"),
     ))
 
 
@@ -131,9 +147,9 @@ def state_row(matcher: str, who: str) -> Row:
     """Event time and state of the queries ``matcher`` selects; ``who`` starts each legend."""
     return Row("State and event time", (
         Panel("Watermark delay", "Progress time minus the event-time watermark. Red above the OpsdWatermarkDelayHigh "
-              "threshold (15 minutes).", (
+              f"threshold ({duration(WATERMARK_DELAY_HIGH_SECONDS)}).", (
                   Target(f"opsd_watermark_delay_seconds{{{matcher}}}", "{{query}}"),
-              ), unit="s", width=8, bad_above=900, runbook="OpsdWatermarkDelayHigh"),
+              ), unit="s", width=8, bad_above=WATERMARK_DELAY_HIGH_SECONDS, runbook="OpsdWatermarkDelayHigh"),
         Panel("State rows", "Rows held by each stateful operator.", (
             Target(f"opsd_state_rows{{{matcher}}}", who + "{{operator}}"),
         ), unit="suffix:rows", width=8),
@@ -148,10 +164,10 @@ def memory_row(matcher: str, who: str) -> Row:
     return Row("OOM risk of the next batch", (
         Panel("OOM risk", "Upper bound of the next micro-batch's peak (at checks.oom_confidence) over each memory "
               "pool's limit, and the model's probability that the peak passes the limit. Red at the OpsdOomRiskHigh "
-              "threshold (0.9).", (
+              f"threshold ({OOM_RISK_HIGH:g}).", (
                   Target(f"opsd_oom_risk{{{matcher}}}", who + "{{pool}}"),
                   Target(f"opsd_oom_exceed_probability{{{matcher}}}", who + "{{pool}} P(over the limit)"),
-              ), unit="percentunit", width=8, bad_above=0.9, runbook="OpsdOomRiskHigh"),
+              ), unit="percentunit", width=8, bad_above=OOM_RISK_HIGH, runbook="OpsdOomRiskHigh"),
         Panel("Memory peak: expected, bound, observed, limit",
               "Per pool: the next batch's expected peak and its upper bound, the last batch's measured peak, the "
               "pool's limit.",
@@ -344,9 +360,9 @@ def pipeline_rows() -> tuple[Row, ...]:
         Row("Micro-batches", (
             Panel("Batch duration p95 by phase", "95th percentile of each phase: addBatch is the work, latestOffset / "
                   "getBatch the source, walCommit / commitOffsets the checkpoint. Red above the OpsdHighBatchDuration "
-                  "threshold (2 minutes).", (
+                  f"threshold ({duration(BATCH_DURATION_HIGH_SECONDS)}).", (
                       Target(quantile(0.95, BATCH_DURATION, "query, phase", P), "{{phase}}"),
-                  ), unit="s", bad_above=120, runbook="OpsdHighBatchDuration"),
+                  ), unit="s", bad_above=BATCH_DURATION_HIGH_SECONDS, runbook="OpsdHighBatchDuration"),
             Panel("Input vs processed rows/s", "Arrival rate against processing rate of the last batch.", (
                 Target(f"opsd_input_rows_per_second{{{P}}}", "input"),
                 Target(f"opsd_processed_rows_per_second{{{P}}}", "processed"),

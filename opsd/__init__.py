@@ -6,7 +6,7 @@ user's own script with one call (see `opsd.runtime.monitor`). Where everything e
 
 from typing import Any
 
-from opsd.version import __version__
+from streaming_core.version import __version__
 
 __all__ = ["Monitor", "__version__", "attach"]
 

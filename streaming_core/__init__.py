@@ -5,16 +5,16 @@
     spark.readStream.format("yt").option("consumer_path", C).load(Q)
 
 The Spark-facing names are imported lazily: processes that only use the cluster (`opsd queue ...`,
-Spark workers reading a tablet) do not pay for importing PySpark.
+Spark workers reading a tablet) do not pay for importing PySpark; `__version__` is read from the distribution's
+metadata when asked for.
 """
 
 from typing import Any
 
 __all__ = ["FORMAT", "YtDataSource", "activate", "build_session", "register", "spark_session"]
-__version__ = "0.1.0"
 
 _LAZY = {"FORMAT": "datasource", "YtDataSource": "datasource", "register": "datasource",
-         "activate": "session", "build_session": "session", "spark_session": "session"}
+         "activate": "session", "build_session": "session", "spark_session": "session", "__version__": "version"}
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from .cluster import BeyondQueueEndError, Cluster, ClusterError, NotRegisteredError, connect
-from .cluster.base import ORDERED, SORTED, STATIC, require_kind
+from .cluster.base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, SORTED, STATIC, require_kind
 from .cluster.schema import is_composite
 from .consumer import advance_consumer
 from .offsets import QueueOffset, batch_end, effective_start, from_consumer
@@ -26,9 +26,6 @@ from .options import INCLUDE_SERVICE_COLUMNS, SourceOptions
 from .tuning import max_rows_in_force, read_tuning
 from .types import arrow_schema_for_spark, conform
 
-#: Bounds of one Arrow batch handed to Spark: far below the JVM's direct memory whatever the batch size.
-READ_BATCH_ROWS = 65_536
-READ_BATCH_BYTES = 16 * 1024 * 1024
 #: Default read limit when no cap is configured: "no cap yet", so a live tuning cap can still apply.
 UNCAPPED = sys.maxsize
 

@@ -18,13 +18,10 @@ import time
 from dataclasses import asdict, dataclass
 
 from .cluster import Cluster, ClusterError
-from .cluster.base import DOCUMENT
+from .cluster.base import DOCUMENT, MAX_ROWS_PER_TABLET_TRANSACTION
 from .log import get_logger
 
 log = get_logger(__name__)
-
-#: YTsaurus refuses more rows than this per tablet in one transaction; the sink's inserts stay below it.
-MAX_ROWS_PER_TRANSACTION = 100_000
 
 
 def default_tuning_path(consumer_path: str | None) -> str | None:
@@ -73,7 +70,7 @@ def max_rows_in_force(tuning: Tuning, fallback: int | None) -> int | None:
 
 def dyn_batch_size_in_force(tuning: Tuning, fallback: int) -> int:
     """The sink's rows per insert call: the document's, else the option / conf, never above the transaction limit."""
-    return min(tuning.dyn_batch_size or fallback, MAX_ROWS_PER_TRANSACTION)
+    return min(tuning.dyn_batch_size or fallback, MAX_ROWS_PER_TABLET_TRANSACTION)
 
 
 def write_tuning(cluster: Cluster, path: str, *, max_rows_per_partition: int | None = None,

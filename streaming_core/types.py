@@ -20,6 +20,7 @@ from yt import yson
 
 from .cluster import SchemaError
 from .cluster.schema import VARIANT_PREFIX, TableSchema, is_composite
+from .cluster.yson_values import plain
 
 _SIMPLE: list[tuple[Any, T.DataType]] = [
     (pa.types.is_int8, T.ByteType()), (pa.types.is_int16, T.ShortType()), (pa.types.is_int32, T.IntegerType()),
@@ -154,7 +155,7 @@ def to_yson(values: list[Any]) -> pa.Array:
 
 def from_yson(values: list[bytes | None], target: pa.DataType) -> pa.Array:
     """YSON binary values as an Arrow array of `target`; dicts may come as YT's `[key, value]` pairs."""
-    return pa.array([None if v is None else _as_arrow_value(_plain(yson.loads(v)), target) for v in values], target)
+    return pa.array([None if v is None else _as_arrow_value(plain(yson.loads(v)), target) for v in values], target)
 
 
 def _as_arrow_value(value: Any, target: pa.DataType) -> Any:
@@ -181,22 +182,6 @@ def _yson_safe(value: Any) -> Any:
         return str(value)
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """YSON objects (YsonMap, YsonString, YsonEntity, ...) as plain Python values."""
-    if isinstance(value, yson.YsonEntity):
-        return None
-    if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="surrogateescape")
-    for base in (bool, int, float, str):
-        if isinstance(value, base):
-            return base(value)
     return value
 
 

@@ -18,7 +18,7 @@ from opsd.checks.autotune.decide import (
     decide_replan,
     remember,
 )
-from opsd.checks.autotune.evaluate import evaluate, failed_of_memory, fit
+from opsd.checks.autotune.evaluate import evaluate, fit
 from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
 from opsd.config.models import AutotuneSettings
 from streaming_core.write_stats import WriteStats
@@ -159,20 +159,6 @@ def test_a_batch_is_planned_again_only_when_the_cap_now_makes_it_smaller():
     assert decide_replan(evaluate(planned, SETTINGS), None) is None  # uncapped: it could grow
     unknown = replace(planned, uncommitted=Uncommitted(7, None))
     assert decide_replan(evaluate(unknown, SETTINGS), 5_000) is None
-
-
-@pytest.mark.parametrize("text", [
-    OOM_TEXT,
-    "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n  File \"x\"\nMemoryError\n",
-    "ExecutorLostFailure: Container killed by YARN for exceeding memory limits",
-])
-def test_memory_failures_are_told_from_their_texts(text):
-    assert failed_of_memory(text)
-
-
-def test_other_failures_are_not_memory_failures():
-    assert not failed_of_memory("java.lang.IllegalStateException: boom")
-    assert not failed_of_memory(None)
 
 
 def write_decision(stats: WriteStats | None, size: int = 50_000, memory: TunerMemory = NEW):

@@ -1,4 +1,4 @@
-"""The OOM check's collect step: failure causes, pool limits from the Spark conf, stage facts and a batch's usage per
+"""The OOM check's collect step: pool limits from the Spark conf, stage facts and a batch's usage per
 pool, bytes per row."""
 
 import pyarrow as pa
@@ -14,38 +14,11 @@ from opsd.checks.oom.collect import (
     stage_facts,
 )
 from opsd.checks.oom.evaluate import PoolUsage
-from opsd.checks.oom.failures import memory_pool_of_failure
 from opsd.checks.oom.sampler import PoolWindow
 from opsd.observe.progress import PartitionOffsets
 from tests.conftest import make_queue
 
 MB = 1 << 20
-
-
-@pytest.mark.parametrize(("text", "pool"), [
-    ("SparkException: Job aborted ... java.lang.OutOfMemoryError: Java heap space\n\tat x", "jvm_heap"),
-    ("java.lang.OutOfMemoryError: GC overhead limit exceeded", "jvm_heap"),
-    ("Lost task 0.0 in stage 0.0 (TID 0) (host executor driver): TaskResultLost (result lost from block manager)",
-     "jvm_heap"),
-    ("java.lang.OutOfMemoryError: Direct buffer memory", "direct"),
-    ("org.apache.arrow.memory.OutOfMemoryException: Failure allocating buffer.\nCaused by: io.netty.util.internal."
-     "OutOfDirectMemoryError: failed to allocate 100663256 byte(s) of direct memory (used: 109543384, max: 134217728)",
-     "direct"),
-    ("org.apache.spark.SparkException: Job aborted due to stage failure: Total size of serialized results of 3 tasks "
-     "(1100.2 MiB) is bigger than spark.driver.maxResultSize (1024.0 MiB)", "driver_result"),
-    ("org.apache.arrow.memory.OutOfMemoryException: Failure allocating buffer", "direct"),
-    ("PythonException: An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
-     "  File \"x.py\", line 1, in f\nMemoryError\n", "python_worker"),
-    ("org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)", "python_worker"),
-    ("PythonException: Traceback ...\nnumpy.core._exceptions._ArrayMemoryError: Unable to allocate 30.5 MiB for an "
-     "array with shape (2, 2000000) and data type object\n", "python_worker"),
-    ("Traceback ...\npyarrow.lib.ArrowMemoryError: malloc of size 67108864 failed\n", "python_worker"),
-    ("py4j.protocol.Py4JNetworkError: Answer from Java side is empty", "jvm_heap"),
-    ("PythonException: ... ValueError: kaboom", None),
-    (None, None),
-])
-def test_a_failure_is_blamed_on_the_pool_whose_memory_ran_out(text, pool):
-    assert memory_pool_of_failure(text) == pool
 
 
 def test_limits_come_from_the_driver_in_local_mode_and_from_the_executors_otherwise():

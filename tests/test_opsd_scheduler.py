@@ -100,14 +100,6 @@ def test_adding_a_check_twice_replaces_it(checks: CheckScheduler) -> None:
     assert [job.id for job in checks.scheduler.get_jobs()] == ["watchdog"]
 
 
-def test_removed_check_is_no_longer_scheduled(checks: CheckScheduler) -> None:
-    checks.add_check("watchdog", lambda: None, interval_seconds=5)
-    checks.start()
-    checks.remove_check("watchdog")
-
-    assert checks.scheduler.get_jobs() == []
-
-
 def test_non_positive_interval_is_rejected(checks: CheckScheduler) -> None:
     with pytest.raises(ValueError, match="interval_seconds"):
         checks.add_check("watchdog", lambda: None, interval_seconds=0)

@@ -102,15 +102,6 @@ def test_update_creates_then_changes_a_query_and_indexes_its_id() -> None:
     assert store.name_for("other") == "other"
 
 
-def test_forget_removes_the_query_and_its_id() -> None:
-    store = StatusStore()
-    store.update("clicks", id="id-1")
-    store.forget("clicks")
-
-    assert store.get("clicks") is None
-    assert store.name_for("id-1") == "id-1"
-
-
 def test_status_document_is_json() -> None:
     store = StatusStore()
     store.update("b", active=True, last_progress={"batch_id": 1})

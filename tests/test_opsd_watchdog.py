@@ -74,16 +74,6 @@ def test_check_sets_and_clears_the_stalled_gauge_and_logs_once() -> None:
     assert registry.get_sample_value("opsd_query_stalled", {"query": "clicks"}) == 0
 
 
-def test_check_can_use_a_fresher_backlog_source() -> None:
-    store = StatusStore()
-    recorder = Recorder(Metrics(CollectorRegistry()), store)
-    store.update("clicks", active=True, started_at=NOW - 100, last_progress_at=NOW - 100, backlog_rows=0)
-
-    watchdog = Watchdog(recorder, POLICY, backlog=lambda s: 7, clock=lambda: NOW)
-
-    assert watchdog.run() == {"clicks": True}
-
-
 def test_a_query_restarted_after_a_long_backoff_is_not_stalled_by_its_previous_runs_progress() -> None:
     restarted = status(last_progress_at=NOW - 3600, started_at=NOW - 5)
     assert not is_stalled(restarted, backlog_rows=5, now=NOW, policy=POLICY)

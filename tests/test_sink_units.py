@@ -8,11 +8,12 @@ from pyspark.sql import types as T
 from structlog.testing import capture_logs
 
 from streaming_core.cluster import SchemaError
+from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
 from streaming_core.cluster.embedded import EmbeddedCluster
 from streaming_core.options import SinkOptions
 from streaming_core.session import checkpoint_conf
 from streaming_core.sink import check_transaction_size, chunk_rows, chunks, plan_sink
-from streaming_core.tuning import MAX_ROWS_PER_TRANSACTION, write_tuning
+from streaming_core.tuning import write_tuning
 from tests.sink_support import COPY_SCHEMA, make_table
 
 
@@ -57,14 +58,14 @@ class TestChunkRows:
 
     def test_a_size_above_the_per_transaction_limit_is_split_below_it(self, yt, yt_root):
         plan = self._plan(yt, yt_root, dyn_batch_size="250000", tuning_path=f"{yt_root}/tuning")
-        assert chunk_rows(plan, yt) == MAX_ROWS_PER_TRANSACTION
+        assert chunk_rows(plan, yt) == MAX_ROWS_PER_TABLET_TRANSACTION
         got = [c.num_rows for c in chunks(iter(_batches(120_000, 130_000)), chunk_rows(plan, yt))]
         assert got == [100_000, 100_000, 50_000]
 
     def test_a_tuning_value_above_the_limit_is_split_too(self, yt, yt_root):
         plan = self._plan(yt, yt_root, tuning_path=f"{yt_root}/tuning")
         write_tuning(yt, f"{yt_root}/tuning", dyn_batch_size=500_000)
-        assert chunk_rows(plan, yt) == MAX_ROWS_PER_TRANSACTION
+        assert chunk_rows(plan, yt) == MAX_ROWS_PER_TABLET_TRANSACTION
 
 
 class TestSchemaCheck:

@@ -1,4 +1,4 @@
-"""The check scheduler: periodic checks (watchdog, tuning; later desync, OOM risk, autotune) on APScheduler 3.x.
+"""The check scheduler: periodic checks (watchdog, tuning, desync, lag, OOM risk, autotune) on APScheduler 3.x.
 
 Each check is a zero-argument callable. A run is counted and timed; a failing run is logged
 (``check_failed``) and counted, never raised, so one broken check cannot stop the others or the
@@ -47,9 +47,6 @@ class CheckScheduler:
             max_instances=1,
             coalesce=True,
         )
-
-    def remove_check(self, name: str) -> None:
-        self.scheduler.remove_job(name)
 
     def run_check(self, name: str, func: Check) -> bool:
         """One counted, timed run; True when it succeeded. Never raises."""

@@ -1,5 +1,5 @@
 """What every `opsd` subcommand module shares: the parser and help style, the input error type, how `--cluster`
-is opened (and named in errors) and how a `--schema` is read."""
+is opened (and named in errors), how a `--schema` is read, and the daemon's default address."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import json
 import os
 from typing import Any
 
+from opsd.config.models import HttpSettings
 from streaming_core.cluster import Cluster, NoSuchPathError, connect, resolve_uri
 
+#: A running daemon's address when a command names none: `http.host` and `http.port` as a config defaults them.
+DEFAULT_URL = "http://{host}:{port}".format(**HttpSettings().model_dump())
 CLUSTER_HELP = "cluster URI: local:///path or yt://proxy (default: $OPSD_CLUSTER, yt://$YT_PROXY or .opsd/cluster)"
 
 

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from opsd.checks.desync.collect import DesyncTarget
+from opsd.cli.common import DEFAULT_URL
 from opsd.config.load import load_config
-from opsd.config.models import DEFAULT_URL
 from opsd.doctor.diagnose import diagnose
 from opsd.doctor.gather import from_config, from_status, from_targets
 from opsd.doctor.report import Report

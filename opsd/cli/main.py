@@ -26,9 +26,9 @@ from opsd.cli import consumer, demo, desync, doctor, queue, run, status, table
 from opsd.cli.common import CLUSTER_HELP, CliError, Parser
 from opsd.telemetry.logs import configure_logging
 from opsd.telemetry.terminal import Shown
-from opsd.version import __version__
 from streaming_core.checkpoint import CheckpointError
 from streaming_core.cluster import ClusterError, NoSuchPathError
+from streaming_core.version import __version__
 
 #: The exit code of a command ended by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130

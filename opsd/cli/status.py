@@ -22,9 +22,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from opsd.cli.common import CliError
+from opsd.cli.common import DEFAULT_URL, CliError
 from opsd.config.load import load_config
-from opsd.config.models import DEFAULT_URL, OpsdConfig
+from opsd.config.models import OpsdConfig
 from opsd.observe.status import state_word
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown

@@ -23,10 +23,12 @@ from pydantic import (
 )
 
 from opsd.config.durations import parse_duration_seconds, spark_interval
+from opsd.config.thresholds import OOM_CONFIDENCE, OOM_HALF_LIFE_BATCHES, OOM_RISK_TARGET
 from opsd.observe.readiness import ProgressPolicy
 from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from opsd.telemetry.redaction import is_secret_key
 from streaming_core.cluster import InvalidUriError, resolve_uri
+from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
 from streaming_core.options import CONSUMER_PATH, TUNING_PATH
 from streaming_core.tuning import default_tuning_path
 
@@ -120,8 +122,6 @@ class SparkSettings(_Model):
 
 #: opsd's HTTP port unless configured: the config default, the CLI's, the image's and the chart's (checked by tests).
 DEFAULT_PORT = 9108
-#: Where the CLI finds a daemon on this host with the default settings.
-DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
 class HttpSettings(_Model):
@@ -182,13 +182,15 @@ class ChecksSettings(_Model):
     oom_risk_seconds: PositiveFloat = Field(
         10.0, description="how often the OOM risk of each query's next batch is judged")
     oom_risk_target: float = Field(
-        0.7, gt=0, le=1, description="the OOM risk (the predicted peak's upper bound / the pool's limit) that the "
-                                     "safe max_rows_per_partition keeps every memory pool under; above it opsd warns")
+        OOM_RISK_TARGET, gt=0, le=1,
+        description="the OOM risk (the predicted peak's upper bound / the pool's limit) that the safe "
+                    "max_rows_per_partition keeps every memory pool under; above it opsd warns")
     oom_half_life_batches: PositiveFloat = Field(
-        20.0, description="OOM model: a batch this many batches old weighs half as much as the newest")
+        OOM_HALF_LIFE_BATCHES, description="OOM model: a batch this many batches old weighs half as much as the newest")
     oom_confidence: float = Field(
-        0.99, ge=0.5, lt=1, description="OOM model: the one-sided confidence of the peak's upper bound that the OOM "
-                                        "risk is judged by (noisy or few observations widen the bound)")
+        OOM_CONFIDENCE, ge=0.5, lt=1,
+        description="OOM model: the one-sided confidence of the peak's upper bound that the OOM risk is judged by "
+                    "(noisy or few observations widen the bound)")
 
     def progress_policy(self) -> ProgressPolicy:
         return ProgressPolicy(stall_factor=self.stall_factor, min_window_seconds=self.min_progress_window_seconds)
@@ -305,7 +307,7 @@ class AutotuneSettings(_Model):
     target_batch_seconds: PositiveFloat = Field(
         10.0, description="the batch duration aimed at when the query has no processing-time trigger")
     risk_threshold: float = Field(
-        0.7, gt=0, le=1, description="OOM risk at or above which the cap is cut at once and never raised")
+        OOM_RISK_TARGET, gt=0, le=1, description="OOM risk at or above which the cap is cut at once and never raised")
     min_rows_per_partition: PositiveInt = Field(1000, description="lower bound of max_rows_per_partition")
     max_rows_per_partition: PositiveInt = Field(10_000_000, description="upper bound of max_rows_per_partition")
     start_rows_per_partition: PositiveInt = Field(
@@ -326,7 +328,8 @@ class AutotuneSettings(_Model):
         10, description="recent batches fitted for the batch-duration-versus-size relation")
     min_dyn_batch_size: PositiveInt = Field(1000, description="lower bound of dyn_batch_size")
     max_dyn_batch_size: PositiveInt = Field(
-        100_000, description="upper bound of dyn_batch_size (never above the rows-per-transaction limit)")
+        MAX_ROWS_PER_TABLET_TRANSACTION,
+        description="upper bound of dyn_batch_size (never above the rows-per-transaction limit)")
     dyn_batch_size_step: PositiveInt = Field(
         10_000, description="additive increase of dyn_batch_size while insert calls are fast and full")
     slow_call_seconds: PositiveFloat = Field(

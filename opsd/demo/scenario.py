@@ -35,7 +35,7 @@ class DemoSettings:
     rate: float = 2000
     duration: float = 30
     partitions: int = 2
-    port: int = 9108
+    port: int = HttpSettings().port
     root: str = ".opsd/demo"
     max_rows_per_partition: int = 20_000
 

@@ -1,8 +1,8 @@
 """What the demo shows: its rows of facts (counters and what opsd knows of the query), the backlog bar, the live
 display (redrawn in place on a terminal, plain periodic lines when piped) and the closing summary.
 
-Every fact is one entry of `ROWS`: a label and how to read it from a `Snapshot`. A fact opsd learns later (desync,
-lag, OOM risk) is one more entry reading its field of the query's `/status` entry.
+Every fact is one entry of `ROWS`: a label and how to read it from a `Snapshot`. Showing another fact of the query's
+`/status` entry (desync, lag, OOM risk) is one more entry reading its field.
 """
 
 from __future__ import annotations

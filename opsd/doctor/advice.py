@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.report import Finding, Severity
 
-#: The OOM risk from which the next batch needs action: the OOM alert's threshold (`OpsdOomRiskHigh`).
-OOM_RISK_HIGH = 0.9
 #: `opsd desync heal ...` for a query, as the user can run it where the doctor's facts came from.
 HealCommand = Callable[[str], str]
 

@@ -20,8 +20,8 @@ from opsd.observe.events import (
     QueryProgressed,
     QueryStarted,
     QueryTerminated,
-    failure_message,
 )
+from opsd.observe.failures import failure_message
 from opsd.observe.progress import BatchProgress
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
 from opsd.telemetry.metrics import Metrics

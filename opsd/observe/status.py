@@ -122,13 +122,6 @@ class StatusStore:
         with self._lock:
             return dict(self._queries)
 
-    def forget(self, name: str) -> None:
-        """Drop a query, e.g. one a user's script stopped for good, so it no longer affects readiness."""
-        with self._lock:
-            status = self._queries.pop(name, None)
-            if status is not None and status.id is not None:
-                self._names_by_id.pop(status.id, None)
-
     def to_json(self) -> dict[str, Any]:
         """The ``/status`` document."""
         return {"queries": {name: asdict(status) for name, status in sorted(self.snapshot().items())}}

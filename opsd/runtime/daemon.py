@@ -13,7 +13,7 @@ from pathlib import Path
 import structlog
 
 from opsd.config.load import load_config
-from opsd.runtime.failures import Failure
+from opsd.observe.failures import Failure
 from opsd.runtime.lifecycle import running, session_for
 from opsd.runtime.preflight import preflight
 from opsd.telemetry.logs import configure_logging

@@ -1,5 +1,5 @@
 """The runner (supervisor): start each query, restart it after a failure that can pass with capped exponential
-backoff, stop it for good after one that cannot (`opsd.runtime.failures`), and stop them all gracefully (the
+backoff, stop it for good after one that cannot (`opsd.observe.failures`), and stop them all gracefully (the
 running micro-batch finishes) on shutdown.
 
 Deciding (`Backoff`) is separate from acting (`Supervisor`), so the restart policy is tested with plain
@@ -24,8 +24,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from opsd.config.models import PipelineConfig, RestartPolicy
+from opsd.observe.failures import Failure, classify, failure_text
 from opsd.observe.recorder import Recorder
-from opsd.runtime.failures import Failure, classify, failure_text
 from opsd.runtime.pipeline import start_query
 
 log = structlog.get_logger(__name__)

@@ -16,7 +16,7 @@ from enum import StrEnum
 from prometheus_client import CollectorRegistry
 
 from opsd.telemetry.families import Family
-from opsd.version import __version__, distribution_version
+from streaming_core.version import __version__, distribution_version
 
 
 class MetricType(StrEnum):

@@ -25,9 +25,17 @@ from .schema import TableSchema
 
 #: YTsaurus' limit on the tablets of one table (`MaxTabletCount`); the embedded cluster keeps it too.
 MAX_TABLET_COUNT = 10_000
-#: Row sizes are bounded by default so that one Arrow batch never outgrows the JVM's direct memory.
-DEFAULT_CHUNK_ROWS = 65_536
-DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
+#: YTsaurus refuses more rows than this per tablet in one transaction: the YTsaurus backend's
+#: `max_rows_per_tablet_transaction`; the sink's insert calls (`dyn_batch_size`, as SPYT's `dynBatchSize`) stay
+#: below it.
+MAX_ROWS_PER_TABLET_TRANSACTION = 100_000
+#: The bounds of one Arrow batch read from the cluster, and so of one batch the source hands to Spark: far below the
+#: JVM's direct memory whatever the micro-batch's size (a single Arrow batch larger than it kills a local driver).
+#: 16 MiB is also YTsaurus' own bound on the data weight of one queue pull, which a read of the YTsaurus backend is.
+READ_BATCH_ROWS = 65_536
+READ_BATCH_BYTES = 16 * 1024 * 1024
+#: Rows of one `pull_consumer` call when the caller names no bound (YTsaurus' default too).
+PULL_ROWS = 1000
 
 #: Node types, as YTsaurus names them (`@type`).
 MAP_NODE = "map_node"
@@ -62,17 +70,6 @@ class Registration:
     consumer_path: str
     vital: bool = False
     partitions: tuple[int, ...] | None = None
-
-
-@dataclass(frozen=True)
-class ConsumerRow:
-    """One row of a consumer table, in the YT consumer schema."""
-
-    queue_cluster: str
-    queue_path: str
-    partition_index: int
-    offset: int
-    meta: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -141,7 +138,7 @@ class Cluster(abc.ABC):
     name: str
     #: The URI that reopens this cluster in another process (`local:///root`, `yt://proxy`).
     uri: str
-    #: Rows one tablet takes in one transaction (YTsaurus: about 100000); None = no limit.
+    #: Rows one tablet takes in one transaction (YTsaurus: `MAX_ROWS_PER_TABLET_TRANSACTION`); None = no limit.
     max_rows_per_tablet_transaction: int | None = None
 
     # -- path tree --------------------------------------------------------------------------------
@@ -199,8 +196,8 @@ class Cluster(abc.ABC):
     @abc.abstractmethod
     def read_tablet(
         self, path: str, tablet_index: int, lower: int, upper: int, *,
-        columns: Sequence[str] | None = None, max_rows: int = DEFAULT_CHUNK_ROWS,
-        max_bytes: int = DEFAULT_CHUNK_BYTES, service_columns: bool = False, consumer_path: str | None = None,
+        columns: Sequence[str] | None = None, max_rows: int = READ_BATCH_ROWS,
+        max_bytes: int = READ_BATCH_BYTES, service_columns: bool = False, consumer_path: str | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Rows `[lower, upper)` of one tablet, in row-index order, as batches of at most `max_rows`
         rows and about `max_bytes` bytes. `service_columns` prepends `$tablet_index` and `$row_index`.
@@ -267,7 +264,7 @@ class Cluster(abc.ABC):
     @abc.abstractmethod
     def pull_consumer(
         self, consumer_path: str, queue_path: str, offset: int | None, partition_index: int, *,
-        max_row_count: int = 1000, max_data_weight: int = 16 * 1024 * 1024,
+        max_row_count: int = PULL_ROWS, max_data_weight: int = READ_BATCH_BYTES,
     ) -> pa.Table:
         """Rows of one partition from `offset` (or the consumer's committed offset when None), with
         `$tablet_index` and `$row_index` columns. Raises `NotRegisteredError` if not registered."""
@@ -297,7 +294,7 @@ class Cluster(abc.ABC):
         """Write a static table whole (or append to it)."""
 
     @abc.abstractmethod
-    def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+    def read_table(self, path: str, *, max_rows: int = READ_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """Read a static table or a whole sorted table as Arrow batches."""
 
     # -- transactions -----------------------------------------------------------------------------

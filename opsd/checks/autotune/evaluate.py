@@ -7,8 +7,7 @@
   than the true relation would, and the batches at the new size give the fit). The fixed point of Das et al.
   ("Adaptive Stream Processing using Dynamic Batch Sizing") is the size whose fitted duration meets the target;
 - whether the cap binds (the newest batch read its largest partition up to the cap: raising it reads more);
-- whether the last failure is an out-of-memory failure (the JVM's, Python's, or a container killed over its
-  memory limit), from Spark's failure text;
+- whether the last failure is an out-of-memory failure (`opsd.observe.failures.out_of_memory`);
 - the sink's insert calls: slow (the slowest call over `slow_call_seconds`), troubled (retries or errors), full
   (calls carry on average at least half the rows per call, so more rows per call means fewer calls).
 """
@@ -20,31 +19,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from opsd.checks.autotune.facts import Batch, Facts
-from opsd.observe.events import exception_class, python_failure
+from opsd.observe.failures import out_of_memory
 
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
 
-#: Exception classes that say a process ran out of memory.
-MEMORY_CLASSES = frozenset({"OutOfMemoryError", "MemoryError", "SparkOutOfMemoryError", "OutOfDirectMemoryError"})
-#: Texts that say the same where no class names it (a killed executor or container, a direct buffer).
-MEMORY_TEXTS = ("java.lang.OutOfMemoryError", "exceeding memory limits", "OOMKilled", "Direct buffer memory",
-                "Cannot allocate memory")
 #: Sizes fitted by least squares must spread at least this much (largest / smallest).
 MIN_SPREAD = 1.2
 #: The cap binds when the newest batch's largest partition read at least this share of it.
 BINDING_SHARE = 0.9
 #: Insert calls are full when they carry on average at least this share of the rows per call.
 FULL_SHARE = 0.5
-
-
-def failed_of_memory(text: str | None) -> bool:
-    """Whether Spark's failure text is an out-of-memory failure."""
-    if not text:
-        return False
-    python = python_failure(text)
-    classes = {exception_class(text), python[0] if python else ""}
-    return bool(classes & MEMORY_CLASSES) or any(marker in text for marker in MEMORY_TEXTS)
 
 
 @dataclass(frozen=True)
@@ -117,7 +102,7 @@ def evaluate_rows(facts: Facts, settings: AutotuneSettings) -> RowsEvaluation:
         ideal_rows=relation.rows_for(target) if relation else None,
         binding=bool(newest and cap and (newest.partition_rows or 0) >= BINDING_SHARE * cap),
         over_target=bool(newest and newest.duration_seconds > target),
-        memory_failure=failed_of_memory(facts.failure),
+        memory_failure=out_of_memory(facts.failure),
     )
 
 

@@ -1,5 +1,5 @@
-"""The watchdog: the scheduled health check. Collect (status snapshots, backlog) -> evaluate (`is_stalled`) ->
-apply (the verdicts, through the recorder)."""
+"""The watchdog: the scheduled health check. Collect (status snapshots, with the backlog the last progress reported)
+-> evaluate (`is_stalled`) -> apply (the verdicts, through the recorder)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,6 @@ from collections.abc import Callable
 from opsd.checks.health.evaluate import is_stalled
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
-from opsd.observe.status import QueryStatus
-
-# Where the backlog comes from: by default the last progress event; the desync check can supply a
-# fresher number read from the cluster.
-BacklogProvider = Callable[[QueryStatus], int | None]
-
-
-def last_reported_backlog(status: QueryStatus) -> int | None:
-    return status.backlog_rows
 
 
 class Watchdog:
@@ -27,19 +18,17 @@ class Watchdog:
         self,
         recorder: Recorder,
         policy: ProgressPolicy | None = None,
-        backlog: BacklogProvider = last_reported_backlog,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.recorder = recorder
         self.policy = policy or ProgressPolicy()
-        self.backlog = backlog
         self.clock = clock
 
     def run(self) -> dict[str, bool]:
         """Judge every known query and record the verdicts; returns them for logs and tests."""
         now = self.clock()
         verdicts = {
-            name: is_stalled(status, self.backlog(status), now, self.policy)
+            name: is_stalled(status, status.backlog_rows, now, self.policy)
             for name, status in self.recorder.status.snapshot().items()
         }
         for name, stalled in verdicts.items():

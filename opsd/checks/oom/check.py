@@ -43,11 +43,11 @@ from opsd.checks.oom.evaluate import (
     observations_of,
     planned_batch,
 )
-from opsd.checks.oom.failures import memory_pool_of_failure
 from opsd.checks.oom.sampler import MemorySampler
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
 from opsd.config.models import OpsdConfig
+from opsd.observe.failures import memory_pool
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import QueryStatus
 from streaming_core.cluster import ClusterError, connect
@@ -190,7 +190,7 @@ class OomCheck:
 
     def _observe_failure(self, status: QueryStatus, memory: _QueryMemory) -> None:
         """A new failure whose cause is memory: the batch that was planned died at the pool's limit."""
-        pool = memory_pool_of_failure(status.exception)
+        pool = memory_pool(status.exception)
         run = status.run_id or status.terminated_at or status.exception
         if pool is None or run == memory.last_failed_run:
             return

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
+from opsd.config.thresholds import OOM_CONFIDENCE, OOM_HALF_LIFE_BATCHES, OOM_RISK_TARGET
 from opsd.observe.progress import PartitionOffsets
 from streaming_core.offsets import batch_end
 
@@ -99,9 +100,9 @@ class Prior:
 class ModelSettings:
     """How the model weighs its observations and how sure its bound is."""
 
-    half_life_batches: float = 20.0
+    half_life_batches: float = OOM_HALF_LIFE_BATCHES
     #: One-sided level of the peak's upper bound that risk is judged by.
-    confidence: float = 0.99
+    confidence: float = OOM_CONFIDENCE
     #: The slope's prior standard deviation, as a fraction of the prior slope: how soon the batches' own growth
     #: outweighs the prior (their spread in size must lift the growth out of the noise first).
     slope_spread: float = 0.5
@@ -299,7 +300,7 @@ def _fit_line(measured: Sequence[Observation], limit_bytes: float, settings: Mod
 
 
 def evaluate(query: str, batch: PlannedBatch, limits: Mapping[str, float],
-             observations: Mapping[str, Sequence[Observation]], target_risk: float = 0.7,
+             observations: Mapping[str, Sequence[Observation]], target_risk: float = OOM_RISK_TARGET,
              settings: ModelSettings = ModelSettings(), state_bytes: float = 0.0,
              baselines: Mapping[str, float] | None = None, execution_region_bytes: float | None = None) -> Evaluation:
     """Risk per pool with a limit (`limits`: pool -> bytes) for the planned batch, and the safe cap.

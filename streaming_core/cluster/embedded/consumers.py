@@ -12,7 +12,7 @@ import sqlite3
 
 import pyarrow as pa
 
-from ..base import ORDERED, SORTED, TABLE, Registration
+from ..base import ORDERED, PULL_ROWS, READ_BATCH_BYTES, SORTED, TABLE, Registration
 from ..errors import ClusterError, ConflictError, NotRegisteredError, SchemaError
 from ..schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
 from . import sorted_store
@@ -66,8 +66,8 @@ class ConsumerMixin:
                 offsets[row["partition_index"]] = row["offset"]
         return offsets
 
-    def pull_consumer(self, consumer_path, queue_path, offset, partition_index, *, max_row_count=1000,
-                      max_data_weight=16 * 1024 * 1024) -> pa.Table:
+    def pull_consumer(self, consumer_path, queue_path, offset, partition_index, *, max_row_count=PULL_ROWS,
+                      max_data_weight=READ_BATCH_BYTES) -> pa.Table:
         consumer_path, queue_path = normalize_path(consumer_path), normalize_path(queue_path)
         conn = self._conn
         require_registration(conn, consumer_path, queue_path)

@@ -15,17 +15,23 @@ from collections.abc import Iterator
 import numpy as np  # pyarrow imports it anyway; builds index columns ~100x faster than from Python ints
 import pyarrow as pa
 
-from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, TabletInfo
+from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, ROWS, TabletInfo
 from ..errors import ClusterError, SchemaError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
 from . import consumers
 from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
 from .nodes import normalize_path, table
-from .sqlite_store import Store, WriteTxn, chunk_bytes, decode_batch, delete_chunks, encode_batch, put_blob
-
-#: Rows per stored Arrow chunk of a queue: bounds what one range read must decode beyond its range.
-STORED_CHUNK_ROWS = 16_384
-STORED_CHUNK_BYTES = 4 * 1024 * 1024
+from .sqlite_store import (
+    STORED_CHUNK_BYTES,
+    STORED_CHUNK_ROWS,
+    Store,
+    WriteTxn,
+    chunk_bytes,
+    decode_batch,
+    delete_chunks,
+    encode_batch,
+    put_blob,
+)
 
 
 class QueueMixin:
@@ -40,8 +46,8 @@ class QueueMixin:
         return [TabletInfo(t, total, trimmed) for t, total, trimmed in conn.execute(
             "SELECT tablet, total, trimmed FROM tablets WHERE path=? ORDER BY tablet", (normalize_path(path),))]
 
-    def read_tablet(self, path, tablet_index, lower, upper, *, columns=None, max_rows=DEFAULT_CHUNK_ROWS,
-                    max_bytes=DEFAULT_CHUNK_BYTES, service_columns=False,
+    def read_tablet(self, path, tablet_index, lower, upper, *, columns=None, max_rows=READ_BATCH_ROWS,
+                    max_bytes=READ_BATCH_BYTES, service_columns=False,
                     consumer_path=None) -> Iterator[pa.RecordBatch]:
         path = normalize_path(path)
         conn = self._store.open()  # own connection: a generator may outlive this thread's other work

@@ -31,11 +31,8 @@ import pyarrow.compute as pc
 from ..errors import ClusterError, SchemaError
 from ..schema import TableSchema, to_arrow_table
 from .arrow_chunks import bool_array, int64_array, slices
-from .sqlite_store import decode_batch, delete_chunks, encode_batch, put_blob
+from .sqlite_store import STORED_CHUNK_BYTES, STORED_CHUNK_ROWS, decode_batch, delete_chunks, encode_batch, put_blob
 
-#: Rows and bytes per stored piece (as for queue chunks): bounds what one blob holds.
-PIECE_ROWS = 16_384
-PIECE_BYTES = 4 * 1024 * 1024
 #: Runs a table may have before a write compacts the newest ones: bounds what a read merges.
 MAX_RUNS = 16
 #: The column a merge adds: a row's place among the upsert pieces, null for a tombstone (`$`: no schema column).
@@ -49,7 +46,7 @@ class LegacyLayoutError(ClusterError):
 def upsert(conn: sqlite3.Connection, path: str, schema: TableSchema, data: pa.Table) -> None:
     """Add `data` (already in the table's schema) as one run: each row replaces any earlier row of its key,
     the last of equal keys within `data` winning."""
-    _add_pieces(conn, path, schema, list(slices(data, PIECE_ROWS, PIECE_BYTES)), tombstones=False)
+    _add_pieces(conn, path, schema, list(slices(data, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES)), tombstones=False)
 
 
 def _add_pieces(conn: sqlite3.Connection, path: str, schema: TableSchema, pieces: list[pa.RecordBatch], *,
@@ -79,7 +76,7 @@ def _insert_run(conn: sqlite3.Connection, path: str, run: int, pieces: list[tupl
 
 def delete(conn: sqlite3.Connection, path: str, schema: TableSchema, keys: Iterable[Mapping]) -> None:
     """Delete the rows with these keys (absent keys are no error)."""
-    _add_pieces(conn, path, schema, list(slices(key_table(schema, keys, path), PIECE_ROWS, PIECE_BYTES)),
+    _add_pieces(conn, path, schema, list(slices(key_table(schema, keys, path), STORED_CHUNK_ROWS, STORED_CHUNK_BYTES)),
                 tombstones=True)
 
 
@@ -246,7 +243,7 @@ def _store_merged(conn: sqlite3.Connection, path: str, run: int, live: pa.Table,
     """
     _insert_run(conn, path, run, [(chunk.num_rows, tombstones, put_blob(conn, encode_batch(chunk)))
                                   for tombstones, part in ((False, live), (True, dead)) if part is not None
-                                  for chunk in slices(part, PIECE_ROWS, PIECE_BYTES)])
+                                  for chunk in slices(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES)])
 
 
 # -- the earlier layout ------------------------------------------------------------------------------------

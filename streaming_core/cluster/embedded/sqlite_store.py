@@ -23,6 +23,10 @@ import pyarrow as pa
 
 DB_FILE = "cluster.db"
 BUSY_TIMEOUT_MS = 60_000
+#: Rows and bytes per stored Arrow blob (a queue's chunk, a static table's chunk, a sorted table's piece): bounds what
+#: one blob holds, and so what a range read must decode beyond its range.
+STORED_CHUNK_ROWS = 16_384
+STORED_CHUNK_BYTES = 4 * 1024 * 1024
 
 #: Each SQL table below belongs to one role of this package, whose module alone writes it (the package
 #: docstring names them): a new storage layout for one role changes that module and its tables here.

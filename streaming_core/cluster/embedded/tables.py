@@ -14,12 +14,21 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, ROWS, SORTED, STATIC
+from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, ROWS, SORTED, STATIC
 from ..schema import TIMESTAMP, TableSchema, to_arrow_table
 from . import queues, sorted_store
 from .arrow_chunks import rebatch, slices
 from .nodes import normalize_path, table
-from .sqlite_store import WriteTxn, chunk_bytes, decode_batch, delete_chunks, encode_batch, put_blob
+from .sqlite_store import (
+    STORED_CHUNK_BYTES,
+    STORED_CHUNK_ROWS,
+    WriteTxn,
+    chunk_bytes,
+    decode_batch,
+    delete_chunks,
+    encode_batch,
+    put_blob,
+)
 
 
 class TableMixin:
@@ -54,11 +63,11 @@ class TableMixin:
                 drop_static(conn, path)
             (seq,) = conn.execute("SELECT coalesce(max(seq), -1) + 1 FROM static_chunks WHERE path=?",
                                   (path,)).fetchone()
-            for i, piece in enumerate(slices(data, queues.STORED_CHUNK_ROWS, queues.STORED_CHUNK_BYTES)):
+            for i, piece in enumerate(slices(data, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES)):
                 conn.execute("INSERT INTO static_chunks (path, seq, data, row_count, blob) VALUES (?, ?, ?, ?, ?)",
                              (path, seq + i, b"", piece.num_rows, put_blob(conn, encode_batch(piece))))
 
-    def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+    def read_table(self, path: str, *, max_rows: int = READ_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         path = normalize_path(path)
         conn = self._conn
         kind, schema, _ = table(conn, path, STATIC, SORTED)
@@ -68,7 +77,7 @@ class TableMixin:
         pieces = _static_pieces(conn, path)
         if schema.key_columns:
             pieces = _in_key_order(pieces, schema)
-        yield from rebatch(pieces, max_rows, DEFAULT_CHUNK_BYTES)
+        yield from rebatch(pieces, max_rows, READ_BATCH_BYTES)
 
 
 def _in_key_order(pieces: Iterator[pa.RecordBatch], schema: TableSchema) -> Iterator[pa.RecordBatch]:
@@ -109,7 +118,7 @@ def publish(conn: sqlite3.Connection, source: str, path: str) -> int:
     if staged.arrow_schema() != schema.arrow_schema() or TIMESTAMP in schema.names \
             or any(blob is None for blob, _ in chunks):
         rows = 0
-        for batch in rebatch(_static_pieces(conn, source), DEFAULT_CHUNK_ROWS, DEFAULT_CHUNK_BYTES):
+        for batch in rebatch(_static_pieces(conn, source), READ_BATCH_ROWS, READ_BATCH_BYTES):
             insert(conn, path, batch, None)
             rows += batch.num_rows
         drop_static(conn, source)

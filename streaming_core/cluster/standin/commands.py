@@ -28,11 +28,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yt.yson as yson
 
-from ..base import MAP_NODE, ORDERED, SORTED, TABLE, Cluster
+from ..base import MAP_NODE, ORDERED, PULL_ROWS, READ_BATCH_BYTES, SORTED, TABLE, Cluster
 from ..embedded import EmbeddedCluster
 from ..errors import AlreadyExistsError, ClusterError, NoSuchPathError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
-from ..ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt_rows, plain, to_yt_rows
+from ..yson_values import plain
+from ..ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt_rows, to_yt_rows
 from . import query as ql
 from .errors import NO_SUCH_TRANSACTION, BadRequest, YtCodedError
 
@@ -346,15 +347,15 @@ class Commands:
         offset = None if p.get("offset") is None else int(p["offset"])
         table = self.cluster.pull_consumer(
             str(p["consumer_path"]), queue, offset, int(p["partition_index"]),
-            max_row_count=int(p.get("max_row_count") or 1000),
-            max_data_weight=int(p.get("max_data_weight") or 16 * 1024 * 1024))
+            max_row_count=int(p.get("max_row_count") or PULL_ROWS),
+            max_data_weight=int(p.get("max_data_weight") or READ_BATCH_BYTES))
         return Rowset(self.cluster.get_schema(queue), [table])
 
     def pull_queue(self, p: Mapping[str, Any]) -> Rowset:
         queue, tablet = str(p["queue_path"]), int(p["partition_index"])
         info = self.cluster.get_tablet_infos(queue)[tablet]
         lower = max(int(p["offset"]), info.trimmed_row_count)
-        upper = min(info.total_row_count, lower + int(p.get("max_row_count") or 1000))
+        upper = min(info.total_row_count, lower + int(p.get("max_row_count") or PULL_ROWS))
         batches = self.cluster.read_tablet(queue, tablet, lower, upper, service_columns=True) if lower < upper else []
         return Rowset(self.cluster.get_schema(queue), (pa.Table.from_batches([b]) for b in batches))
 

@@ -25,7 +25,7 @@ from yt.common import YtError
 from yt.packages.requests.exceptions import RequestException
 
 from .. import yt_uri
-from ..base import Cluster, Transaction
+from ..base import MAX_ROWS_PER_TABLET_TRANSACTION, Cluster, Transaction
 from ..errors import NoSuchPathError, UnreachableClusterError
 from ..schema import CONSUMER_SCHEMA
 from .client import WHERE_THE_URI_COMES_FROM, ClientFactory, client_token, default_client_factory
@@ -55,7 +55,7 @@ class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, TableMixin, Cluster)
     The token never appears in `repr()` nor in the messages of raised errors.
     """
 
-    max_rows_per_tablet_transaction = 100_000
+    max_rows_per_tablet_transaction = MAX_ROWS_PER_TABLET_TRANSACTION
 
     def __init__(
         self, proxy: str, *, token: str | None = None, config: dict[str, Any] | None = None,

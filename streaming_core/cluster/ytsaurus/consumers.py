@@ -8,11 +8,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..base import ORDERED, SORTED, TABLE, Registration, require_kind
+from ..base import ORDERED, PULL_ROWS, READ_BATCH_BYTES, SORTED, TABLE, Registration, require_kind
 from ..errors import SchemaError
 from ..schema import CONSUMER_SCHEMA
+from ..yson_values import plain
 from .client import WIRE, WIRE_RAW
-from .rows import plain, registration
+from .rows import registration
 from .wire import decode_wire
 
 
@@ -60,7 +61,7 @@ class ConsumerMixin:
 
     def pull_consumer(
         self, consumer_path: str, queue_path: str, offset: int | None, partition_index: int, *,
-        max_row_count: int = 1000, max_data_weight: int = 16 * 1024 * 1024,
+        max_row_count: int = PULL_ROWS, max_data_weight: int = READ_BATCH_BYTES,
     ) -> pa.Table:
         schema = self.get_schema(queue_path)
         with self._errors(f"{queue_path} <- {consumer_path}, partition {partition_index}"):

@@ -10,8 +10,9 @@ from yt.common import YtError
 
 from ..errors import AlreadyExistsError, ClusterError, ConflictError, NoSuchPathError, NotRegisteredError
 
-_CODE_CONSUMER_OFFSET_CONFLICT = 3100
-_CODE_AUTHORIZATION_ERROR = 901
+#: YTsaurus error codes the backend tells apart (the stand-in answers with the same).
+CONSUMER_OFFSET_CONFLICT = 3100
+AUTHORIZATION_ERROR = 901
 
 
 def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
@@ -23,7 +24,7 @@ def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
         return NoSuchPathError(message)
     if err.is_already_exists():
         return AlreadyExistsError(message)
-    if err.contains_code(_CODE_CONSUMER_OFFSET_CONFLICT):
+    if err.contains_code(CONSUMER_OFFSET_CONFLICT):
         return ConflictError(message)
     if err.find_matching_error(predicate=_is_not_registered):
         return NotRegisteredError(message)
@@ -31,7 +32,7 @@ def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
 
 
 def _is_not_registered(err: YtError) -> bool:
-    return int(err.code) == _CODE_AUTHORIZATION_ERROR and "not registered" in err.message
+    return int(err.code) == AUTHORIZATION_ERROR and "not registered" in err.message
 
 
 def _messages(err: YtError | Mapping[str, Any]) -> str:

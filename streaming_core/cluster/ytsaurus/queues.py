@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..base import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, ORDERED, TabletInfo, require_kind
+from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, TabletInfo, require_kind
 from ..errors import ClusterError, NoSuchPathError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema
 from .client import WIRE_RAW
@@ -38,8 +38,8 @@ class QueueMixin:
 
     def read_tablet(
         self, path: str, tablet_index: int, lower: int, upper: int, *,
-        columns: Sequence[str] | None = None, max_rows: int = DEFAULT_CHUNK_ROWS,
-        max_bytes: int = DEFAULT_CHUNK_BYTES, service_columns: bool = False, consumer_path: str | None = None,
+        columns: Sequence[str] | None = None, max_rows: int = READ_BATCH_ROWS,
+        max_bytes: int = READ_BATCH_BYTES, service_columns: bool = False, consumer_path: str | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Read in calls of at most `max_rows` rows (and `max_bytes`, through a consumer), so no response is
         unbounded: through `consumer_path` with `pull_consumer` (authorized by the consumer's registration, as

@@ -37,7 +37,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import yt.wrapper as yt
-import yt.yson as yson
 
 from ..base import ORDERED, NodeInfo, Registration
 from ..errors import SchemaError
@@ -72,23 +71,6 @@ def from_yt_rows(
     """YSON rows of `WIRE_FORMAT` (as `raw=False` calls return them) as an Arrow table of `schema` (service
     columns first when asked). Prefer `decode_wire` on the response bytes of a `raw=True` call."""
     return decode_wire(schema, dump_rows(rows), service_columns=service_columns)
-
-
-def plain(value: Any) -> Any:
-    """YSON values (`YsonMap`, `YsonEntity`, ...) as plain Python ones, attributes dropped."""
-    if isinstance(value, yson.YsonEntity):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, bool | yson.YsonBoolean):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return str(value) if isinstance(value, str) else value
 
 
 # -- inserts, batches, keys ------------------------------------------------------------------------

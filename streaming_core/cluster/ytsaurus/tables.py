@@ -12,7 +12,7 @@ import yt.wrapper as yt
 from yt.common import YtError
 
 from ...log import get_logger
-from ..base import DEFAULT_CHUNK_ROWS, ORDERED, ROWS, SORTED, STATIC, require_kind
+from ..base import ORDERED, READ_BATCH_ROWS, ROWS, SORTED, STATIC, require_kind
 from ..schema import TableSchema, to_arrow_table
 from .client import ARROW_RAW, WIRE, WIRE_RAW
 from .rows import PreparedRows, as_list_or_table, from_yt_rows, key_schema, prepare_insert, sort_key, to_yt_rows
@@ -90,7 +90,7 @@ class TableMixin:
         with self._errors(path):
             self._client.write_table(yt.TablePath(path, append=append), wire, **WIRE_RAW)
 
-    def read_table(self, path: str, *, max_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+    def read_table(self, path: str, *, max_rows: int = READ_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """Stream a static table with `read_table`; a sorted dynamic table with one `select_rows`."""
         info = require_kind(self, path, STATIC, SORTED)
         schema = TableSchema.from_yt(info.attributes["schema"])

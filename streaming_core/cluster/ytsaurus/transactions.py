@@ -71,7 +71,7 @@ class YtTransaction(Transaction):
 
     def publish_table(self, source: str, path: str) -> int:
         """Copies: a tablet transaction covers dynamic tables' rows only, so the static rows are read and
-        inserted (in reads of at most `DEFAULT_CHUNK_ROWS`, below a tablet transaction's row limit)."""
+        inserted (in reads of at most `READ_BATCH_ROWS`, below a tablet transaction's row limit)."""
         rows = 0
         for batch in self._cluster.read_table(source):
             self.insert_rows(path, batch)

@@ -9,7 +9,7 @@ from typing import Any
 from ..base import TABLE
 from ..errors import SchemaError
 from ..schema import TableSchema
-from .rows import plain
+from ..yson_values import plain
 
 
 class TreeMixin:

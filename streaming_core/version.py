@@ -1,4 +1,5 @@
-"""The version of the installed distribution, read from its metadata (pyproject.toml is the one source)."""
+"""The version of the installed distribution (`streaming_core.__version__`, `opsd.__version__`), read from its metadata:
+pyproject.toml is the one source."""
 
 from importlib import metadata
 
@@ -11,4 +12,6 @@ def distribution_version(name: str) -> str:
         return "unknown"
 
 
-__version__ = distribution_version("yt-streaming-opsd")
+#: The distribution that holds both packages.
+DISTRIBUTION = "yt-streaming-opsd"
+__version__ = distribution_version(DISTRIBUTION)

@@ -32,6 +32,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from . import insert_failure
 from .cluster import Cluster, SchemaError, TableSchema, connect
 from .cluster.base import MAP_NODE, ORDERED, SORTED, STATIC, TABLE, require_kind
 from .cluster.schema import is_composite, to_arrow_table
@@ -196,10 +197,14 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: 
         for chunk in chunks(batches, size):
             table = _to_target(plan, chunk)
             started = time.perf_counter()
-            if staging or plan.kind == STATIC:
-                cluster.write_table(staging or plan.options.path, table, append=True)
-            else:
-                cluster.insert_rows(plan.options.path, table)
+            try:
+                if staging or plan.kind == STATIC:
+                    cluster.write_table(staging or plan.options.path, table, append=True)
+                else:
+                    cluster.insert_rows(plan.options.path, table)
+            except Exception as e:  # marked, not handled: the tuner must know an insert call failed
+                insert_failure.mark(e, plan.options.path, table.num_rows, size)
+                raise
             stats = stats.call(table.num_rows, time.perf_counter() - started, size)
             rows += table.num_rows
     return WrittenPart(rows=rows, staging_path=staging, stats=stats)

@@ -21,6 +21,7 @@ from opsd.checks.autotune.decide import (
 from opsd.checks.autotune.evaluate import evaluate, fit
 from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
 from opsd.config.models import AutotuneSettings
+from streaming_core.insert_failure import INSERT_CALL_FAILED
 from streaming_core.write_stats import WriteStats
 
 SETTINGS = AutotuneSettings()
@@ -161,8 +162,17 @@ def test_a_batch_is_planned_again_only_when_the_cap_now_makes_it_smaller():
     assert decide_replan(evaluate(unknown, SETTINGS), 5_000) is None
 
 
-def write_decision(stats: WriteStats | None, size: int = 50_000, memory: TunerMemory = NEW):
-    f = Facts("q", "apply", None, size, write=stats, dyn_batch_size_ceiling=100_000)
+#: Spark's failure text of a task whose insert call failed (the sink's note), and of one whose source failed.
+INSERT_FAILED = ("org.apache.spark.SparkException: Job aborted.\nTraceback (most recent call last):\n  ...\n"
+                 "streaming_core.cluster.errors.ClusterError: //out: tablet transaction conflict\n"
+                 f"{INSERT_CALL_FAILED}: 5000 rows into //out (dynBatchSize 50000)\n")
+SOURCE_FAILED = ("org.apache.spark.SparkException: Job aborted.\nTraceback (most recent call last):\n  ...\n"
+                 "streaming_core.cluster.errors.TrimmedRowsError: //q partition 0: rows [0, 10) were trimmed\n")
+
+
+def write_decision(stats: WriteStats | None, size: int = 50_000, memory: TunerMemory = NEW,
+                   failure: str | None = None):
+    f = Facts("q", "apply", None, size, write=stats, dyn_batch_size_ceiling=100_000, failure=failure)
     return next(d for d in decide(evaluate(f, SETTINGS), memory, SETTINGS) if d.knob == DYN_BATCH_SIZE)
 
 
@@ -176,11 +186,23 @@ def test_fast_full_calls_add_a_step_and_never_pass_the_transaction_limit():
     assert (top.recommended, top.reason) == (100_000, "fast_full_calls")
 
 
-def test_slow_calls_errors_and_retries_halve_the_rows_per_call():
+def test_slow_calls_failed_insert_calls_and_retries_halve_the_rows_per_call():
     assert (write_decision(stats(slowest=6.0)).recommended, write_decision(stats(slowest=6.0)).reason) == \
         (25_000, "slow_calls")
-    assert write_decision(stats(errors=1)).reason == "failed_calls"
+    assert write_decision(stats(errors=1), failure=INSERT_FAILED).reason == "failed_calls"
     assert write_decision(stats(retries=2)).recommended == 25_000
+    first_call_failed = write_decision(stats(calls=0, rows=0, errors=2), failure=INSERT_FAILED)
+    assert (first_call_failed.recommended, first_call_failed.reason) == (25_000, "failed_calls")
+
+
+@pytest.mark.parametrize("failure", [None, SOURCE_FAILED])
+def test_tasks_that_failed_elsewhere_never_move_the_rows_per_call(failure: str | None):
+    """The source failed (the issue's `reason=failed_calls calls=0 rows=0 errors=2`): no insert call says anything."""
+    before_any_call = write_decision(stats(calls=0, rows=0, errors=2), failure=failure)
+    after_some_calls = write_decision(stats(errors=1), failure=failure)
+
+    assert before_any_call.recommended == after_some_calls.recommended == 50_000
+    assert after_some_calls.reason == "tasks_failed_elsewhere"
 
 
 def test_partial_calls_and_statistics_of_an_older_value_or_batch_hold():

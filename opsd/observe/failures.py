@@ -5,7 +5,8 @@ memory ran out (and of which pool).
 Readers: the recorder (`exception_class`, the bounded `exception` metric label; `failure_message`, the one-line
 error of `/status`), the runner's supervisor (`classify`: stop for good, exit, or restart with backoff), the OOM check
 (`memory_pool`: the pool a failure blames) and the auto-tuner (`out_of_memory`: cut the cap after a failure of
-memory). Pure: functions of the text (or of a Python exception, as the runner catches it).
+memory; `insert_call_failed`: halve `dynBatchSize` after a failed insert call). Pure: functions of the text (or of a
+Python exception, as the runner catches it).
 
 - **Permanent**: a restart replays it unchanged: a configuration or code error (a transform module that does not
   exist, an unknown source option, a sink table that does not exist or does not fit, SQL that does not analyse) or a
@@ -23,6 +24,8 @@ memory). Pure: functions of the text (or of a Python exception, as the runner ca
   kernel's OOM killer), or the driver's JVM gone from under py4j.
 - **Out of memory** (the tuner's question): a process ran out of memory, named by its class (the JVM's, Python's) or
   by the text of a container killed over its memory limit.
+- **Insert call failed** (the tuner's other question): the `yt` sink's note on an insert call that failed; any other
+  failure (the source's, a transform's) is no evidence about the rows per insert call.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
+
+from streaming_core.insert_failure import INSERT_CALL_FAILED
 
 #: The memory pools a failure can blame (the OOM check's pools, `opsd.checks.oom.evaluate.POOLS`).
 MemoryPool = Literal["jvm_heap", "direct", "python_worker", "driver_result"]
@@ -178,6 +183,12 @@ def out_of_memory(text: str | None) -> bool:
     python = python_error(text)
     classes = {exception_class(text), python.exception_class if python else ""}
     return bool(classes & MEMORY_CLASSES) or any(marker in text for marker in MEMORY_TEXTS)
+
+
+def insert_call_failed(text: str | None) -> bool:
+    """Whether Spark's failure text is a failed insert call of the `yt` sink (noted by `streaming_core.insert_failure`),
+    the only failure that tells the tuner something about `dynBatchSize`."""
+    return bool(text) and INSERT_CALL_FAILED in text
 
 
 def _jvm_lost(text: str) -> bool:

@@ -23,7 +23,8 @@ the batch the run left planned and uncommitted is planned again under the cut ca
 else it replays with its range (Spark's rule), and the refusal says why.
 
 `dyn_batch_size`, additive increase and multiplicative decrease, judged once per batch and only on calls made
-with the value in force: halve on retries, errors or a call slower than `slow_call_seconds`; add
+with the value in force: halve on retries, a failed insert call or a call slower than `slow_call_seconds`; hold
+when tasks failed elsewhere (the source, a transform: no evidence about rows per call); add
 `dyn_batch_size_step` while calls are fast and full; never above the rows-per-transaction limit
 (`Facts.dyn_batch_size_ceiling`, from `streaming_core.tuning.dyn_batch_size_in_force`).
 """
@@ -167,6 +168,8 @@ def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
         return to(size * 0.5, "failed_calls")
     if write.slow:
         return to(size * 0.5, "slow_calls")
+    if stats.errors:  # tasks failed, not in an insert call (that would be troubled): no evidence either way
+        return to(None, "tasks_failed_elsewhere")
     if write.full and stats.max_call_seconds * 2 <= settings.slow_call_seconds:
         return to(size + settings.dyn_batch_size_step, "fast_full_calls")
     return to(None, "calls_not_full" if not write.full else "within_target")

@@ -8,8 +8,10 @@
   ("Adaptive Stream Processing using Dynamic Batch Sizing") is the size whose fitted duration meets the target;
 - whether the cap binds (the newest batch read its largest partition up to the cap: raising it reads more);
 - whether the last failure is an out-of-memory failure (`opsd.observe.failures.out_of_memory`);
-- the sink's insert calls: slow (the slowest call over `slow_call_seconds`), troubled (retries or errors), full
-  (calls carry on average at least half the rows per call, so more rows per call means fewer calls).
+- the sink's insert calls: slow (the slowest call over `slow_call_seconds`), troubled (retries, or the last failure
+  was an insert call's: `opsd.observe.failures.insert_call_failed`; a task that failed elsewhere, in the source or
+  a transform, is no evidence about the rows per call), full (calls carry on average at least half the rows per
+  call, so more rows per call means fewer calls).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from opsd.checks.autotune.facts import Batch, Facts
-from opsd.observe.failures import out_of_memory
+from opsd.observe.failures import insert_call_failed, out_of_memory
 
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
@@ -108,14 +110,14 @@ def evaluate_rows(facts: Facts, settings: AutotuneSettings) -> RowsEvaluation:
 
 def evaluate_write(facts: Facts, settings: AutotuneSettings) -> WriteEvaluation:
     stats, size = facts.write, facts.dyn_batch_size
-    if stats is None or size is None or stats.calls == 0:  # a batch whose tasks failed before any call
-        troubled = bool(stats and stats.errors)
-        return WriteEvaluation(troubled, False, troubled, False, None)
+    failed_call = insert_call_failed(facts.failure)
+    if stats is None or size is None or stats.calls == 0:  # no call made with the value in force: a failed one or none
+        return WriteEvaluation(failed_call, False, failed_call, False, None)
     per_call = stats.rows / stats.calls
     return WriteEvaluation(
         current=stats.dyn_batch_size == size,
         slow=stats.max_call_seconds > settings.slow_call_seconds,
-        troubled=stats.retries > 0 or stats.errors > 0,
+        troubled=stats.retries > 0 or failed_call,
         full=per_call >= FULL_SHARE * size,
         rows_per_call=per_call,
     )

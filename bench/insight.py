@@ -28,8 +28,8 @@ from prometheus_client import CollectorRegistry
 
 from bench.opsd_overhead import CONSUMER, QUEUE, fill_queue, run_query
 from opsd.checks.desync.check import DesyncCheck
-from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.lag.check import LagCheck
+from opsd.checks.positions.collect import QueryTarget
 from opsd.checks.scheduler import CheckScheduler
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
@@ -53,7 +53,7 @@ def offsets_file(queue: str, consumer: str, last_read: int) -> str:
                                              "consumer_path": consumer})
 
 
-def make_fleet(cluster: Cluster, root: Path, *, timestamps: bool) -> list[DesyncTarget]:
+def make_fleet(cluster: Cluster, root: Path, *, timestamps: bool) -> list[QueryTarget]:
     """50 queries: queue, consumer and a checkpoint whose batches end at rows 29, 59 and 89 of each partition."""
     tag = "ts" if timestamps else "plain"
     schema = [{"name": "$timestamp", "type": "uint64"}] if timestamps else []
@@ -77,16 +77,16 @@ def make_fleet(cluster: Cluster, root: Path, *, timestamps: bool) -> list[Desync
         for batch, last_read in enumerate((29, 59, 89)):
             (location / "offsets" / str(batch)).write_text(offsets_file(queue, consumer, last_read))
             (location / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
-        targets.append(DesyncTarget(f"query_{tag}_{q}", str(location)))
+        targets.append(QueryTarget(f"query_{tag}_{q}", str(location)))
     return targets
 
 
-def checks(uri: str, targets: list[DesyncTarget]) -> tuple[DesyncCheck, LagCheck]:
+def checks(uri: str, targets: list[QueryTarget]) -> tuple[DesyncCheck, LagCheck]:
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     return DesyncCheck(uri, recorder, targets), LagCheck(uri, recorder, targets)
 
 
-def cycle_seconds(uri: str, targets: list[DesyncTarget]) -> float:
+def cycle_seconds(uri: str, targets: list[QueryTarget]) -> float:
     desync, lag = checks(uri, targets)
     times = []
     for _ in range(CYCLES + 1):
@@ -97,14 +97,14 @@ def cycle_seconds(uri: str, targets: list[DesyncTarget]) -> float:
     return statistics.median(times[1:])
 
 
-def run_checked(spark, cluster: Cluster, checkpoint: str, fleet: list[DesyncTarget] | None) -> float:
+def run_checked(spark, cluster: Cluster, checkpoint: str, fleet: list[QueryTarget] | None) -> float:
     """`opsd_overhead.run_query` (rows/s of one availableNow run); with `fleet` not None the desync and lag checks run
     meanwhile over the query (healing it, as `opsd run` does) and the fleet: every second over the query alone,
     every 2 s with a fleet."""
     if fleet is None:
         return run_query(spark, cluster, checkpoint)
     scheduler = CheckScheduler(Metrics(CollectorRegistry()))
-    desync, lag = checks(cluster.uri, [DesyncTarget("bench", checkpoint, QUEUE, CONSUMER, heal=True), *fleet])
+    desync, lag = checks(cluster.uri, [QueryTarget("bench", checkpoint, QUEUE, CONSUMER, heal=True), *fleet])
     interval = FLEET_CHECK_INTERVAL_SECONDS if fleet else CHECK_INTERVAL_SECONDS
     scheduler.add_check("desync", desync.run, interval)
     scheduler.add_check("lag", lag.run, interval)
@@ -115,7 +115,7 @@ def run_checked(spark, cluster: Cluster, checkpoint: str, fleet: list[DesyncTarg
         scheduler.shutdown(wait=True)
 
 
-def throughput(root: str, cluster: Cluster, fleet: list[DesyncTarget]) -> dict[str, float]:
+def throughput(root: str, cluster: Cluster, fleet: list[QueryTarget]) -> dict[str, float]:
     fill_queue(cluster)
     spark = build_session("bench-insight", master="local[2]", cluster=cluster.uri,
                           conf={"spark.ui.showConsoleProgress": "false"})

@@ -6,7 +6,7 @@ import pytest
 from rich.console import Console
 
 from opsd.cli.status import status_view
-from opsd.observe.status import state_word
+from opsd.observe.status import QueryStatus
 
 DOCUMENT = {"queries": {
     "clickstream_sessions_v2": {"active": True, "last_batch_id": 123456, "backlog_rows": 1234567, "restarts": 3},
@@ -65,7 +65,8 @@ def test_names_too_long_for_the_width_fold_instead_of_being_cut() -> None:
     ({"active": False}, "not started"),
 ])
 def test_state_word_names_the_most_urgent_state(query: dict, word: str) -> None:
-    assert state_word(query) == word
+    assert QueryStatus("q", **query).state == word
+    assert word in rendered({"queries": {"q": query}})[3]
 
 
 def test_the_spark_ui_address_is_printed_when_the_daemon_serves_one() -> None:

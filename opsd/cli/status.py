@@ -50,7 +50,7 @@ def status_view(document: dict, width: int = 80) -> Group:
     attached with any name, a daemon's document): shown as text, never markup, control characters escaped."""
     shown = Shown()
     queries = document.get("queries", document)
-    rows = [[shown.line(cell) for cell in (name, state_word(q), _count(q.get("last_batch_id"), "-"),
+    rows = [[shown.line(cell) for cell in (name, _state(q), _count(q.get("last_batch_id"), "-"),
                                            _count(q.get("backlog_rows"), "unknown"), _count(q.get("restarts"), "0"))]
             for name, q in sorted(queries.items())]
     widths = [max([len(header)] + [len(row[i]) for row in rows]) for i, (header, _) in enumerate(COLUMNS)]
@@ -65,6 +65,14 @@ def status_view(document: dict, width: int = 80) -> Group:
               for name, q in sorted(queries.items()) if q.get("exception_class")]
     ui = [Text(shown.line(f"Spark UI: {document['spark_ui']}"), overflow="fold")] if document.get("spark_ui") else []
     return Group(table, *errors, *ui)
+
+
+def _state(query: dict) -> str:
+    """`state_word` of a query's entry of the `/status` document."""
+    return state_word(active=bool(query.get("active")), crash_loop=bool(query.get("crash_loop")),
+                      stalled=bool(query.get("stalled")),
+                      failed=bool(query.get("exception_class") or query.get("exception")),
+                      started=query.get("started_at") is not None)
 
 
 def _count(value: object, missing: str) -> str:

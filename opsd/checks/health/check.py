@@ -21,7 +21,9 @@ def last_reported_backlog(status: QueryStatus) -> int | None:
 
 
 class Watchdog:
-    """The scheduled check: `scheduler.add_check("watchdog", watchdog.run, interval)`."""
+    """The stalled-query watchdog (`opsd.checks.registry` builds it)."""
+
+    name = "watchdog"
 
     def __init__(
         self,

@@ -241,22 +241,27 @@ class Recorder:
 
     def record_desync(self, desync: QueueDesync) -> None:
         """One queue's desync (the desync check's result); logs `desync_state_changed` for every partition whose
-        state changed. The queue's last heal is kept."""
+        state changed. The queue's last heal is kept. A gauge whose value did not change is not set again (the
+        check runs over every partition of every query)."""
         query, queue = desync.facts.query, desync.facts.queue
         current = self.status.get(query)
         before = dict((current.desync or {}) if current else {})
         entry = before.get(queue) or DesyncEntry()
-        old = {p.facts.partition: p.state for p in entry.desync.partitions} if entry.desync else {}
+        old = {p.facts.partition: p for p in entry.desync.partitions} if entry.desync else {}
         for p in desync.partitions:
-            partition, state, previous = p.facts.partition, p.state, old.get(p.facts.partition)
+            partition, state, seen = p.facts.partition, p.state, old.get(p.facts.partition)
+            previous = seen.state if seen else None
+            if seen is not None and previous == state and seen.difference_rows == p.difference_rows:
+                continue
             labels = {"query": query, "queue": queue, "partition": str(partition)}
             self.metrics.desync_rows.labels(**labels).set(p.difference_rows)
-            if previous and previous != state:
+            if previous == state:
+                continue
+            if previous:
                 self.metrics.desync_state.labels(**labels, state=previous.value).set(0)
             self.metrics.desync_state.labels(**labels, state=state.value).set(1)
-            if previous != state:
-                log.info("desync_state_changed", query=query, queue=queue, partition=partition, state=state.value,
-                         previous=previous and previous.value, difference_rows=p.difference_rows)
+            log.info("desync_state_changed", query=query, queue=queue, partition=partition, state=state.value,
+                     previous=previous and previous.value, difference_rows=p.difference_rows)
         before[queue] = replace(entry, desync=desync)
         self.status.update(query, desync=before)
 
@@ -269,9 +274,14 @@ class Recorder:
         self.status.update(query, desync=desync)
 
     def record_lag(self, lag: QueryLag) -> None:
-        """A query's backlog, lag and time to drain (the lag check's result; None where unknown)."""
+        """A query's backlog, lag and time to drain (the lag check's result; None where unknown). A partition's gauges
+        are set when their values changed."""
         m, query = self.metrics, lag.query
+        current = self.status.get(query)
+        old = {(p.queue, p.partition): p for p in current.lag.partitions} if current and current.lag else {}
         for p in lag.partitions:
+            if old.get((p.queue, p.partition)) == p:
+                continue
             labels = {"query": query, "queue": p.queue, "partition": str(p.partition)}
             m.queue_unread_rows.labels(**labels).set(p.unread_rows)
             if p.lag_seconds is not None:

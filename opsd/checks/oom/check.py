@@ -49,10 +49,11 @@ from opsd.checks.positions.collect import PositionsCollector, Reading
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
 from opsd.config.models import OpsdConfig
+from opsd.observe.progress import PartitionOffsets
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import OomVerdict, PoolVerdict
 from opsd.observe.status import QueryStatus
-from streaming_core.cluster import ClusterError, connect
+from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.options import CONSUMER_PATH
 
 log = structlog.get_logger(__name__)
@@ -78,6 +79,8 @@ class _QueryMemory:
     #: The failed run (its run id, else its termination time or text) last observed: a failure is observed once.
     last_failed_run: str | float | None = None
     last_evaluation: Evaluation | None = None
+    #: Bytes per row of the rows the last batch read, and those rows (a new batch's rows are sampled again).
+    bytes_per_row: tuple[tuple[PartitionOffsets, ...], float | None] | None = None
 
 
 class OomCheck:
@@ -122,13 +125,21 @@ class OomCheck:
             found = {}
             with connect(self.positions.cluster_uri) as cluster:
                 for name, status in queries.items():
-                    positions = reading.of(name)
-                    bytes_per_row = sample_bytes_per_row(cluster, status.partitions,
-                                                         trimmed=positions.trimmed() if positions else None)
+                    bytes_per_row = self._bytes_per_row(cluster, status, reading)
                     if bytes_per_row is None:
                         continue
                     found[name] = self._evaluate(status, bytes_per_row, stages)
             return found
+
+    def _bytes_per_row(self, cluster: Cluster, status: QueryStatus, reading: Reading) -> float | None:
+        """Bytes per row of the rows the query's last batch read: sampled once per batch (the rows do not change)."""
+        memory = self.memory.setdefault(status.name, _QueryMemory())
+        if memory.bytes_per_row is None or memory.bytes_per_row[0] != status.partitions:
+            positions = reading.of(status.name)
+            sampled = sample_bytes_per_row(cluster, status.partitions,
+                                           trimmed=positions.trimmed() if positions else None)
+            memory.bytes_per_row = (status.partitions, sampled)
+        return memory.bytes_per_row[1]
 
     def before_start(self, query: str, failure: str | None = None) -> Evaluation | None:
         """The verdict for the first batch of a run the runner is about to start (`failure`: why the last run

@@ -9,10 +9,12 @@ or stopped-for-good query, and a next batch predicted near or past a memory limi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from opsd.doctor.report import Finding, Severity
+from opsd.observe.status import json_number
 
 #: The OOM risk from which the next batch needs action: the OOM alert's threshold (`OpsdOomRiskHigh`).
 OOM_RISK_HIGH = 0.9
@@ -98,7 +100,7 @@ def _desync(queue: str, desync: Mapping[str, Any], heal: str) -> list[tuple[Seve
 
 def _lag(facts: Mapping[str, Any]) -> list[tuple[Severity, str, str]]:
     lag = facts.get("lag") or {}
-    if lag.get("time_to_drain_seconds") != "+Inf" or not lag.get("backlog_rows"):
+    if json_number(lag.get("time_to_drain_seconds")) != math.inf or not lag.get("backlog_rows"):
         return []
     cap = facts.get("max_rows_per_partition")
     now = f" (now {cap})" if cap else " (now unlimited)"

@@ -144,6 +144,10 @@ class StatusStore:
         return {"queries": {name: jsonable(status) for name, status in sorted(self.snapshot().items())}}
 
 
+#: How `jsonable` writes an infinite float, which JSON cannot carry, and `json_number` reads it back.
+INFINITIES = {"+Inf": math.inf, "-Inf": -math.inf}
+
+
 def jsonable(value: Any) -> Any:
     """The one serializer of what leaves the process as JSON (`/status`, `opsd doctor --json`): a typed result by
     its `to_json` shape, another dataclass by its fields, an enum by its value, mapping keys as strings, tuples as
@@ -159,8 +163,13 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [jsonable(v) for v in value]
     if isinstance(value, float) and math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
+        return next(text for text, inf in INFINITIES.items() if inf == value)
     return value
+
+
+def json_number(value: Any) -> Any:
+    """A number of a document `jsonable` made (a daemon's `/status`), with infinities as floats again."""
+    return INFINITIES.get(value, value) if isinstance(value, str) else value
 
 
 def state_word(*, active: bool, crash_loop: bool, stalled: bool, failed: bool, started: bool) -> str:

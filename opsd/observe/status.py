@@ -1,8 +1,9 @@
 """The status store: in-memory status of every known query, what `/status` shows and `/readyz` judges.
 
-The recorder (listener thread), the runner (restarts), the scheduler (watchdog, tuning) and the HTTP
-threads all touch it, so the store hands out immutable :class:`QueryStatus` snapshots and applies
-changes under one lock.
+The recorder (listener thread, the runner's restarts, the scheduled checks) is its only writer; the checks, the HTTP
+threads and the demo read it, so the store hands out immutable :class:`QueryStatus` snapshots and applies changes
+under one lock. A status holds the checks' results as their frozen types (`opsd.observe.results`); JSON is made only
+where it leaves the process, by `jsonable` (`StatusStore.to_json` for `/status`, the doctor's `--json`).
 """
 
 from __future__ import annotations

@@ -280,11 +280,13 @@ class Recorder:
         current = self.status.get(query)
         old = {(p.queue, p.partition): p for p in current.lag.partitions} if current and current.lag else {}
         for p in lag.partitions:
-            if old.get((p.queue, p.partition)) == p:
+            seen = old.get((p.queue, p.partition))
+            if seen == p:
                 continue
             labels = {"query": query, "queue": p.queue, "partition": str(p.partition)}
-            m.queue_unread_rows.labels(**labels).set(p.unread_rows)
-            if p.lag_seconds is not None:
+            if seen is None or seen.unread_rows != p.unread_rows:
+                m.queue_unread_rows.labels(**labels).set(p.unread_rows)
+            if p.lag_seconds is not None and (seen is None or seen.lag_seconds != p.lag_seconds):
                 m.queue_lag_seconds.labels(**labels).set(p.lag_seconds)
         for family, value in ((m.queue_input_rows_per_second, lag.input_rows_per_second),
                               (m.queue_read_rows_per_second, lag.processed_rows_per_second),

@@ -50,6 +50,7 @@ from prometheus_client import CollectorRegistry
 from pyspark.sql import types as T
 
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
+from opsd.checks.positions.collect import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
@@ -102,7 +103,7 @@ class Simulated:
         status = self.recorder.status.get("sim")
         recent = (*(status.recent_batches if status else ())[-(RECENT_BATCHES - 1):], summary)
         self.recorder.status.update("sim", trigger_interval_seconds=TRIGGER, recent_batches=recent,
-                                    lag={"backlog_rows": int(self.backlog * PARTITIONS)})
+                                    backlog_rows=int(self.backlog * PARTITIONS))
         self.batch_id += 1
         if self.check is not None:
             self.check.run()
@@ -136,7 +137,7 @@ def simulated(cluster: Cluster, root: str, *, tuned: bool, cap: int | None, rate
     if cap is not None:
         write_tuning(cluster, document, max_rows_per_partition=cap)
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore() if risk is None else RiskStore(risk))
-    check = AutotuneCheck(cluster.uri, recorder, targets_for(cfg)) if tuned else None
+    check = AutotuneCheck(recorder, PositionsCollector(cluster.uri), targets_for(cfg)) if tuned else None
     return Simulated(cluster, document, check, recorder, rate, backlog, random.Random(seed))
 
 
@@ -239,7 +240,7 @@ def sink_run(cluster: Cluster, root: str, *, tuned: bool) -> tuple[float, int]:
     options = SinkOptions.parse({"path": f"{root}/out", "cluster": cluster.uri, "tuning_path": document}, {})
     plan = sink.plan_sink(options, T.StructType().add("data", "string"), overwrite=False)
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
-    check = AutotuneCheck(cluster.uri, recorder, [t for t in targets_for(cfg)])
+    check = AutotuneCheck(recorder, PositionsCollector(cluster.uri), [t for t in targets_for(cfg)])
     proxy = SlowProxy(cluster)
     table = pa.table({"data": pa.array(["x" * 100] * SINK_TASK_ROWS)})
     elapsed = 0.0

@@ -37,13 +37,14 @@ from pyspark.sql.streaming.listener import QueryProgressEvent, QueryStartedEvent
 
 from grafana import build
 from opsd.checks.desync.check import DesyncCheck
-from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.health.check import Watchdog
 from opsd.checks.lag.check import LagCheck
+from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.checks.scheduler import CheckScheduler
 from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import Decision, Direction, TunerDecision
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
@@ -116,7 +117,7 @@ class Opsd:
     cluster_uri: str
     cluster: Cluster
     workdir: Path
-    targets: list[DesyncTarget] = field(default_factory=list)
+    targets: list[QueryTarget] = field(default_factory=list)
     feeds: list[Callable[[], None]] = field(default_factory=list)
 
     def start_query(self, name: str) -> None:
@@ -151,9 +152,9 @@ class Opsd:
 
     def schedule_checks(self, scheduler: CheckScheduler) -> None:
         """opsd's scheduled checks at the scaled pace, plus the feeds that post progress like running queries."""
-        desync = DesyncCheck(self.cluster_uri, self.recorder)
-        lag = LagCheck(self.cluster_uri, self.recorder)
-        desync.targets = lag.targets = self.targets  # one list: faults add their checkpoints to it
+        positions = PositionsCollector(self.cluster_uri)
+        positions.targets = self.targets  # one list: faults add their checkpoints to it
+        desync, lag = DesyncCheck(self.recorder, positions), LagCheck(self.recorder, positions)
         scheduler.add_check("feeds", lambda: [feed() for feed in list(self.feeds)], CHECK_PERIOD_SECONDS)
         scheduler.add_check("watchdog", Watchdog(self.recorder, ProgressPolicy(min_window_seconds=60 / SCALE)).run,
                             CHECK_PERIOD_SECONDS)
@@ -203,7 +204,7 @@ def desync(consumer_at: int, trim_to: int | None = None, rows: int = 60) -> Call
         if trim_to is not None:
             for partition in (0, 1):
                 opsd.cluster.trim_rows(queue, partition, trim_to, past_vital_consumers=True)
-        opsd.targets.append(DesyncTarget(query, location))
+        opsd.targets.append(QueryTarget(query, location))
 
     return inject
 
@@ -220,20 +221,20 @@ def growing_backlog(opsd: Opsd, query: str) -> None:
     opsd.feeds.append(feed)
 
 
-def tuner_decision(current: int, recommended: int, direction: str, reason: str,
-                   bounds: tuple[int, int]) -> dict:
-    """The auto-tuner's view of one decision, as its check reports it to the recorder (mode apply)."""
-    return {"current": current, "recommended": recommended, "direction": direction, "reason": reason,
-            "mode": "apply", "applied": direction != "hold", "bounds": list(bounds)}
+def tuner_decision(query: str, knob: str, current: int, recommended: int, reason: str,
+                   bounds: tuple[int, int]) -> TunerDecision:
+    """One decision of the auto-tuner, as its check reports it to the recorder (mode apply)."""
+    decision = Decision(query, knob, current, recommended, reason)
+    return TunerDecision(decision, "apply", decision.direction != Direction.HOLD, bounds)
 
 
 def tuner_pinned(opsd: Opsd, query: str) -> None:
     """Batches keep finishing fast: the tuner raises the cap to its upper bound and keeps recommending it there."""
     opsd.start_query(query)
-    opsd.recorder.record_autotune(query, "max_rows_per_partition", tuner_decision(
-        200_000, 500_000, "up", "safe_cap", (1000, 500_000)), {})
-    opsd.feeds.append(lambda: opsd.recorder.record_autotune(query, "max_rows_per_partition", tuner_decision(
-        500_000, 500_000, "hold", "safe_cap", (1000, 500_000)), {}))
+    opsd.recorder.record_autotune(tuner_decision(query, "max_rows_per_partition", 200_000, 500_000, "safe_cap",
+                                                 (1000, 500_000)))
+    opsd.feeds.append(lambda: opsd.recorder.record_autotune(tuner_decision(
+        query, "max_rows_per_partition", 500_000, 500_000, "safe_cap", (1000, 500_000))))
 
 
 def oom_risk_high(opsd: Opsd, query: str) -> None:
@@ -335,13 +336,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
     opsd.recorder.record_tuning("healthy", max_rows_per_partition=1000, dyn_batch_size=50000)
     for knob, current, bounds in (("max_rows_per_partition", 1000, (100, 100_000)),
                                   ("dyn_batch_size", 50_000, (1000, 100_000))):  # the tuner holds within its bounds
-        opsd.recorder.record_autotune("healthy", knob, tuner_decision(
-            current, current, "hold", "stabilising", bounds), {})
+        opsd.recorder.record_autotune(tuner_decision("healthy", knob, current, current, "stabilising", bounds))
     healthy_batches = iter(range(10**6))
     opsd.feeds.append(lambda: opsd.progress("healthy", (b := next(healthy_batches)), end=b * 10, latest=b * 10 + 3))
     # An idle query whose consumer lags its committed batch by one: healthy, and healed by the desync check.
     cluster.create("map_node", "//tmp/fidelity/idle", recursive=True)
-    opsd.targets.append(DesyncTarget("idle", job_with_checkpoint(
+    opsd.targets.append(QueryTarget("idle", job_with_checkpoint(
         cluster, "//tmp/fidelity/idle", workdir / "idle", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1,
         consumer_at=10)[2], heal=True))
 

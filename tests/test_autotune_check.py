@@ -12,8 +12,10 @@ from structlog.testing import capture_logs
 
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
 from opsd.checks.autotune.collect import memory_limit
+from opsd.checks.positions.collect import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import PartitionLag, QueryLag
 from opsd.observe.status import QueryStatus, StatusStore
 from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
@@ -43,8 +45,9 @@ def run_batches(recorder: Recorder, sizes: list[int], seconds_per_row: float = 1
     summaries = tuple({"batch_id": i, "num_input_rows": 2 * n, "largest_partition_rows": n,
                        "duration_seconds": 0.5 + seconds_per_row * n, "durations_seconds": {"addBatch": 0.4}}
                       for i, n in enumerate(sizes))
-    recorder.status.update("p", trigger_interval_seconds=10.0, recent_batches=summaries,
-                           lag={"backlog_rows": 5_000_000, "time_to_drain_seconds": "+Inf"})
+    not_draining = QueryLag("p", (PartitionLag("//q", 0, 5_000_000, None),), input_rows_per_second=10.0,
+                            processed_rows_per_second=5.0)
+    recorder.status.update("p", trigger_interval_seconds=10.0, recent_batches=summaries, lag=not_draining)
 
 
 def test_pipelines_opsd_runs_are_applied_and_watched_queries_only_recommended(cluster_uri, yt_root):
@@ -55,7 +58,7 @@ def test_pipelines_opsd_runs_are_applied_and_watched_queries_only_recommended(cl
 
 
 def test_apply_writes_the_raise_to_the_tuning_document_and_logs_exports_it(cluster_uri, yt_root, yt, recorder):
-    check = AutotuneCheck(cluster_uri, recorder, targets_for(config(cluster_uri, yt_root,
+    check = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(config(cluster_uri, yt_root,
                                                                     max_rows_per_partition="10000")))
     run_batches(recorder, [10_000] * 3)
     with capture_logs() as logs:
@@ -73,7 +76,7 @@ def test_apply_writes_the_raise_to_the_tuning_document_and_logs_exports_it(clust
     assert sample("opsd_autotune_bound", {"query": "p", "knob": "max_rows_per_partition", "bound": "max"}) \
         == 10_000_000
     assert sample("opsd_tuning_max_rows_per_partition", {"query": "p"}) == 12_500
-    assert recorder.status.get("p").autotune["max_rows_per_partition"]["recommended"] == 12_500
+    assert recorder.status.get("p").autotune["max_rows_per_partition"].decision.recommended == 12_500
     # The next run waits for batches planned after the change.
     assert check.run()[0].reason == "stabilising"
 
@@ -81,14 +84,14 @@ def test_apply_writes_the_raise_to_the_tuning_document_and_logs_exports_it(clust
 def test_recommend_mode_writes_nothing(cluster_uri, yt_root, yt, recorder):
     target = config(cluster_uri, yt_root, {"mode": "recommend"}, max_rows_per_partition="10000")
     run_batches(recorder, [10_000] * 3)
-    decisions = AutotuneCheck(cluster_uri, recorder, targets_for(target)).run()
+    decisions = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(target)).run()
     assert decisions[0].recommended == 12_500
     assert not yt.exists(f"{yt_root}/c_tuning")
-    assert recorder.status.get("p").autotune["max_rows_per_partition"]["applied"] is False
+    assert recorder.status.get("p").autotune["max_rows_per_partition"].applied is False
 
 
 def test_the_sinks_write_statistics_drive_rows_per_call(cluster_uri, yt_root, yt, recorder):
-    check = AutotuneCheck(cluster_uri, recorder, targets_for(config(cluster_uri, yt_root,
+    check = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(config(cluster_uri, yt_root,
                                                                     max_rows_per_partition="10000")))
     record_write_stats(yt, f"{yt_root}/c_tuning", WriteStats.total(
         [WriteStats().call(50_000, 0.2, 50_000), WriteStats().call(50_000, 0.3, 50_000)], batch_id=4, at=1.0))
@@ -109,7 +112,7 @@ class FakeQuery:
 
 def test_the_supervisor_restarts_a_query_that_failed_of_memory_with_the_cut_cap(cluster_uri, yt_root, yt, recorder):
     cfg = config(cluster_uri, yt_root)
-    check = AutotuneCheck(cluster_uri, recorder, targets_for(cfg))
+    check = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(cfg))
     run_batches(recorder, [200_000])
     caps_at_start: list[int | None] = []
 
@@ -130,7 +133,7 @@ def test_the_supervisor_restarts_a_query_that_failed_of_memory_with_the_cut_cap(
 def test_a_cap_set_by_hand_above_the_bound_is_still_read_as_in_force(cluster_uri, yt_root, yt, recorder):
     write_tuning(yt, f"{yt_root}/c_tuning", max_rows_per_partition=50_000_000)
     run_batches(recorder, [50_000_000 // 10] * 3)
-    d = AutotuneCheck(cluster_uri, recorder, targets_for(config(cluster_uri, yt_root))).run()[0]
+    d = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(config(cluster_uri, yt_root))).run()[0]
     assert d.current == 50_000_000 and d.recommended <= 10_000_000
 
 

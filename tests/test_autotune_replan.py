@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
 from opsd.checks.autotune.collect import ReplanPolicy, replan_policy, uncommitted
+from opsd.checks.positions.collect import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
@@ -46,7 +47,7 @@ def test_the_batch_that_died_of_memory_is_planned_again_under_the_cut_cap(spark,
     cfg = config(cluster_uri, yt_root, str(tmp_path / "checkpoint"))
     write_tuning(yt, cfg.pipelines[0].source_tuning_path(), max_rows_per_partition=CAP)
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
-    tuner = AutotuneCheck(cluster_uri, recorder, targets_for(cfg))
+    tuner = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(cfg))
     supervisor = Supervisor(spark, cfg.pipelines[0], recorder, before_start=[tuner.before_start])
 
     with capture_logs() as logs:
@@ -131,8 +132,9 @@ def test_recommend_mode_and_scheduled_runs_never_touch_the_checkpoint(yt, yt_roo
     oom = "org.apache.spark.SparkException: Task failed: java.lang.OutOfMemoryError: Java heap space"
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     recorder.status.update("replan", active=False, exception=oom, run_id="r1")
-    AutotuneCheck(cluster_uri, recorder, targets_for(cfg)).run()  # scheduled: the query may be restarting
+    # scheduled: the query may be restarting
+    AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(cfg)).run()
     assert newest_batch(location) == (0, False)
     recommending = config(cluster_uri, yt_root, location, mode="recommend")
-    AutotuneCheck(cluster_uri, recorder, targets_for(recommending)).before_start("replan", oom)
+    AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(recommending)).before_start("replan", oom)
     assert newest_batch(location) == (0, False)

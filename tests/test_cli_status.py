@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from rich.console import Console
 
 from opsd.cli import main
 from opsd.cli.status import PIPELINE_FAILED, WIDE, status_view
-from opsd.observe.status import state_word
+from opsd.observe.status import QueryStatus
 
 NOW = 10_000.0
 DOCUMENT = {"queries": {
@@ -40,7 +41,7 @@ def rendered(document: dict, width: int = 80) -> list[str]:
 def block(lines: list[str], name: str) -> dict[str, str]:
     """The facts of one query's block: label -> value (a line without a label continues the error: `error+`)."""
     start = lines.index(name)
-    value_at = lines[start + 1].index(lines[start + 1].split()[-1])  # the column where the state word starts
+    value_at = len(re.match(r" +state +", lines[start + 1]).group(0))  # the column where the values start
     facts = {}
     for line in lines[start + 1:]:
         if not line.startswith("  "):
@@ -114,7 +115,8 @@ def test_no_queries_says_so() -> None:
     ({"active": False}, "not started"),
 ])
 def test_state_word_names_the_most_urgent_state(query: dict, word: str) -> None:
-    assert state_word(query) == word
+    assert QueryStatus("q", **query).state == word
+    assert block(rendered({"queries": {"q": query}}), "q")["state"] == word
 
 
 def test_the_spark_ui_address_is_printed_when_the_daemon_serves_one() -> None:

@@ -10,10 +10,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from opsd.checks.desync.apply import apply
-from opsd.checks.desync.collect import DesyncTarget, collect_checkpoint
 from opsd.checks.desync.decide import HealDecision, HealOutcome, decide
 from opsd.checks.desync.evaluate import DesyncState, evaluate, partition_state
-from opsd.checks.desync.facts import PartitionFacts, QueueFacts
+from opsd.checks.positions.collect import QueryTarget, collect_checkpoint
+from opsd.observe.positions import PartitionPositions, QueuePositions
 from streaming_core.checkpoint import newest_batch, read_checkpoint
 from streaming_core.cluster import BeyondQueueEndError
 from streaming_core.consumer import advance_consumer, seek_consumer
@@ -22,13 +22,13 @@ from tests.conftest import QUEUE_SCHEMA, make_queue
 
 
 def part(consumer: int, *, checkpoint: int = 20, previous: int | None = 10, rows: int = 20, trimmed: int = 0,
-         planned: int | None = None) -> PartitionFacts:
-    return PartitionFacts(0, checkpoint, previous, planned, consumer, rows, trimmed)
+         planned: int | None = None) -> PartitionPositions:
+    return PartitionPositions(0, checkpoint, previous, planned, consumer, rows, trimmed)
 
 
-def queue(*partitions: PartitionFacts, planned_batch: int | None = None, stopped: bool = False,
-          committed_batch: int | None = 1, problem: str | None = None) -> QueueFacts:
-    return QueueFacts("q", "//q", "//c", "cp", committed_batch, planned_batch, partitions, stopped, problem)
+def queue(*partitions: PartitionPositions, planned_batch: int | None = None, stopped: bool = False,
+          committed_batch: int | None = 1, problem: str | None = None) -> QueuePositions:
+    return QueuePositions("q", "//q", "//c", "cp", committed_batch, planned_batch, partitions, stopped, problem)
 
 
 @pytest.mark.parametrize(("facts", "state"), [
@@ -39,19 +39,19 @@ def queue(*partitions: PartitionFacts, planned_batch: int | None = None, stopped
     (part(21, rows=30), DesyncState.CONSUMER_AHEAD),
     (part(20, rows=30, trimmed=21), DesyncState.BEHIND_TRIM),
 ])
-def test_each_state_follows_from_checkpoint_consumer_and_queue(facts: PartitionFacts, state: DesyncState) -> None:
+def test_each_state_follows_from_checkpoint_consumer_and_queue(facts: PartitionPositions, state: DesyncState) -> None:
     assert partition_state(facts) == state
 
 
 def test_a_queue_takes_its_worst_partitions_state_and_difference_is_per_partition() -> None:
-    desync = evaluate(queue(part(20), PartitionFacts(1, 50, 40, None, 40, 50, 0)))
+    desync = evaluate(queue(part(20), PartitionPositions(1, 50, 40, None, 40, 50, 0)))
 
     assert desync.state == DesyncState.LAGGING_ONE_BATCH
     assert [p.difference_rows for p in desync.partitions] == [0, 10]
 
 
 def test_a_lagging_idle_query_is_healed_to_the_committed_end() -> None:
-    decision = decide(evaluate(queue(part(10), PartitionFacts(1, 7, 7, None, 7, 7, 0))))
+    decision = decide(evaluate(queue(part(10), PartitionPositions(1, 7, 7, None, 7, 7, 0))))
 
     assert decision.heal and decision.target == {0: 20}
 
@@ -65,7 +65,7 @@ def test_a_lagging_idle_query_is_healed_to_the_committed_end() -> None:
     (queue(problem="another cluster"), HealOutcome.MISMATCH),
     (queue(part(20)), HealOutcome.NOTHING_TO_HEAL),
 ])
-def test_heal_refuses_each_unsafe_case(facts: QueueFacts, outcome: HealOutcome) -> None:
+def test_heal_refuses_each_unsafe_case(facts: QueuePositions, outcome: HealOutcome) -> None:
     decision = decide(evaluate(facts))
 
     assert (decision.heal, decision.outcome, dict(decision.target)) == (False, outcome, {})
@@ -108,7 +108,7 @@ def test_consumers_in_every_state_are_found_in_both_layouts(yt, setup, spyt, con
     q, c, checkpoint = setup
     location = checkpoint({0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}, 2: {0: 29, 1: 29}}, committed=2, spyt=spyt)
     consumer_at(yt, q, c, consumer)
-    target = DesyncTarget("q", location, consumer=c if spyt else None)
+    target = QueryTarget("q", location, consumer=c if spyt else None)
 
     [facts] = collect_checkpoint(yt, target, read_checkpoint(location))
 
@@ -122,7 +122,7 @@ def test_a_checkpoint_behind_the_trim_is_found(yt, setup) -> None:
     consumer_at(yt, q, c, {0: 10, 1: 10})
     yt.trim_rows(q, 1, 15)
 
-    [facts] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    [facts] = collect_checkpoint(yt, QueryTarget("q", location), read_checkpoint(location))
 
     assert [p.state for p in evaluate(facts).partitions] == [DesyncState.IN_SYNC, DesyncState.BEHIND_TRIM]
 
@@ -131,7 +131,7 @@ def test_spyt_offsets_need_the_consumer_named(yt, setup) -> None:
     _, _, checkpoint = setup
     location = checkpoint({0: {0: 9, 1: 9}}, committed=0, spyt=True)
 
-    [facts] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    [facts] = collect_checkpoint(yt, QueryTarget("q", location), read_checkpoint(location))
 
     assert "name no consumer_path" in facts.problem and decide(evaluate(facts)).outcome == HealOutcome.MISMATCH
 
@@ -140,7 +140,7 @@ def test_a_heal_advances_the_consumer_to_the_committed_end_and_logs_it(yt, setup
     q, c, checkpoint = setup
     location = checkpoint({0: {0: 19, 1: 19}, 1: {0: 29, 1: 29}}, committed=1)
     consumer_at(yt, q, c, {0: 20, 1: 20})
-    [facts] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    [facts] = collect_checkpoint(yt, QueryTarget("q", location), read_checkpoint(location))
 
     with capture_logs() as logs:
         result = apply(yt, decide(evaluate(facts)), lambda: newest_batch(location))
@@ -154,7 +154,7 @@ def test_a_heal_is_dropped_when_a_batch_was_planned_since_the_decision(yt, setup
     q, c, checkpoint = setup
     location = checkpoint({0: {0: 19, 1: 19}, 1: {0: 29, 1: 29}}, committed=1)
     consumer_at(yt, q, c, {0: 20, 1: 20})
-    [facts] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    [facts] = collect_checkpoint(yt, QueryTarget("q", location), read_checkpoint(location))
     decision = decide(evaluate(facts))
     checkpoint({2: {0: 29, 1: 29}}, committed=None)  # the query planned batch 2 meanwhile
 
@@ -167,7 +167,7 @@ def test_a_heal_never_moves_a_consumer_backwards(yt, setup) -> None:
     q, c, checkpoint = setup
     location = checkpoint({0: {0: 19, 1: 19}, 1: {0: 29, 1: 29}}, committed=1)
     consumer_at(yt, q, c, {0: 20, 1: 20})
-    [facts] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    [facts] = collect_checkpoint(yt, QueryTarget("q", location), read_checkpoint(location))
     decision = decide(evaluate(facts))
     consumer_at(yt, q, c, {0: 30, 1: 30})  # the source acknowledged the batch meanwhile
 
@@ -180,7 +180,7 @@ def test_a_checkpoint_that_does_not_read_the_named_queue_is_a_problem(yt, setup)
     q, c, checkpoint = setup
     location = checkpoint({0: {0: 9, 1: 9}}, committed=0)
 
-    [facts] = collect_checkpoint(yt, DesyncTarget("q", location, queue="//other", consumer=c),
+    [facts] = collect_checkpoint(yt, QueryTarget("q", location, queue="//other", consumer=c),
                                  read_checkpoint(location))
 
     assert facts.problem == f"{location}: batch 0 has no offsets for //other (it reads {q})"
@@ -196,7 +196,7 @@ def test_a_checkpoint_that_does_not_read_the_named_queue_is_a_problem(yt, setup)
     (part(20, checkpoint=20, rows=20), DesyncState.IN_SYNC),  # at the end is not past it
     (part(10, checkpoint=20, rows=20), DesyncState.LAGGING_ONE_BATCH),
 ])
-def test_offsets_past_the_queues_end_have_states_of_their_own(facts: PartitionFacts, state: DesyncState) -> None:
+def test_offsets_past_the_queues_end_have_states_of_their_own(facts: PartitionPositions, state: DesyncState) -> None:
     assert partition_state(facts) == state
 
 
@@ -204,7 +204,7 @@ def test_offsets_past_the_queues_end_have_states_of_their_own(facts: PartitionFa
     queue(part(0, checkpoint=100, previous=50, rows=3), stopped=True),
     queue(part(10, rows=20), part(25, checkpoint=20, rows=20), stopped=True),
 ], ids=["checkpoint", "consumer"])
-def test_offsets_past_the_queues_end_are_never_healed(facts: QueueFacts) -> None:
+def test_offsets_past_the_queues_end_are_never_healed(facts: QueuePositions) -> None:
     decision = decide(evaluate(facts))
 
     assert (decision.heal, decision.outcome, dict(decision.target)) == (False, HealOutcome.AHEAD_OF_QUEUE, {})
@@ -228,7 +228,7 @@ def recreated(yt, yt_root: str, tmp_path: Path):
 
 def test_a_recreated_queue_is_found_as_a_checkpoint_ahead_of_it_and_the_heal_is_refused(yt, recreated) -> None:
     q, c, location = recreated
-    [facts] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    [facts] = collect_checkpoint(yt, QueryTarget("q", location), read_checkpoint(location))
     before = yt.get_consumer_offsets(c, q)
 
     result = apply(yt, decide(evaluate(replace(facts, query_stopped=True))), lambda: newest_batch(location))
@@ -274,9 +274,9 @@ def test_a_consumer_past_the_queues_end_is_found_and_seeking_it_back_resolves_it
     location = checkpoint({0: {0: 19, 1: 19}, 1: {0: 29, 1: 29}}, committed=1)
     consumer_at(yt, q, c, {0: 30, 1: 80})  # moved by hand past the 30 rows of partition 1
 
-    [facts] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    [facts] = collect_checkpoint(yt, QueryTarget("q", location), read_checkpoint(location))
     moves = seek_consumer(yt, c, q, {1: 30})
-    [after] = collect_checkpoint(yt, DesyncTarget("q", location), read_checkpoint(location))
+    [after] = collect_checkpoint(yt, QueryTarget("q", location), read_checkpoint(location))
 
     assert [p.state for p in evaluate(facts).partitions] == [DesyncState.IN_SYNC, DesyncState.CONSUMER_AHEAD_OF_QUEUE]
     assert moves == {1: (80, 30)} and evaluate(after).state == DesyncState.IN_SYNC
@@ -299,6 +299,6 @@ def test_the_consumer_is_read_before_the_queues_counters_so_a_busy_query_never_l
     location = checkpoint({0: {0: 9, 1: 9}}, committed=0)
     cluster = ReadOrder(yt)
 
-    collect_checkpoint(cluster, DesyncTarget("q", location), read_checkpoint(location))
+    collect_checkpoint(cluster, QueryTarget("q", location), read_checkpoint(location))
 
     assert cluster.calls == ["get_consumer_offsets", "get_tablet_infos"]

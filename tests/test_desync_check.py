@@ -9,10 +9,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from opsd.checks.desync.check import DesyncCheck, collect_queries, targets_for
-from opsd.checks.desync.collect import DesyncTarget
+from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.desync.decide import HealOutcome
 from opsd.checks.desync.evaluate import evaluate
+from opsd.checks.positions.collect import PositionsCollector, QueryTarget, targets_for
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
@@ -37,6 +37,15 @@ def lagging(yt, yt_root: str, tmp_path: Path) -> tuple[str, str, str]:
                                consumer_at=10)
 
 
+def check_of(recorder: Recorder, cluster_uri: str, targets=(), progress=None) -> DesyncCheck:
+    return DesyncCheck(recorder, PositionsCollector(cluster_uri, targets, progress))
+
+
+def status_of(recorder: Recorder, query: str) -> dict:
+    """The query's entry of the `/status` document."""
+    return recorder.status.to_json()["queries"][query]
+
+
 def state(registry: CollectorRegistry, q: str, partition: str, name: str) -> float | None:
     return registry.get_sample_value("opsd_desync_state", {"query": "job", "queue": q, "partition": partition,
                                                            "state": name})
@@ -45,7 +54,7 @@ def state(registry: CollectorRegistry, q: str, partition: str, name: str) -> flo
 def test_states_reach_metrics_status_and_a_log_line_once_per_change(yt, cluster_uri, lagging, recorder,
                                                                     registry) -> None:
     q, c, location = lagging
-    check = DesyncCheck(cluster_uri, recorder, [DesyncTarget("job", location)])
+    check = check_of(recorder, cluster_uri, [QueryTarget("job", location)])
 
     with capture_logs() as logs:
         check.run()
@@ -59,18 +68,18 @@ def test_states_reach_metrics_status_and_a_log_line_once_per_change(yt, cluster_
                        (0, "lagging_one_batch", "in_sync"), (1, "lagging_one_batch", "in_sync")]
     assert (state(registry, q, "0", "in_sync"), state(registry, q, "0", "lagging_one_batch")) == (1, 0)
     assert registry.get_sample_value("opsd_desync_rows", {"query": "job", "queue": q, "partition": "1"}) == 0
-    assert recorder.status.get("job").desync[q]["state"] == "in_sync"
+    assert status_of(recorder, "job")["desync"][q]["state"] == "in_sync"
 
 
 def test_an_enabled_heal_advances_an_idle_lagging_consumer_and_is_counted(yt, cluster_uri, lagging, recorder,
                                                                           registry) -> None:
     q, c, location = lagging
-    DesyncCheck(cluster_uri, recorder, [DesyncTarget("job", location, heal=True)]).run()
+    check_of(recorder, cluster_uri, [QueryTarget("job", location, heal=True)]).run()
 
     assert yt.get_consumer_offsets(c, q) == {0: 20, 1: 20}
     assert registry.get_sample_value("opsd_desync_heals_total",
                                      {"query": "job", "queue": q, "outcome": "healed"}) == 1
-    assert recorder.status.get("job").desync[q]["last_heal"] == {
+    assert status_of(recorder, "job")["desync"][q]["last_heal"] == {
         "outcome": "healed", "at": 1000.0, "moves": {"0": [10, 20], "1": [10, 20]}}
 
 
@@ -87,11 +96,11 @@ def test_a_watched_query_is_not_healed_by_default_and_an_unreadable_checkpoint_i
     (tmp_path / "missing" / "offsets").mkdir(parents=True)
     (tmp_path / "missing" / "offsets" / "0").write_text("garbage")
 
-    DesyncCheck(cluster_uri, recorder, targets).run()
+    check_of(recorder, cluster_uri, targets).run()
 
     assert yt.get_consumer_offsets(c, q) == {0: 10, 1: 10}
-    assert recorder.status.get("spyt-job").desync[q]["state"] == "lagging_one_batch"
-    assert "expected offset log version v1" in recorder.status.get("run").desync[q]["problem"]
+    assert status_of(recorder, "spyt-job")["desync"][q]["state"] == "lagging_one_batch"
+    assert "expected offset log version v1" in status_of(recorder, "run")["desync"][q]["problem"]
 
 
 def test_attached_queries_are_judged_from_their_last_batch_with_data(yt, cluster_uri, lagging, recorder) -> None:
@@ -105,9 +114,9 @@ def test_attached_queries_are_judged_from_their_last_batch_with_data(yt, cluster
         {"batchId": 1, "sources": [source({0: 19, 1: 19}, {0: 19, 1: 19})]},  # idle
     ]}
 
-    DesyncCheck(cluster_uri, recorder, progress=lambda: progress).run()
+    check_of(recorder, cluster_uri, progress=lambda: progress).run()
 
-    view = recorder.status.get("attached").desync[q]
+    view = status_of(recorder, "attached")["desync"][q]
     assert (view["state"], view["source"], view["committed_batch"]) == ("lagging_one_batch", "progress", 1)
 
 
@@ -117,18 +126,19 @@ def test_an_attached_query_that_cannot_be_read_is_its_own_problem_only(yt, clust
     gone = {"startOffset": None, "endOffset": offset_line("//no/such/queue", {0: 4}, c)}
     progress = {"gone": [{"batchId": 0, "sources": [gone]}], "fine": [{"batchId": 1, "sources": [end]}]}
 
-    DesyncCheck(cluster_uri, recorder, progress=lambda: progress).run()
+    check_of(recorder, cluster_uri, progress=lambda: progress).run()
 
-    assert "//no/such/queue" in recorder.status.get("gone").desync[""]["problem"]
-    assert recorder.status.get("fine").desync[q]["state"] == "lagging_one_batch"
+    assert "//no/such/queue" in status_of(recorder, "gone")["desync"][""]["problem"]
+    assert status_of(recorder, "fine")["desync"][q]["state"] == "lagging_one_batch"
 
 
 @pytest.mark.hostile
 def test_a_checkpoint_damaged_between_the_read_and_the_heal_fails_that_heal_only(yt, cluster_uri, lagging, recorder,
                                                                                  registry) -> None:
     q, c, location = lagging
-    check = DesyncCheck(cluster_uri, recorder, [DesyncTarget("job", location, heal=True)])
-    [(facts, target)] = collect_queries(yt, check.targets, None)
+    check = check_of(recorder, cluster_uri, [QueryTarget("job", location, heal=True)])
+    reading = check.positions.read()
+    [facts], target = reading.queues, reading.targets["job"]
     (Path(location) / "offsets" / "\u0662").write_text("a batch file name Spark never writes")
 
     with capture_logs() as logs:

@@ -8,9 +8,9 @@ import threading
 import pytest
 from prometheus_client import CollectorRegistry
 
-from opsd.checks.desync.check import DesyncCheck, collect_target
-from opsd.checks.desync.collect import DesyncTarget
+from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.desync.evaluate import DesyncState, evaluate
+from opsd.checks.positions.collect import PositionsCollector, QueryTarget, collect_target
 from opsd.cli.main import main
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
@@ -69,7 +69,7 @@ def test_while_a_batch_runs_a_heal_is_refused_and_a_stuck_consumer_is_healed_aft
             release.wait(60)
         df.count()
 
-    target = DesyncTarget("q", checkpoint)
+    target = QueryTarget("q", checkpoint)
     query = (read_queue(spark, queue, consumer, max_rows_per_partition=10).writeStream.foreachBatch(batch)
              .option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").start())
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
@@ -82,7 +82,8 @@ def test_while_a_batch_runs_a_heal_is_refused_and_a_stuck_consumer_is_healed_aft
         seen["heal"] = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint)
         release.set()
         query.processAllAvailable()
-        DesyncCheck(cluster_uri, recorder, progress=recent_progress(spark)).run()  # as attached: from its progress
+        # as attached: from its progress
+        DesyncCheck(recorder, PositionsCollector(cluster_uri, progress=recent_progress(spark))).run()
     finally:
         release.set()
         query.stop()
@@ -92,7 +93,7 @@ def test_while_a_batch_runs_a_heal_is_refused_and_a_stuck_consumer_is_healed_aft
     assert code == 1 and "refused_batch_running" in out and yt.get_consumer_offsets(consumer, queue) == {0: 0, 1: 0}
     [facts] = collect_target(yt, target)
     assert evaluate(facts).state == DesyncState.STUCK and (facts.committed_batch, facts.planned_batch) == (1, None)
-    assert recorder.status.get(str(query.id)).desync[queue]["state"] == "stuck"
+    assert recorder.status.get(str(query.id)).desync[queue].desync.state == DesyncState.STUCK
 
     code, out = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint)
     assert (code, yt.get_consumer_offsets(consumer, queue)) == (0, {0: 20, 1: 20})

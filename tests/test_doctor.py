@@ -14,6 +14,7 @@ from prometheus_support import free_port
 
 from opsd.cli.main import main
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import PartitionLag, QueryLag
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
@@ -108,8 +109,8 @@ def test_a_daemons_failed_query_and_a_backlog_that_does_not_drain_need_action(ca
     monkeypatch.setenv("COLUMNS", "400")  # the table for people, unwrapped
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     recorder.status.update("clicks", active=False, exception_class="java.io.IOException", exception="disk full\n at")
-    recorder.record_lag("clicks", {"backlog_rows": 900, "time_to_drain_seconds": "+Inf", "input_rows_per_second": 30.0,
-                                   "processed_rows_per_second": 10.0, "queues": {}})
+    recorder.record_lag(QueryLag("clicks", (PartitionLag("//clicks", 0, 900, None),), input_rows_per_second=30.0,
+                                 processed_rows_per_second=10.0))
     code, out = doctor_of_daemon(capsys, recorder)
 
     flat = " ".join(out.split())

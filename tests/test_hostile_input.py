@@ -29,8 +29,8 @@ from prometheus_client import CollectorRegistry
 
 from opsd.checks.desync.apply import apply
 from opsd.checks.desync.check import DesyncCheck
-from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.desync.decide import HealDecision, HealOutcome
+from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.cli.main import main
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
@@ -185,14 +185,14 @@ def test_the_daemon_records_it_as_that_querys_problem_and_checks_and_heals_the_o
     bad_q, bad_c, bad = damaged(yt, yt_root, tmp_path, case)
     before = snapshot(bad)
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
-    check = DesyncCheck(cluster_uri, recorder, [DesyncTarget("bad", str(bad), heal=True),
-                                                DesyncTarget("good", str(good), heal=True)])
+    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, [QueryTarget("bad", str(bad), heal=True),
+                                                                   QueryTarget("good", str(good), heal=True)]))
 
     check.run()
 
-    [problem] = [v["problem"] for v in recorder.status.get("bad").desync.values()]
+    [problem] = [v.desync.facts.problem for v in recorder.status.get("bad").desync.values()]
     assert problem.startswith("CheckpointError: ") and f"{bad}/{case.named}" in problem and case.says in problem
-    assert recorder.status.get("good").desync[q]["last_heal"]["outcome"] == "healed"
+    assert recorder.status.get("good").desync[q].last_heal.outcome == "healed"
     assert yt.get_consumer_offsets(c, q) == {0: 10, 1: 10}  # the sound query was healed
     assert yt.get_consumer_offsets(bad_c, bad_q) == {0: 5, 1: 5} and snapshot(bad) == before  # nothing lost
 
@@ -268,7 +268,7 @@ def test_offsets_past_the_queues_end_are_found_alerted_and_never_healed(yt, clus
     case.make(yt, q, c)
     registry = CollectorRegistry()
     recorder = Recorder(Metrics(registry), StatusStore())
-    check = DesyncCheck(cluster_uri, recorder, [DesyncTarget("job", str(location), heal=True)])
+    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, [QueryTarget("job", str(location), heal=True)]))
 
     check.run()
     code = main(["desync", "heal", "--checkpoint", str(location), "--stopped", "--cluster", cluster_uri])
@@ -276,7 +276,7 @@ def test_offsets_past_the_queues_end_are_found_alerted_and_never_healed(yt, clus
 
     labels = {"query": "job", "queue": q, "partition": str(case.partition), "state": case.state}
     assert registry.get_sample_value("opsd_desync_state", labels) == 1
-    assert recorder.status.get("job").desync[q]["last_heal"]["outcome"] == "refused_ahead_of_queue"
+    assert recorder.status.get("job").desync[q].last_heal.outcome == "refused_ahead_of_queue"
     assert (code, "Traceback" in out + err) == (1, False) and "refused_ahead_of_queue" in out
     assert yt.get_consumer_offsets(c, q) == case.expected_consumer  # no loss: the consumer did not move
 

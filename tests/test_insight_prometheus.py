@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_support import PROMETHEUS, query_until_present
 
 from opsd.checks.desync.check import DesyncCheck
-from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.lag.check import LagCheck
+from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
@@ -29,10 +29,10 @@ def opsd_server(yt, yt_root: str, cluster_uri: str, tmp_path: Path) -> Iterator[
     metrics = Metrics(CollectorRegistry())
     recorder = Recorder(metrics, StatusStore())
     now = [1000.0]
-    targets = [DesyncTarget("job", location, heal=True)]
-    lag = LagCheck(cluster_uri, recorder, targets, clock=lambda: now[0])
+    targets = [QueryTarget("job", location, heal=True)]
+    lag = LagCheck(recorder, PositionsCollector(cluster_uri, targets, clock=lambda: now[0]))
     lag.run()
-    DesyncCheck(cluster_uri, recorder, targets).run()
+    DesyncCheck(recorder, PositionsCollector(cluster_uri, targets)).run()
     yt.insert_rows(q, [{"data": "x", "n": i} for i in range(20)])
     now[0] += 10
     lag.run()

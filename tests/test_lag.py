@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from opsd.checks.desync.collect import DesyncTarget
-from opsd.checks.lag.check import LagCheck, view
+from opsd.checks.lag.check import LagCheck
 from opsd.checks.lag.collect import Timestamps, timestamp_seconds
 from opsd.checks.lag.evaluate import evaluate, row_written_at
 from opsd.checks.lag.facts import PartitionSample, Point, QuerySample
 from opsd.checks.lag.history import History
+from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.observe.recorder import Recorder
-from opsd.observe.status import StatusStore
+from opsd.observe.status import StatusStore, jsonable
 from opsd.telemetry.metrics import Metrics
 from tests.checkpoint_support import write_checkpoint
 from tests.conftest import make_queue
@@ -63,7 +63,7 @@ def test_time_to_drain_uses_rates_averaged_over_the_window() -> None:
 def test_a_query_that_is_not_draining_has_infinite_time_to_drain() -> None:
     lag = evaluate(sample(100.0, 50, 400), [Point.of(sample(0.0, 0, 200))], 300)
 
-    assert math.isinf(lag.time_to_drain_seconds) and view(lag)["time_to_drain_seconds"] == "+Inf"
+    assert math.isinf(lag.time_to_drain_seconds) and jsonable(lag)["time_to_drain_seconds"] == "+Inf"
 
 
 def test_the_history_keeps_spaced_points_within_its_reach() -> None:
@@ -92,14 +92,16 @@ def test_the_check_reads_timestamps_of_unread_rows_and_records_lag(yt, yt_root: 
     recorder = Recorder(Metrics(registry), StatusStore())
     now = time.time() + 30
 
-    [lag] = LagCheck(cluster_uri, recorder, [DesyncTarget("job", str(location))], clock=lambda: now).run()
+    positions = PositionsCollector(cluster_uri, [QueryTarget("job", str(location))], clock=lambda: now)
+    [lag] = LagCheck(recorder, positions).run()
 
     assert [(p.unread_rows, p.lag_seconds == pytest.approx(30, abs=5)) for p in lag.partitions] == [(0, False),
                                                                                                    (20, True)]
     labels = {"query": "job", "queue": q, "partition": "1"}
     assert registry.get_sample_value("opsd_queue_unread_rows", labels) == 20
     assert registry.get_sample_value("opsd_queue_lag_seconds", {**labels, "partition": "0"}) == 0
-    assert recorder.status.get("job").lag["backlog_rows"] == 20
+    assert recorder.status.get("job").lag.backlog_rows == 20
+    assert recorder.status.to_json()["queries"]["job"]["lag"]["backlog_rows"] == 20
 
 
 def test_a_partition_behind_on_the_first_sample_has_unknown_lag_not_zero() -> None:

@@ -14,6 +14,7 @@ from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest, next_partitions, sample_bytes_per_row
 from opsd.checks.oom.evaluate import ModelSettings, PlannedBatch
+from opsd.checks.positions.collect import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import PartitionOffsets
 from opsd.observe.recorder import Recorder
@@ -55,8 +56,8 @@ def started(yt, yt_root, cluster_uri):
         "name": "p", "source": {"path": queue, "options": {"consumer_path": consumer}},
         "sink": {"format": "console"}, "restart": {"initial_backoff_seconds": 0.01}}]})
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
-    oom = OomCheck(config, recorder, NoSparkUi(), SPARK_CONF)
-    tuner = AutotuneCheck(cluster_uri, recorder, autotune_targets(config))
+    oom = OomCheck(recorder, PositionsCollector(config.cluster), config, NoSparkUi(), SPARK_CONF)
+    tuner = AutotuneCheck(recorder, PositionsCollector(cluster_uri), autotune_targets(config))
     return config, recorder, oom, tuner, f"{yt_root}/c_tuning"
 
 

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 import opsd
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
+from opsd.checks.positions.collect import PositionsCollector
 from opsd.config.models import OpsdConfig
 from tests.conftest import make_queue
 from tests.helpers_pipelines import wait_until
@@ -44,7 +45,8 @@ def watched(spark, yt, yt_root, cluster_uri, tmp_path):
     config = OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [
         {"name": "oom_watched", "source": {"path": queue, "options": {"consumer_path": consumer}},
          "sink": {"format": "console"}}]})
-    check = OomCheck(config, monitor.recorder, SparkRest(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId),
+    rest = SparkRest(spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId)
+    check = OomCheck(monitor.recorder, PositionsCollector(config.cluster), config, rest,
                      dict(spark.sparkContext.getConf().getAll()))
     yield monitor, check
     monitor.detach()
@@ -66,7 +68,7 @@ def test_the_next_batch_is_judged_from_the_measured_peaks_and_the_cap_in_force(w
     assert registry.get_sample_value("opsd_oom_batch_bytes", {"query": "oom_watched"}) == evaluation.batch.bytes
     assert monitor.recorder.status.get("oom_watched").oom_risk == evaluation.risk
     # /status carries the verdict with its confidence: the expected peak inside its interval, the bound = risk x limit.
-    shown = monitor.recorder.status.get("oom_watched").oom
+    shown = monitor.recorder.status.to_json()["queries"]["oom_watched"]["oom"]
     assert shown["confidence"] == check.settings.confidence == 0.99 and shown["risk"] == evaluation.risk
     heap_shown = shown["pools"]["jvm_heap"]
     low, high = heap_shown["peak_interval_bytes"]

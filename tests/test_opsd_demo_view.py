@@ -18,13 +18,15 @@ from opsd.demo.view import (
     next_steps,
     summary,
 )
+from opsd.observe.status import QueryStatus
 
 QUERY = {"active": True, "last_batch_id": 4, "backlog_rows": 1200, "max_rows_per_partition": 20000,
          "dyn_batch_size": 50000, "last_progress": {"batch_id": 4, "num_input_rows": 3000, "duration_seconds": 1.25}}
 
 
 def snapshot(elapsed: float = 3.0, **query: object) -> Snapshot:
-    return Snapshot(elapsed, produced=6000, written=4800, query={**QUERY, **query}, url="http://h:1",
+    return Snapshot(elapsed, produced=6000, written=4800, query=QueryStatus("demo", **{**QUERY, **query}),
+                    url="http://h:1",
                     log_file="/x/demo.log", activity="Processing new data")
 
 
@@ -50,7 +52,7 @@ def test_the_facts_are_what_opsd_knows_of_the_query() -> None:
 
 
 def test_facts_opsd_does_not_know_yet_say_so() -> None:
-    empty = Snapshot(0.5, 0, 0, {}, None, "/x/demo.log")
+    empty = Snapshot(0.5, 0, 0, None, None, "/x/demo.log")
 
     assert dict(facts(empty))["backlog rows"] == "unknown"
     assert dict(facts(empty))["last batch"] == "none yet"
@@ -92,7 +94,8 @@ def test_the_summary_counts_are_the_last_snapshots() -> None:
 @pytest.mark.hostile
 def test_hostile_text_in_the_view_is_shown_as_text_on_a_terminal_and_piped() -> None:
     hostile = "[/oops] [link=https://evil.example]x[/link] \x1b]0;pwned\x07\r"
-    shot = Snapshot(3.0, produced=1, written=1, query=QUERY, url=None, log_file=f"/x/{hostile}.log", activity=hostile)
+    shot = Snapshot(3.0, produced=1, written=1, query=QueryStatus("demo", **QUERY), url=None,
+                    log_file=f"/x/{hostile}.log", activity=hostile)
     for terminal in (True, False):
         out = io.StringIO()
         with Display(Console(file=out, force_terminal=terminal, width=300)) as display:

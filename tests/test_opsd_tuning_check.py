@@ -29,7 +29,7 @@ def _recorder() -> Recorder:
 
 def test_without_a_document_the_options_and_conf_are_in_force(cluster_uri, yt_root):
     recorder = _recorder()
-    found = TuningCheck(_config(cluster_uri, yt_root), recorder).run()
+    found = TuningCheck(recorder, _config(cluster_uri, yt_root)).run()
     assert found == {"tuned": (500, 2000), "console": (None, None)}
     assert recorder.status.get("tuned").max_rows_per_partition == 500
     gauge = recorder.metrics.registry.get_sample_value("opsd_tuning_dyn_batch_size", {"query": "tuned"})
@@ -38,7 +38,7 @@ def test_without_a_document_the_options_and_conf_are_in_force(cluster_uri, yt_ro
 
 def test_the_tuning_document_wins_and_is_re_read_at_every_run(cluster_uri, yt_root, yt):
     recorder = _recorder()
-    check = TuningCheck(_config(cluster_uri, yt_root), recorder)
+    check = TuningCheck(recorder, _config(cluster_uri, yt_root))
     write_tuning(yt, f"{yt_root}/c_tuning", max_rows_per_partition=80)
     assert check.run()["tuned"] == (80, 2000)
     write_tuning(yt, f"{yt_root}/c_tuning", dyn_batch_size=300)
@@ -49,7 +49,7 @@ def test_the_tuning_document_wins_and_is_re_read_at_every_run(cluster_uri, yt_ro
 
 def test_dyn_batch_size_is_clamped_to_the_rows_per_transaction_limit_as_the_sink_does(cluster_uri, yt_root, yt):
     recorder = _recorder()
-    check = TuningCheck(_config(cluster_uri, yt_root), recorder)
+    check = TuningCheck(recorder, _config(cluster_uri, yt_root))
     write_tuning(yt, f"{yt_root}/c_tuning", dyn_batch_size=250_000)
     assert check.run()["tuned"] == (500, 100_000)
 
@@ -63,4 +63,4 @@ def test_a_sink_with_its_own_tuning_path_is_read_from_that_document(cluster_uri,
     })
     write_tuning(yt, f"{yt_root}/c_tuning", max_rows_per_partition=70, dyn_batch_size=111)
     write_tuning(yt, f"{yt_root}/sink_t", dyn_batch_size=222)
-    assert TuningCheck(config, _recorder()).run()["split"] == (70, 222)
+    assert TuningCheck(_recorder(), config).run()["split"] == (70, 222)

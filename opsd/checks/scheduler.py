@@ -1,6 +1,7 @@
-"""The check scheduler: periodic checks (watchdog, tuning, desync, lag, OOM risk, autotune) on APScheduler 3.x.
+"""The check scheduler: the periodic checks (watchdog, tuning, desync, lag, OOM risk, the auto-tuner; built in
+`opsd.checks.registry`) on APScheduler 3.x.
 
-Each check is a zero-argument callable. A run is counted and timed; a failing run is logged
+Each check runs as a zero-argument callable. A run is counted and timed; a failing run is logged
 (``check_failed``) and counted, never raised, so one broken check cannot stop the others or the
 watched queries. Runs of one check never overlap (``max_instances=1``) and missed runs collapse
 into one (``coalesce=True``): a check that is late should run once, not catch up.

@@ -18,12 +18,13 @@ from rich.table import Table
 from rich.text import Text
 
 from opsd.checks.desync.apply import apply
-from opsd.checks.desync.check import collect_target, targets_for, view
-from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.desync.decide import HealDecision, HealOutcome, decide
-from opsd.checks.desync.evaluate import QueueDesync, evaluate
+from opsd.checks.desync.evaluate import evaluate
+from opsd.checks.positions.collect import QueryTarget, collect_target, targets_for
 from opsd.cli.common import CliError
 from opsd.config.load import ConfigError, load_config
+from opsd.observe.results import QueueDesync
+from opsd.observe.status import jsonable
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
 from streaming_core.checkpoint import newest_batch
@@ -55,12 +56,12 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     heal.set_defaults(handler=heal_desync)
 
 
-def resolve_target(args: argparse.Namespace) -> tuple[str | None, DesyncTarget]:
+def resolve_target(args: argparse.Namespace) -> tuple[str | None, QueryTarget]:
     """(cluster URI, target) from `QUERY --config` or `--checkpoint`; `CliError` names what is missing."""
     if bool(args.query) == bool(args.checkpoint):
         raise CliError("name a query (QUERY --config FILE) or a checkpoint (--checkpoint LOCATION), not both")
     if args.checkpoint:
-        return args.cluster, DesyncTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
+        return args.cluster, QueryTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
     if not args.config:
         raise CliError(f"query {args.query!r}: give the config file that names it (--config FILE)")
     try:
@@ -78,7 +79,7 @@ def show_desync(args: argparse.Namespace) -> int:
     with connect(uri or default_uri()) as cluster:
         desyncs = [evaluate(f) for f in collect_target(cluster, target)]
     if args.json:
-        print(json.dumps(redact({d.facts.queue: view(d) for d in desyncs}), indent=2))
+        print(json.dumps(redact(jsonable({d.facts.queue: d for d in desyncs})), indent=2))
     else:
         console, shown = Console(), Shown()
         console.print(desync_table(desyncs, shown))

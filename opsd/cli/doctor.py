@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from opsd.checks.desync.collect import DesyncTarget
+from opsd.checks.positions.collect import QueryTarget
 from opsd.cli.common import DEFAULT_URL
 from opsd.config.load import load_config
 from opsd.doctor.diagnose import diagnose
@@ -67,7 +67,7 @@ def examine(args: argparse.Namespace) -> Report:
             queries = from_config(cluster, config, time.time())
         return diagnose(args.config, queries, lambda q: f"opsd desync heal {q} --config {args.config}")
     if args.checkpoint:
-        target = DesyncTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
+        target = QueryTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
         with connect(args.cluster) as cluster:
             queries = from_targets(cluster, [target], time.time())
         flags = "".join(f" --{k} {v}" for k, v in (("queue", args.queue), ("consumer", args.consumer),

@@ -63,7 +63,7 @@ def status_command(args: argparse.Namespace) -> int:
     else:
         console = Console()
         console.print(status_view(document, console.width))
-    failed = any(state_word(q) == "failed" for q in _queries(document).values())
+    failed = any(query_state(q) == "failed" for q in _queries(document).values())
     return PIPELINE_FAILED if failed else 0
 
 
@@ -95,7 +95,7 @@ def _queries(document: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
 def _facts(query: Mapping[str, Any], now: float) -> dict[str, str]:
     """One query's facts in words, by column; the failure's lines (error, whether final) under `failure`."""
     last = query.get("last_progress_at")
-    facts = {"state": state_word(query), "batch": _count(query.get("last_batch_id"), "-"),
+    facts = {"state": query_state(query), "batch": _count(query.get("last_batch_id"), "-"),
              "last batch": _age(now - last) if isinstance(last, int | float) else "-",
              "backlog": _count(query.get("backlog_rows"), "unknown"), "restarts": _count(query.get("restarts"), "0")}
     if facts["state"] == "failed":
@@ -131,6 +131,14 @@ def _blocks(facts: list[tuple[str, dict[str, str]]], shown: Shown) -> list[Any]:
             lines += [f"  {'error'.ljust(label)}{shown.line(error)}", f"  {''.ljust(label)}{shown.line(final)}"]
         parts.append(Text("\n".join(lines) + "\n", overflow="fold"))
     return parts
+
+
+def query_state(query: Mapping[str, Any]) -> str:
+    """`state_word` of a query's entry of the `/status` document."""
+    return state_word(active=bool(query.get("active")), crash_loop=bool(query.get("crash_loop")),
+                      stalled=bool(query.get("stalled")),
+                      failed=bool(query.get("exception_class") or query.get("exception")),
+                      started=query.get("started_at") is not None)
 
 
 def _age(seconds: float) -> str:

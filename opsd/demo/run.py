@@ -84,10 +84,9 @@ def _watch(app: Running, cluster: Cluster, producer: Producer, settings: DemoSet
     started = time.monotonic()
 
     def snapshot() -> Snapshot:
-        queries = app.monitor.recorder.status.to_json()["queries"]
         query = app.runner.supervisors[0].query
         return Snapshot(time.monotonic() - started, producer.produced, rows_in_result(cluster),
-                        queries.get(PIPELINE, {}), app.monitor.url, log_file,
+                        app.monitor.recorder.status.get(PIPELINE), app.monitor.url, log_file,
                         query.status["message"] if query is not None else "starting the query")
 
     with display:

@@ -1,17 +1,17 @@
 """What the demo shows: its rows of facts (counters and what opsd knows of the query), the backlog bar, the live
 display (redrawn in place on a terminal, plain periodic lines when piped) and the closing summary.
 
-Every fact is one entry of `ROWS`: a label and how to read it from a `Snapshot`. Showing another fact of the query's
-`/status` entry (desync, lag, OOM risk) is one more entry reading its field.
+Every fact is one entry of `ROWS`: a label and how to read it from a `Snapshot`. A fact opsd learns later (desync,
+lag, OOM risk) is one more entry reading its field of the query's status.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -19,18 +19,18 @@ from rich.table import Table
 from rich.text import Text
 
 from opsd.demo.scenario import QUEUE, RESULT
-from opsd.observe.status import state_word
+from opsd.observe.status import QueryStatus
 from opsd.telemetry.terminal import Shown
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What the demo knows at one moment; `query` is the pipeline's entry of opsd's `/status` document."""
+    """What the demo knows at one moment; `query` is the pipeline's status in opsd (None before opsd knows it)."""
 
     elapsed_seconds: float
     produced: int
     written: int
-    query: Mapping[str, Any]
+    query: QueryStatus | None
     url: str | None
     log_file: str
     #: What Spark says the query is doing now ("Processing new data", "Waiting for next trigger").
@@ -38,11 +38,11 @@ class Snapshot:
 
     @property
     def batches(self) -> int:
-        return batches_done(self.query.get("last_batch_id"))
+        return batches_done(self.query.last_batch_id if self.query else None)
 
     @property
     def backlog(self) -> int | None:
-        return self.query.get("backlog_rows")
+        return self.query.backlog_rows if self.query else None
 
 
 def batches_done(last_batch_id: int | None) -> int:
@@ -55,7 +55,7 @@ def _count(value: int | None) -> str:
 
 
 def _last_batch(s: Snapshot) -> str:
-    last = s.query.get("last_progress") or {}
+    last = (s.query.last_progress if s.query else None) or {}
     if not last:
         return "none yet"
     duration = last.get("duration_seconds")
@@ -70,10 +70,10 @@ ROWS: tuple[tuple[str, Callable[[Snapshot], str]], ...] = (
     ("batches done", lambda s: f"{s.batches:,}"),
     ("last batch", _last_batch),
     ("backlog rows", lambda s: _count(s.backlog)),
-    ("query", lambda s: state_word(s.query) if s.query else "starting"),
+    ("query", lambda s: s.query.state if s.query else "starting"),
     ("activity", lambda s: s.activity),
-    ("max rows/partition", lambda s: _count(s.query.get("max_rows_per_partition"))),
-    ("dyn batch size", lambda s: _count(s.query.get("dyn_batch_size"))),
+    ("max rows/partition", lambda s: _count(s.query.max_rows_per_partition if s.query else None)),
+    ("dyn batch size", lambda s: _count(s.query.dyn_batch_size if s.query else None)),
     ("metrics", lambda s: f"{s.url}/metrics" if s.url else "-"),
     ("logs", lambda s: s.log_file),
 )

@@ -9,11 +9,13 @@ or stopped-for-good query, and a next batch predicted near or past a memory limi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.report import Finding, Severity
+from opsd.observe.status import json_number
 
 #: `opsd desync heal ...` for a query, as the user can run it where the doctor's facts came from.
 HealCommand = Callable[[str], str]
@@ -97,7 +99,7 @@ def _desync(queue: str, desync: Mapping[str, Any], heal: str) -> list[tuple[Seve
 
 def _lag(facts: Mapping[str, Any]) -> list[tuple[Severity, str, str]]:
     lag = facts.get("lag") or {}
-    if lag.get("time_to_drain_seconds") != "+Inf" or not lag.get("backlog_rows"):
+    if json_number(lag.get("time_to_drain_seconds")) != math.inf or not lag.get("backlog_rows"):
         return []
     cap = facts.get("max_rows_per_partition")
     now = f" (now {cap})" if cap else " (now unlimited)"

@@ -8,20 +8,19 @@ unknown unless nothing is unread; a config also gives the tuning values in force
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from opsd.checks.autotune.check import recommend
 from opsd.checks.autotune.check import targets_for as autotune_targets
-from opsd.checks.desync.check import collect_target, targets_for
-from opsd.checks.desync.check import view as desync_view
-from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.desync.evaluate import evaluate as evaluate_desync
-from opsd.checks.lag.check import view as lag_view
 from opsd.checks.lag.collect import collect as collect_lag
 from opsd.checks.lag.evaluate import evaluate as evaluate_lag
+from opsd.checks.positions.collect import QueryTarget, Reading, collect, targets_for
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
 from opsd.config.models import OpsdConfig
+from opsd.observe.status import jsonable
 from streaming_core.cluster import Cluster
 
 
@@ -30,25 +29,33 @@ def from_status(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: dict(q) for name, q in (document.get("queries") or {}).items()}
 
 
-def from_targets(cluster: Cluster, targets: Iterable[DesyncTarget], at: float) -> dict[str, dict[str, Any]]:
-    """Desync and lag of each target, read now."""
-    facts = [f for t in targets for f in collect_target(cluster, t)]
+def read_positions(cluster: Cluster, targets: Iterable[QueryTarget], at: float) -> Reading:
+    """The targets' positions, read now as the checks read them (never healed: the doctor changes nothing)."""
+    return collect(cluster, [replace(t, heal=False) for t in targets], None, at)
+
+
+def from_targets(cluster: Cluster, targets: Iterable[QueryTarget], at: float,
+                 reading: Reading | None = None) -> dict[str, dict[str, Any]]:
+    """Desync and lag of each target, read now (or from `reading`)."""
+    reading = reading or read_positions(cluster, targets, at)
     queries: dict[str, dict[str, Any]] = {}
-    for f in facts:
-        queries.setdefault(f.query, {"desync": {}})["desync"][f.queue] = desync_view(evaluate_desync(f))
-    for sample in collect_lag(cluster, facts, at):
-        queries[sample.query]["lag"] = lag_view(evaluate_lag(sample, (), window_seconds=0))
+    for q in reading.queues:
+        queries.setdefault(q.query, {"desync": {}})["desync"][q.queue] = jsonable(evaluate_desync(q))
+    for sample in collect_lag(cluster, reading.queues, reading.at):
+        queries[sample.query]["lag"] = jsonable(evaluate_lag(sample, (), window_seconds=0))
     return queries
 
 
 def from_config(cluster: Cluster, config: OpsdConfig, at: float) -> dict[str, dict[str, Any]]:
     """Every pipeline and watched query of a config: desync, lag, the tuning values in force and the auto-tuner's
     recommendation (from what the cluster shows: no batch history offline)."""
-    queries = {p.name: {} for p in config.pipelines} | from_targets(cluster, targets_for(config), at)
+    reading = read_positions(cluster, targets_for(config), at)
+    queries = {p.name: {} for p in config.pipelines} | from_targets(cluster, (), at, reading)
     for pipeline in config.pipelines:
         values = collect_tuning(cluster, sources_for(pipeline, dict(config.spark.conf)))
         queries[pipeline.name].update(max_rows_per_partition=values.max_rows_per_partition,
                                       dyn_batch_size=values.dyn_batch_size)
     for target in autotune_targets(config):
-        queries.setdefault(target.query, {})["autotune"] = recommend(cluster, target)
+        decisions = recommend(cluster, target, positions=reading.of(target.query))
+        queries.setdefault(target.query, {})["autotune"] = jsonable(decisions)
     return queries

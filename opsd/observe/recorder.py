@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import singledispatchmethod
-from typing import Any
 
 import structlog
 
@@ -23,6 +23,7 @@ from opsd.observe.events import (
 )
 from opsd.observe.failures import failure_message
 from opsd.observe.progress import BatchProgress
+from opsd.observe.results import DesyncEntry, Direction, Heal, OomVerdict, QueryLag, QueueDesync, TunerDecision
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
 from opsd.telemetry.metrics import Metrics
 
@@ -241,70 +242,82 @@ class Recorder:
             log.info("tuning_in_force", query=query, max_rows_per_partition=current.max_rows_per_partition,
                      dyn_batch_size=current.dyn_batch_size)
 
-    def record_desync(self, query: str, queue: str, view: Mapping[str, Any]) -> None:
-        """One queue's desync, as the desync check's JSON-ready `view` (`state`, `partitions: {p: {state,
-        difference_rows, ...}}`); logs `desync_state_changed` for every partition whose state changed."""
+    def record_desync(self, desync: QueueDesync) -> None:
+        """One queue's desync (the desync check's result); logs `desync_state_changed` for every partition whose
+        state changed. The queue's last heal is kept. A gauge whose value did not change is not set again (the
+        check runs over every partition of every query)."""
+        query, queue = desync.facts.query, desync.facts.queue
         current = self.status.get(query)
         before = dict((current.desync or {}) if current else {})
-        old = (before.get(queue) or {}).get("partitions", {})
-        for partition, now in view.get("partitions", {}).items():
-            labels = {"query": query, "queue": queue, "partition": partition}
-            self.metrics.desync_rows.labels(**labels).set(now["difference_rows"])
-            previous = (old.get(partition) or {}).get("state")
-            if previous and previous != now["state"]:
-                self.metrics.desync_state.labels(**labels, state=previous).set(0)
-            self.metrics.desync_state.labels(**labels, state=now["state"]).set(1)
-            if previous != now["state"]:
-                log.info("desync_state_changed", query=query, queue=queue, partition=int(partition),
-                         state=now["state"], previous=previous, difference_rows=now["difference_rows"])
-        last_heal = (before.get(queue) or {}).get("last_heal")
-        before[queue] = {**view, "last_heal": last_heal}
+        entry = before.get(queue) or DesyncEntry()
+        old = {p.facts.partition: p for p in entry.desync.partitions} if entry.desync else {}
+        for p in desync.partitions:
+            partition, state, seen = p.facts.partition, p.state, old.get(p.facts.partition)
+            previous = seen.state if seen else None
+            if seen is not None and previous == state and seen.difference_rows == p.difference_rows:
+                continue
+            labels = {"query": query, "queue": queue, "partition": str(partition)}
+            self.metrics.desync_rows.labels(**labels).set(p.difference_rows)
+            if previous == state:
+                continue
+            if previous:
+                self.metrics.desync_state.labels(**labels, state=previous.value).set(0)
+            self.metrics.desync_state.labels(**labels, state=state.value).set(1)
+            log.info("desync_state_changed", query=query, queue=queue, partition=partition, state=state.value,
+                     previous=previous and previous.value, difference_rows=p.difference_rows)
+        before[queue] = replace(entry, desync=desync)
         self.status.update(query, desync=before)
 
-    def record_heal(self, query: str, queue: str, outcome: str, moves: Mapping[str, Any]) -> None:
-        """A heal of a queue's consumer and its outcome (`moves`: `{partition: [old, new]}`)."""
+    def record_heal(self, query: str, queue: str, outcome: str, moves: Mapping[int, tuple[int, int]]) -> None:
+        """A heal of a queue's consumer and its outcome (`moves`: `{partition: (old, new)}`)."""
         self.metrics.desync_heals.labels(query=query, queue=queue, outcome=outcome).inc()
         current = self.status.get(query)
         desync = dict((current.desync or {}) if current else {})
-        desync[queue] = {**desync.get(queue, {}), "last_heal": {"outcome": outcome, "at": self.clock(), "moves": moves}}
+        desync[queue] = replace(desync.get(queue) or DesyncEntry(), last_heal=Heal(outcome, self.clock(), moves))
         self.status.update(query, desync=desync)
 
-    def record_lag(self, query: str, view: Mapping[str, Any]) -> None:
-        """A query's backlog, lag and time to drain, as the lag check's JSON-ready `view` (`queues: {queue:
-        {partition: {unread_rows, lag_seconds}}}`, the rates and `time_to_drain_seconds`, `"+Inf"` when not
-        draining; None where unknown)."""
-        m = self.metrics
-        for queue, partitions in view.get("queues", {}).items():
-            for partition, lag in partitions.items():
-                labels = {"query": query, "queue": queue, "partition": partition}
-                m.queue_unread_rows.labels(**labels).set(lag["unread_rows"])
-                if lag["lag_seconds"] is not None:
-                    m.queue_lag_seconds.labels(**labels).set(lag["lag_seconds"])
-        for family, key in ((m.queue_input_rows_per_second, "input_rows_per_second"),
-                            (m.queue_read_rows_per_second, "processed_rows_per_second"),
-                            (m.time_to_drain_seconds, "time_to_drain_seconds")):
-            if view.get(key) is not None:
-                family.labels(query=query).set(float(view[key]))
-        self.status.update(query, lag=dict(view))
+    def record_lag(self, lag: QueryLag) -> None:
+        """A query's backlog, lag and time to drain (the lag check's result; None where unknown). A partition's gauges
+        are set when their values changed."""
+        m, query = self.metrics, lag.query
+        current = self.status.get(query)
+        old = {(p.queue, p.partition): p for p in current.lag.partitions} if current and current.lag else {}
+        for p in lag.partitions:
+            seen = old.get((p.queue, p.partition))
+            if seen == p:
+                continue
+            labels = {"query": query, "queue": p.queue, "partition": str(p.partition)}
+            if seen is None or seen.unread_rows != p.unread_rows:
+                m.queue_unread_rows.labels(**labels).set(p.unread_rows)
+            if p.lag_seconds is not None and (seen is None or seen.lag_seconds != p.lag_seconds):
+                m.queue_lag_seconds.labels(**labels).set(p.lag_seconds)
+        for family, value in ((m.queue_input_rows_per_second, lag.input_rows_per_second),
+                              (m.queue_read_rows_per_second, lag.processed_rows_per_second),
+                              (m.time_to_drain_seconds, lag.time_to_drain_seconds)):
+            if value is not None:
+                family.labels(query=query).set(value)
+        self.status.update(query, lag=lag)
 
-    def record_autotune(self, query: str, knob: str, view: Mapping[str, Any], inputs: Mapping[str, Any]) -> None:
-        """One auto-tuner decision, as the tuner's JSON-ready `view` (`current`, `recommended`, `direction`,
-        `reason`, `mode`, `applied`, `bounds`): counted, exported, kept on the status and logged with its `inputs`
-        (a hold at debug level: it repeats at every run); an applied change also becomes the value in force."""
-        m, direction = self.metrics, view["direction"]
-        m.autotune_decisions.labels(query=query, knob=knob, direction=direction, reason=view["reason"]).inc()
-        if view["recommended"] is not None:
-            m.autotune_recommended.labels(query=query, knob=knob).set(view["recommended"])
-        for bound, value in zip(("min", "max"), view["bounds"], strict=True):
+    def record_autotune(self, decision: TunerDecision) -> None:
+        """One auto-tuner decision: counted, exported, kept on the status (stamped with the recorder's clock) and
+        logged with its `inputs` (a hold at debug level: it repeats at every run); an applied change also becomes the
+        value in force."""
+        d, m = decision.decision, self.metrics
+        query, knob, direction = d.query, d.knob, d.direction
+        m.autotune_decisions.labels(query=query, knob=knob, direction=direction.value, reason=d.reason).inc()
+        if d.recommended is not None:
+            m.autotune_recommended.labels(query=query, knob=knob).set(d.recommended)
+        for bound, value in zip(("min", "max"), decision.bounds, strict=True):
             m.autotune_bound.labels(query=query, knob=knob, bound=bound).set(value)
         status = self.status.get(query)
-        views = dict((status.autotune or {}) if status else {})
-        views[knob] = {**view, "at": self.clock()}
-        self.status.update(query, autotune=views)
-        (log.debug if direction == "hold" else log.info)(
-            "autotune_decision", query=query, knob=knob, **{k: v for k, v in view.items() if k != "bounds"}, **inputs)
-        if view["applied"]:
-            self.record_tuning(query, **{knob: view["recommended"]})
+        decisions = dict((status.autotune or {}) if status else {})
+        decisions[knob] = replace(decision, at=self.clock())
+        self.status.update(query, autotune=decisions)
+        (log.debug if direction == Direction.HOLD else log.info)(
+            "autotune_decision", query=query, knob=knob, current=d.current, recommended=d.recommended,
+            direction=direction.value, reason=d.reason, mode=decision.mode, applied=decision.applied, **d.inputs)
+        if decision.applied:
+            self.record_tuning(query, **{knob: d.recommended})
 
     def record_replan(self, query: str, batch_id: int, refused: str | None) -> None:
         """The tuner planned a failed run's batch again (down: under the cut cap), or refused to (hold)."""
@@ -327,12 +340,12 @@ class Recorder:
             m.oom_observed_peak_bytes.labels(**labels).set(observed_peak_bytes)
 
     def record_oom(self, query: str, *, risk: float, batch_bytes: float, safe_max_rows_per_partition: int | None,
-                   target_risk: float, view: Mapping[str, Any] | None = None) -> None:
+                   target_risk: float, verdict: OomVerdict | None = None) -> None:
         """The OOM check's verdict for a query's next batch: its highest risk over the pools and the safe cap, and
-        the verdict per pool with its confidence (`view`, JSON-ready) for `/status`."""
+        the verdict per pool with its confidence (`verdict`) for `/status`."""
         previous = self.status.get(query)
         self.status.update(query, oom_risk=risk, safe_max_rows_per_partition=safe_max_rows_per_partition,
-                           oom=None if view is None else dict(view))
+                           oom=verdict)
         self.metrics.oom_batch_bytes.labels(query=query).set(batch_bytes)
         if safe_max_rows_per_partition is not None:
             self.metrics.oom_safe_max_rows_per_partition.labels(query=query).set(safe_max_rows_per_partition)

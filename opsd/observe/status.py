@@ -1,18 +1,23 @@
 """The status store: in-memory status of every known query, what `/status` shows and `/readyz` judges.
 
-The recorder (listener thread), the runner (restarts), the scheduler (watchdog, tuning) and the HTTP
-threads all touch it, so the store hands out immutable :class:`QueryStatus` snapshots and applies
-changes under one lock.
+The recorder (listener thread, the runner's restarts, the scheduled checks) is its only writer; the checks, the HTTP
+threads and the demo read it, so the store hands out immutable :class:`QueryStatus` snapshots and applies changes
+under one lock. A status holds the checks' results as their frozen types (`opsd.observe.results`); JSON is made only
+where it leaves the process, by `jsonable` (`StatusStore.to_json` for `/status`, the doctor's `--json`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import threading
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from opsd.observe.progress import PartitionOffsets
+from opsd.observe.results import DesyncEntry, OomVerdict, QueryLag, TunerDecision
 
 #: Batches of a query kept in `QueryStatus.recent_batches`.
 RECENT_BATCHES = 32
@@ -50,15 +55,15 @@ class QueryStatus:
     trigger_interval_seconds: float | None = None
     max_rows_per_partition: int | None = None
     dyn_batch_size: int | None = None
-    # Per queue: the desync check's view (state, partitions, last heal) and the lag check's (backlog, lag, drain).
-    desync: Mapping[str, Any] | None = None
-    lag: Mapping[str, Any] | None = None
+    # Per queue: the desync check's result and the last heal; the lag check's result (backlog, lag, drain).
+    desync: Mapping[str, DesyncEntry] | None = None
+    lag: QueryLag | None = None
     # Per knob: the auto-tuner's latest decision (current, recommended, direction, reason, mode, bounds).
-    autotune: Mapping[str, Any] | None = None
+    autotune: Mapping[str, TunerDecision] | None = None
     oom_risk: float | None = None
     safe_max_rows_per_partition: int | None = None
     # The OOM check's verdict per pool: expected peak, its interval at the confidence, probability over the limit.
-    oom: Mapping[str, Any] | None = None
+    oom: OomVerdict | None = None
 
     @property
     def progress_since(self) -> float | None:
@@ -75,6 +80,12 @@ class QueryStatus:
     def failed(self) -> bool:
         """Terminated with an exception (and not restarted since)."""
         return not self.active and self.exception is not None
+
+    @property
+    def state(self) -> str:
+        """The query's state in a word or two (`state_word`)."""
+        return state_word(active=self.active, crash_loop=self.crash_loop, stalled=self.stalled,
+                          failed=bool(self.exception_class or self.exception), started=self.started_at is not None)
 
 
 def _latest(*times: float | None) -> float | None:
@@ -124,14 +135,41 @@ class StatusStore:
 
     def to_json(self) -> dict[str, Any]:
         """The ``/status`` document."""
-        return {"queries": {name: asdict(status) for name, status in sorted(self.snapshot().items())}}
+        return {"queries": {name: jsonable(status) for name, status in sorted(self.snapshot().items())}}
 
 
-def state_word(query: Mapping[str, Any]) -> str:
-    """A query's state in a word or two, the most urgent first, from its entry of the `/status` document (what
-    `opsd status` and the demo show)."""
-    if query.get("active"):
-        return "crash loop" if query.get("crash_loop") else "stalled" if query.get("stalled") else "running"
-    if query.get("exception_class") or query.get("exception"):
+#: How `jsonable` writes an infinite float, which JSON cannot carry, and `json_number` reads it back.
+INFINITIES = {"+Inf": math.inf, "-Inf": -math.inf}
+
+
+def jsonable(value: Any) -> Any:
+    """The one serializer of what leaves the process as JSON (`/status`, `opsd doctor --json`): a typed result by
+    its `to_json` shape, another dataclass by its fields, an enum by its value, mapping keys as strings, tuples as
+    lists, and an infinite float as the string `"+Inf"` (`"-Inf"`), which JSON cannot carry."""
+    if hasattr(value, "to_json") and not isinstance(value, type):
+        return jsonable(value.to_json())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and math.isinf(value):
+        return next(text for text, inf in INFINITIES.items() if inf == value)
+    return value
+
+
+def json_number(value: Any) -> Any:
+    """A number of a document `jsonable` made (a daemon's `/status`), with infinities as floats again."""
+    return INFINITIES.get(value, value) if isinstance(value, str) else value
+
+
+def state_word(*, active: bool, crash_loop: bool, stalled: bool, failed: bool, started: bool) -> str:
+    """A query's state in a word or two, the most urgent first (what `opsd status` and the demo show)."""
+    if active:
+        return "crash loop" if crash_loop else "stalled" if stalled else "running"
+    if failed:
         return "failed"
-    return "stopped" if query.get("started_at") is not None else "not started"
+    return "stopped" if started else "not started"

@@ -19,18 +19,13 @@ from pathlib import Path
 import structlog
 from pyspark.sql import SparkSession
 
-from opsd.checks.autotune.check import AutotuneCheck
-from opsd.checks.autotune.check import targets_for as autotune_targets
-from opsd.checks.desync.check import DesyncCheck, targets_for
-from opsd.checks.lag.check import LagCheck
-from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
 from opsd.checks.oom.sampler import MemorySampler
-from opsd.checks.tuning.check import TuningCheck
+from opsd.checks.registry import BeforeStart, SparkMemory
 from opsd.config.models import OpsdConfig
 from opsd.config.spark import spark_defaults, spark_environment
-from opsd.runtime.monitor import Monitor, attach, recent_progress
-from opsd.runtime.runner import BeforeStart, Runner
+from opsd.runtime.monitor import Monitor, start_monitor
+from opsd.runtime.runner import Runner
 from opsd.telemetry.http import check_port_free
 from opsd.telemetry.logs import children_write_to
 from streaming_core import build_session
@@ -55,39 +50,29 @@ def session_for(config: OpsdConfig) -> SparkSession:
 
 def monitor_for(spark: SparkSession, config: OpsdConfig, teardown: contextlib.ExitStack
                 ) -> tuple[Monitor, list[BeforeStart]]:
-    """`attach` with the config's endpoint and checks, plus the tuning values of the config's pipelines, the
-    offset desync and lag of its pipelines and watched queries (desync healed where the config enables it), the
-    OOM risk of their next batches (from the Spark UI's REST API, when the UI is on; in local mode with the memory
-    sampler, stopped by `teardown`) and the auto-tuner. Returns the hooks the runner calls before every start: the
-    OOM check's verdict first, then the tuner that reads it."""
+    """The monitor with the config's endpoint and checks (`opsd.checks.registry`): the watchdog, the tuning values
+    of the config's pipelines, the offset desync and lag of its pipelines and watched queries (desync healed where the
+    config enables it), the OOM risk of their next batches (from the Spark UI's REST API, when the UI is on; in local
+    mode with the memory sampler, stopped by `teardown`) and the auto-tuner. Returns the hooks the runner calls
+    before every start: the OOM check's verdict first, then the tuner that reads it."""
     checks = config.checks
-    monitor = attach(spark, host=config.http.host, port=config.http.port, policy=checks.progress_policy(),
-                     watchdog_seconds=checks.watchdog_seconds, desync_seconds=checks.desync_seconds,
-                     lag_seconds=checks.lag_seconds)
-    check = TuningCheck(config, monitor.recorder)
-    monitor.scheduler.run_check("tuning", check.run)  # values known from the start, not after one interval
-    monitor.scheduler.add_check("tuning", check.run, checks.tuning_seconds)
-    targets, progress = targets_for(config), recent_progress(spark)
-    desync = DesyncCheck(config.cluster, monitor.recorder, targets, progress)
-    monitor.scheduler.add_check("desync", desync.run, checks.desync_seconds)
-    lag = LagCheck(config.cluster, monitor.recorder, targets, progress, checks)
-    monitor.scheduler.add_check("lag", lag.run, checks.lag_seconds)
-    hooks: list[BeforeStart] = []
+    monitor = start_monitor(spark, checks, config=config, memory=spark_memory(spark, config, teardown),
+                            host=config.http.host, port=config.http.port)
+    return monitor, monitor.checks.before_start
+
+
+def spark_memory(spark: SparkSession, config: OpsdConfig, teardown: contextlib.ExitStack) -> SparkMemory | None:
+    """What the OOM check measures the session's memory by; None (and a warning) when the Spark UI is off."""
     context = spark.sparkContext
     if context.uiWebUrl is None:
         log.warning("oom_check_disabled", reason="spark.ui.enabled=false", effect="no memory peaks to read")
-    else:
-        conf = dict(context.getConf().getAll())
-        sampler = None
-        if conf.get("spark.master", config.spark.master).startswith("local"):  # the executor's processes are ours
-            sampler = MemorySampler.for_spark(context).start()
-            teardown.callback(_logged, "memory_sampler_stop", sampler.stop)
-        oom = OomCheck(config, monitor.recorder, SparkRest(context.uiWebUrl, context.applicationId), conf, sampler)
-        monitor.scheduler.add_check("oom", oom.run, checks.oom_risk_seconds)
-        hooks.append(oom.before_start)
-    tuner = AutotuneCheck(config.cluster, monitor.recorder, autotune_targets(config))
-    monitor.scheduler.add_check("autotune", tuner.run, checks.autotune_seconds)
-    return monitor, [*hooks, tuner.before_start]
+        return None
+    conf = dict(context.getConf().getAll())
+    sampler = None
+    if conf.get("spark.master", config.spark.master).startswith("local"):  # the executor's processes are ours
+        sampler = MemorySampler.for_spark(context).start()
+        teardown.callback(_logged, "memory_sampler_stop", sampler.stop)
+    return SparkMemory(SparkRest(context.uiWebUrl, context.applicationId), conf, sampler)
 
 
 @dataclass

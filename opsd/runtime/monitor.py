@@ -1,9 +1,9 @@
 """`opsd.attach(spark)`: opsd's monitoring for any Spark session with one call, and `detach()` to undo it.
 
 Wires the pieces together: metrics (one registry), the status store, the recorder, the listener that
-never blocks Spark, the HTTP endpoint and the scheduled checks (the stalled-query watchdog, the offset desync and lag
-of the running queries found from their progress; later checks plug in with `Monitor.scheduler.add_check`).
-`opsd run` and `opsd demo` use the same object.
+never blocks Spark, the HTTP endpoint and the scheduled checks, built by `opsd.checks.registry` (for a session alone:
+the stalled-query watchdog, the offset desync and lag of the running queries found from their progress). `opsd run`
+and `opsd demo` start the same object with their config's checks (`start_monitor`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from prometheus_client import CollectorRegistry
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from opsd.checks.desync.check import DesyncCheck
-from opsd.checks.health.check import Watchdog
-from opsd.checks.lag.check import LagCheck
+from opsd.checks.registry import Checks, SparkMemory, build_checks
 from opsd.checks.scheduler import CheckScheduler
+from opsd.config.models import ChecksSettings, OpsdConfig
 from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy, readiness_probe
 from opsd.observe.recorder import Recorder
@@ -45,6 +44,7 @@ class Monitor:
     listener: OpsdListener
     scheduler: CheckScheduler
     http: OpsHttpServer | None
+    checks: Checks
 
     @property
     def url(self) -> str | None:
@@ -80,9 +80,28 @@ def attach(
     Queries already running are known from the start, under their names. When a step fails (the HTTP port is
     taken, say), whatever was started is stopped again and the error raised: a failed attach leaves nothing.
     """
+    settings = ChecksSettings(watchdog_seconds=watchdog_seconds, desync_seconds=desync_seconds,
+                              lag_seconds=lag_seconds)
+    return start_monitor(spark, settings, registry=registry, host=host, port=port, policy=policy, clock=clock)
+
+
+def start_monitor(
+    spark: SparkSession,
+    settings: ChecksSettings,
+    *,
+    config: OpsdConfig | None = None,
+    memory: SparkMemory | None = None,
+    registry: CollectorRegistry | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = 0,
+    policy: ProgressPolicy | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Monitor:
+    """`attach` with the checks `opsd.checks.registry` builds for `config` (None: the session's running queries
+    alone) and `memory` (what the OOM check measures the session by; None: no OOM check)."""
     metrics = Metrics(registry or CollectorRegistry())
     recorder = Recorder(metrics, StatusStore(), clock=clock)
-    policy = policy or ProgressPolicy()
+    policy = policy or settings.progress_policy()
     listener = OpsdListener(recorder, metrics)
     scheduler = CheckScheduler(metrics)
     with contextlib.ExitStack() as undo:
@@ -98,17 +117,17 @@ def attach(
             recorder.record_running(query.name, query.id, query.runId)
         spark.streams.addListener(listener)
         undo.callback(spark.streams.removeListener, listener)
-        scheduler.add_check("watchdog", Watchdog(recorder, policy, clock=clock).run, watchdog_seconds)
-        cluster, progress = spark.conf.get(CONF_CLUSTER, None), recent_progress(spark)
-        scheduler.add_check("desync", DesyncCheck(cluster, recorder, progress=progress).run, desync_seconds)
-        scheduler.add_check("lag", LagCheck(cluster, recorder, progress=progress, clock=clock).run, lag_seconds)
+        cluster = config.cluster if config is not None else spark.conf.get(CONF_CLUSTER, None)
+        checks = build_checks(recorder, settings, config=config, cluster_uri=cluster, progress=recent_progress(spark),
+                              memory=memory, policy=policy, clock=clock)
+        checks.schedule(scheduler)
         scheduler.start()
         undo.callback(scheduler.shutdown, wait=False)
         if http:
             http.start()
         undo.pop_all()
     log.info("opsd_attached", url=http.url if http else None)
-    return Monitor(spark, metrics, recorder, listener, scheduler, http)
+    return Monitor(spark, metrics, recorder, listener, scheduler, http, checks)
 
 
 def recent_progress(spark: SparkSession) -> Callable[[], Mapping[str, list[dict[str, Any]]]]:

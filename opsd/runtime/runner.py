@@ -23,15 +23,13 @@ import structlog
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from opsd.checks.registry import BeforeStart
 from opsd.config.models import PipelineConfig, RestartPolicy
 from opsd.observe.failures import Failure, classify, failure_text
 from opsd.observe.recorder import Recorder
 from opsd.runtime.pipeline import start_query
 
 log = structlog.get_logger(__name__)
-
-#: Called with the pipeline's name and the text of the failure that ended its last run (None at the first start).
-BeforeStart = Callable[[str, str | None], object]
 
 #: A query that ran this long before failing is considered healthy again: its backoff starts over.
 HEALTHY_RUN_SECONDS = 60.0

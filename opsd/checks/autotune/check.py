@@ -9,29 +9,22 @@ One query's failure is logged and never stops the others.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable
-from typing import Any
 
 import structlog
 
 from opsd.checks.autotune.apply import apply, replan
 from opsd.checks.autotune.collect import AutotuneTarget, collect, replan_policy
-from opsd.checks.autotune.decide import (
-    DYN_BATCH_SIZE,
-    MAX_ROWS,
-    Decision,
-    Direction,
-    Replan,
-    TunerMemory,
-    decide,
-    decide_replan,
-    remember,
-)
+from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_ROWS, Replan, TunerMemory, decide, decide_replan, remember
 from opsd.checks.autotune.evaluate import evaluate
+from opsd.checks.positions.collect import PositionsCollector, Reading
 from opsd.checks.tuning.collect import TuningSources, sources_for
 from opsd.config.models import OpsdConfig
+from opsd.observe.positions import QueryPositions
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import Decision, Direction, TunerDecision
 from opsd.observe.status import QueryStatus
 from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.tuning import default_tuning_path
@@ -53,21 +46,27 @@ def targets_for(config: OpsdConfig) -> list[AutotuneTarget]:
 
 
 class AutotuneCheck:
-    """`scheduler.add_check("autotune", AutotuneCheck(...).run, interval)`; `before_start` for the runner."""
+    """The auto-tuner of its targets (`opsd.checks.registry` builds it); `before_start` for the runner."""
 
-    def __init__(self, cluster_uri: str | None, recorder: Recorder, targets: Iterable[AutotuneTarget]) -> None:
-        self.cluster_uri = cluster_uri
+    name = "autotune"
+
+    def __init__(self, recorder: Recorder, positions: PositionsCollector, targets: Iterable[AutotuneTarget]) -> None:
         self.recorder = recorder
+        self.positions = positions
         self.targets = {t.query: t for t in targets}
         self.memory: dict[str, TunerMemory] = {}
         self._lock = threading.Lock()  # the scheduler's runs and the runner's before_start share the memory
 
     def run(self) -> list[Decision]:
         """Decide (and apply where the mode says so) for every target; returns the decisions."""
+        return self.evaluate(self.positions.read() if self.targets else Reading(0.0))
+
+    def evaluate(self, reading: Reading) -> list[Decision]:
         done: list[Decision] = []
-        with connect(self.cluster_uri) as cluster:
+        with contextlib.ExitStack() as stack:
+            cluster = stack.enter_context(connect(self.positions.cluster_uri)) if self.targets else None
             for target in self.targets.values():
-                done += self._tune(cluster, target)
+                done += self._tune(cluster, target, positions=reading.of(target.query))
         return done
 
     def before_start(self, query: str, failure: str | None = None) -> list[Decision]:
@@ -75,14 +74,15 @@ class AutotuneCheck:
         target = self.targets.get(query)
         if target is None:
             return []
-        with connect(self.cluster_uri) as cluster:
+        with connect(self.positions.cluster_uri) as cluster:
             return self._tune(cluster, target, failure, stopped=True)
 
-    def _tune(self, cluster: Cluster, target: AutotuneTarget, failure: str | None = None, *,
-              stopped: bool = False) -> list[Decision]:
+    def _tune(self, cluster: Cluster, target: AutotuneTarget, failure: str | None = None, *, stopped: bool = False,
+              positions: QueryPositions | None = None) -> list[Decision]:
         with self._lock:
             try:
-                facts = collect(cluster, target, self.recorder.status.get(target.query), failure, stopped=stopped)
+                status = self.recorder.status.get(target.query)
+                facts = collect(cluster, target, status, failure, stopped=stopped, positions=positions)
                 evaluation = evaluate(facts, target.settings)
                 memory = self.memory.get(target.query, TunerMemory())
                 decisions = decide(evaluation, memory, target.settings)
@@ -94,7 +94,7 @@ class AutotuneCheck:
                 return []
             self.memory[target.query] = remember(memory, decisions, evaluation, applied=applying)
         for d in decisions:
-            self.recorder.record_autotune(d.query, d.knob, view(d, target, applied=applying), d.inputs)
+            self.recorder.record_autotune(recorded(d, target, applied=applying))
         if applying and stopped:
             cap = next((d.recommended for d in decisions if d.knob == MAX_ROWS), None)
             self._replan(cluster, target, decide_replan(evaluation, cap))
@@ -112,18 +112,17 @@ class AutotuneCheck:
         self.recorder.record_replan(target.query, decision.batch_id, decision.refused)
 
 
-def recommend(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None = None) -> dict[str, Any]:
-    """What the tuner would decide now, per knob as `view`s, without applying anything (`opsd doctor`)."""
-    evaluation = evaluate(collect(cluster, target, status), target.settings)
-    return {d.knob: view(d, target, applied=False) for d in decide(evaluation, TunerMemory(), target.settings)}
+def recommend(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None = None,
+              positions: QueryPositions | None = None) -> dict[str, TunerDecision]:
+    """What the tuner would decide now, per knob, without applying anything (`opsd doctor`)."""
+    evaluation = evaluate(collect(cluster, target, status, positions=positions), target.settings)
+    return {d.knob: recorded(d, target, applied=False) for d in decide(evaluation, TunerMemory(), target.settings)}
 
 
-def view(decision: Decision, target: AutotuneTarget, *, applied: bool) -> dict[str, Any]:
-    """A decision as JSON-ready data: what `/status`, the metrics and `opsd doctor` show."""
-    direction = decision.direction
-    return {"current": decision.current, "recommended": decision.recommended, "direction": direction.value,
-            "reason": decision.reason, "mode": target.mode, "applied": applied and direction != Direction.HOLD,
-            "bounds": list(bounds(target, decision.knob))}
+def recorded(decision: Decision, target: AutotuneTarget, *, applied: bool) -> TunerDecision:
+    """A decision with what the status shows beside it: the mode, whether it was applied, the knob's bounds."""
+    return TunerDecision(decision, target.mode, applied and decision.direction != Direction.HOLD,
+                         bounds(target, decision.knob))
 
 
 def bounds(target: AutotuneTarget, knob: str) -> tuple[int, int]:

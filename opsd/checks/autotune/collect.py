@@ -1,7 +1,7 @@
-"""Collect what the auto-tuner decides from, per query: its recent batches, backlog and time to drain (the lag check's
-view), OOM risk and safe cap and its last failure (all from the status store, where the listener and the checks
-record them), the values in force (read like the tuning check reads them) and the sink's write statistics of the
-last batch (`streaming_core.write_stats`).
+"""Collect what the auto-tuner decides from, per query: its recent batches, backlog (from the cycle's positions) and
+time to drain (the lag check's result), OOM risk and safe cap and its last failure (all from the status store, where
+the listener and the checks record them), the values in force (read like the tuning check reads them) and the sink's
+write statistics of the last batch (`streaming_core.write_stats`).
 
 The OOM check records `oom_risk` (0..1) and `safe_max_rows_per_partition` on the query's status; until it
 does, both are unknown (`MemoryLimit()`) and the tuner is conservative about them (`opsd.checks.autotune.decide`).
@@ -14,10 +14,8 @@ the same rows (`foreachBatch`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
@@ -25,6 +23,7 @@ from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
 from opsd.checks.tuning.collect import TuningSources
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.config.models import AutotuneSettings, PipelineConfig
+from opsd.observe.positions import QueryPositions
 from opsd.observe.status import QueryStatus
 from streaming_core.checkpoint import Checkpoint, checkpoint_files, has_state, read_checkpoint
 from streaming_core.cluster import Cluster
@@ -99,11 +98,6 @@ def batches(status: QueryStatus | None) -> tuple[Batch, ...]:
     return tuple(found)
 
 
-def _drain(lag: Mapping[str, Any]) -> float | None:
-    value = lag.get("time_to_drain_seconds")
-    return math.inf if value == "+Inf" else None if value is None else float(value)
-
-
 def memory_limit(status: QueryStatus | None) -> MemoryLimit:
     if status is None:
         return MemoryLimit()
@@ -152,14 +146,25 @@ def planned_rows(cluster: Cluster, checkpoint: Checkpoint) -> int | None:
     return largest
 
 
+def backlog_rows(status: QueryStatus | None, positions: QueryPositions | None) -> int | None:
+    """The query's unread rows: from this cycle's positions, else the lag check's last result, else the last
+    progress event's."""
+    known = positions.backlog_rows if positions is not None else None
+    if known is not None:
+        return known
+    if status is None:
+        return None
+    return status.lag.backlog_rows if status.lag is not None else status.backlog_rows
+
+
 def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None,
-            failure: str | None = None, *, stopped: bool = False) -> Facts:
+            failure: str | None = None, *, stopped: bool = False, positions: QueryPositions | None = None) -> Facts:
     """The query's facts; `failure` is the text of a failure the caller saw before the status did (the runner,
-    before it restarts the query, `stopped`: only then is the checkpoint's planned batch read)."""
+    before it restarts the query, `stopped`: only then is the checkpoint's planned batch read); `positions`: the
+    cycle's positions of the query, when it has them."""
     failure = failure or (status.exception if status is not None and status.failed else None)
     in_force = collect_tuning(cluster, target.tuning)
-    lag = (status.lag if status else None) or {}
-    backlog = lag.get("backlog_rows", status.backlog_rows if status else None)
+    lag = status.lag if status else None
     return Facts(
         query=target.query,
         mode=target.mode,
@@ -168,8 +173,8 @@ def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None
         batches=batches(status),
         reads_queue=target.tuning.source_document is not None,
         trigger_interval_seconds=status.trigger_interval_seconds if status else None,
-        backlog_rows=backlog,
-        time_to_drain_seconds=_drain(lag),
+        backlog_rows=backlog_rows(status, positions),
+        time_to_drain_seconds=lag.time_to_drain_seconds if lag is not None else None,
         memory=memory_limit(status),
         failure=failure,
         failed_run=None if failure is None else (status and status.run_id) or failure,

@@ -31,42 +31,17 @@ when tasks failed elsewhere (the source, a transform: no evidence about rows per
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from opsd.checks.autotune.evaluate import Evaluation
 from opsd.checks.autotune.facts import Facts
+from opsd.observe.results import Decision, Direction
 
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
 
 MAX_ROWS, DYN_BATCH_SIZE = "max_rows_per_partition", "dyn_batch_size"
-
-
-class Direction(StrEnum):
-    UP = "up"
-    DOWN = "down"
-    HOLD = "hold"
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One knob's decision: the value recommended (the current one when holding) and why."""
-
-    query: str
-    knob: str
-    current: int | None
-    recommended: int | None
-    reason: str
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def direction(self) -> Direction:
-        if self.recommended is None or self.recommended == self.current:
-            return Direction.HOLD
-        return Direction.UP if self.current is None or self.recommended > self.current else Direction.DOWN
 
 
 @dataclass(frozen=True)

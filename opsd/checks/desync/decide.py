@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from opsd.checks.desync.evaluate import AHEAD_OF_QUEUE, DesyncState, QueueDesync
+from opsd.observe.results import AHEAD_OF_QUEUE, DesyncState, QueueDesync
 
 
 class HealOutcome(StrEnum):

@@ -1,6 +1,6 @@
 """Evaluate desync: one state per partition from the collected facts. Pure: no cluster, no clock.
 
-States, in rising severity (a queue's state is its worst partition's):
+States (`opsd.observe.results.DesyncState`), in rising severity (a queue's state is its worst partition's):
 - `in_sync`: the consumer is at the committed batch's end;
 - `lagging_one_batch`: behind it, but not behind the previous batch's end — the source acknowledges a batch
   only when it plans the next one, so an idle query (and an `availableNow` run) leaves exactly this;
@@ -17,65 +17,17 @@ States, in rising severity (a queue's state is its worst partition's):
   (`streaming_core.cluster.BeyondQueueEndError`).
 
 A queue's row count only grows while it lives, and the checkpoint and the consumer are read before the queue's
-counters (`opsd.checks.desync.collect`), so the last two states never come from timing: offsets past the end are
+counters (`opsd.checks.positions.collect`), so the last two states never come from timing: offsets past the end are
 offsets of another queue.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-
-from opsd.checks.desync.facts import PartitionFacts, QueueFacts
+from opsd.observe.positions import PartitionPositions, QueuePositions
+from opsd.observe.results import DesyncState, PartitionDesync, QueueDesync
 
 
-class DesyncState(StrEnum):
-    IN_SYNC = "in_sync"
-    LAGGING_ONE_BATCH = "lagging_one_batch"
-    STUCK = "stuck"
-    CONSUMER_AHEAD = "consumer_ahead"
-    BEHIND_TRIM = "behind_trim"
-    CONSUMER_AHEAD_OF_QUEUE = "consumer_ahead_of_queue"
-    CHECKPOINT_AHEAD_OF_QUEUE = "checkpoint_ahead_of_queue"
-
-
-#: Every state, in rising severity (the metric's one-hot `state` label takes these values).
-STATES: tuple[DesyncState, ...] = tuple(DesyncState)
-#: States whose offsets lie past the queue's end: alerted, never healed.
-AHEAD_OF_QUEUE = frozenset({DesyncState.CONSUMER_AHEAD_OF_QUEUE, DesyncState.CHECKPOINT_AHEAD_OF_QUEUE})
-
-
-@dataclass(frozen=True)
-class PartitionDesync:
-    """A partition's state; `difference_rows` = checkpoint's next row - consumer offset (< 0: consumer ahead)."""
-
-    facts: PartitionFacts
-    state: DesyncState
-
-    @property
-    def difference_rows(self) -> int:
-        return self.facts.checkpoint_next - self.facts.consumer_offset
-
-
-@dataclass(frozen=True)
-class QueueDesync:
-    """A queue of a query with its partitions' states."""
-
-    facts: QueueFacts
-    partitions: tuple[PartitionDesync, ...]
-
-    @property
-    def state(self) -> DesyncState | None:
-        """The worst partition's state; None when nothing could be judged (see `facts.problem`)."""
-        return max(self.partitions, key=lambda p: STATES.index(p.state)).state if self.partitions else None
-
-    @property
-    def idle(self) -> bool:
-        """Nothing is written past the checkpoint: the query has no next batch to plan."""
-        return all(p.facts.row_count <= p.facts.checkpoint_next for p in self.partitions)
-
-
-def partition_state(f: PartitionFacts) -> DesyncState:
+def partition_state(f: PartitionPositions) -> DesyncState:
     if f.checkpoint_next > f.row_count:
         return DesyncState.CHECKPOINT_AHEAD_OF_QUEUE
     if f.consumer_offset > f.row_count:
@@ -91,5 +43,5 @@ def partition_state(f: PartitionFacts) -> DesyncState:
     return DesyncState.LAGGING_ONE_BATCH
 
 
-def evaluate(facts: QueueFacts) -> QueueDesync:
+def evaluate(facts: QueuePositions) -> QueueDesync:
     return QueueDesync(facts, tuple(PartitionDesync(p, partition_state(p)) for p in facts.partitions))

@@ -12,7 +12,9 @@ from opsd.observe.recorder import Recorder
 
 
 class Watchdog:
-    """The scheduled check: `scheduler.add_check("watchdog", watchdog.run, interval)`."""
+    """The stalled-query watchdog (`opsd.checks.registry` builds it)."""
+
+    name = "watchdog"
 
     def __init__(
         self,

@@ -1,69 +1,54 @@
-"""The scheduled lag check: collect (the desync facts' next rows and queue counters, `$timestamp`) -> evaluate
-(unread rows, lag seconds, smoothed rates, time to drain) -> record. It decides nothing and changes nothing.
+"""The scheduled lag check: collect (the cycle's positions, `$timestamp`) -> evaluate (unread rows, lag seconds,
+smoothed rates, time to drain) -> record. It decides nothing and changes nothing.
 
-It samples the same queries as the desync check and keeps each one's offset-to-time history between runs.
+It evaluates the same positions as the desync check and keeps each query's offset-to-time history between runs.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Iterable
-from typing import Any
+import contextlib
 
-from opsd.checks.desync.check import ProgressSource, collect_queries
-from opsd.checks.desync.collect import DesyncTarget
 from opsd.checks.lag.collect import Timestamps, collect
-from opsd.checks.lag.evaluate import QueryLag, evaluate
+from opsd.checks.lag.evaluate import evaluate
 from opsd.checks.lag.facts import Point
 from opsd.checks.lag.history import History
+from opsd.checks.positions.collect import PositionsCollector, Reading
 from opsd.config.models import ChecksSettings
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import QueryLag
 from streaming_core.cluster import connect
 
 
 class LagCheck:
-    """`scheduler.add_check("lag", LagCheck(...).run, interval)`."""
+    """Backlog, lag and time to drain of every query whose positions are read (`opsd.checks.registry` builds it)."""
 
-    def __init__(self, cluster_uri: str | None, recorder: Recorder, targets: Iterable[DesyncTarget] = (),
-                 progress: ProgressSource | None = None, settings: ChecksSettings | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    name = "lag"
+
+    def __init__(self, recorder: Recorder, positions: PositionsCollector, settings: ChecksSettings | None = None
+                 ) -> None:
         settings = settings or ChecksSettings()
-        self.cluster_uri = cluster_uri
         self.recorder = recorder
-        self.targets = list(targets)
-        self.progress = progress
+        self.positions = positions
         self.window_seconds = settings.lag_window_seconds
         self.history = History(settings.lag_history_seconds, settings.lag_window_seconds)
         self.timestamps = Timestamps()
-        self.clock = clock
 
     def run(self) -> list[QueryLag]:
         """Record every query's lag; returns them."""
-        with connect(self.cluster_uri) as cluster:
-            facts = [f for f, _ in collect_queries(cluster, self.targets, self.progress)]
-            samples = collect(cluster, facts, self.clock(), self.timestamps)
+        return self.evaluate(self.positions.read())
+
+    def evaluate(self, reading: Reading) -> list[QueryLag]:
+        queues = reading.queues
+        with contextlib.ExitStack() as stack:
+            cluster = stack.enter_context(connect(self.positions.cluster_uri)) \
+                if any(q.timestamped and q.partitions for q in queues) else None
+            samples = collect(cluster, queues, reading.at, self.timestamps)
         found = []
         for sample in samples:
             lag = evaluate(sample, self.history.points(sample.query), self.window_seconds)
             self.history.add(sample.query, Point.of(sample))
-            self.recorder.record_lag(sample.query, view(lag))
+            self.recorder.record_lag(lag)
             found.append(lag)
         self.history.forget_others({s.query for s in samples})
         return found
 
-
-def view(lag: QueryLag) -> dict[str, Any]:
-    """A query's lag as JSON-ready data (`+Inf` for a query that is not draining)."""
-    drain = lag.time_to_drain_seconds
-    queues: dict[str, dict[str, Any]] = {}
-    for p in lag.partitions:
-        queues.setdefault(p.queue, {})[str(p.partition)] = {"unread_rows": p.unread_rows,
-                                                            "lag_seconds": p.lag_seconds}
-    return {
-        "backlog_rows": lag.backlog_rows,
-        "time_to_drain_seconds": "+Inf" if drain is not None and math.isinf(drain) else drain,
-        "input_rows_per_second": lag.input_rows_per_second,
-        "processed_rows_per_second": lag.processed_rows_per_second,
-        "queues": queues,
-    }

@@ -1,6 +1,6 @@
 """Collect lag samples: per query the next row to read of each partition — the committed checkpoint's end, or the
-consumer's offset when that is further (the source's own rule) — from the desync check's facts, and the
-`$timestamp` of that row where the queue has the column.
+consumer's offset when that is further (the source's own rule) — from the cycle's positions
+(`opsd.checks.positions`), and the `$timestamp` of that row where the queue has the column.
 
 A row's `$timestamp` costs one read, so `Timestamps` remembers it while the row stays a partition's next one and
 reads at most a budget of new ones per run; the partitions past the budget get their lag from the sampled history
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from opsd.checks.desync.facts import QueueFacts
 from opsd.checks.lag.facts import PartitionSample, QuerySample
+from opsd.observe.positions import QueuePositions
 from streaming_core.cluster import Cluster, ClusterError
 from streaming_core.cluster.schema import TIMESTAMP
 
@@ -65,21 +65,18 @@ class Timestamps:
         return stamp
 
 
-def collect(cluster: Cluster, facts: Iterable[QueueFacts], at: float,
+def collect(cluster: Cluster | None, queues: Iterable[QueuePositions], at: float,
             timestamps: Timestamps | None = None) -> list[QuerySample]:
-    """One sample per query at time `at`, over all its queues."""
+    """One sample per query at time `at`, over all its queues; `cluster` reads the `$timestamp`s of queues that have
+    it (None when none has: nothing more is read)."""
     timestamps = timestamps or Timestamps()
     timestamps.start_run()
     by_query: dict[str, list[PartitionSample]] = {}
-    stamped: dict[str, bool] = {}
-    for f in facts:
-        if f.queue not in stamped and f.partitions:
-            stamped[f.queue] = TIMESTAMP in cluster.get_schema(f.queue).names
+    for f in queues:
         parts = by_query.setdefault(f.query, [])
         for p in f.partitions:
-            next_row = max(p.checkpoint_next, p.consumer_offset)
-            first_unread = max(next_row, p.trimmed_row_count)
+            first_unread = max(p.next_row, p.trimmed_row_count)
             stamp = timestamps.of(cluster, f.queue, p.partition, first_unread) \
-                if first_unread < p.row_count and stamped[f.queue] else None
-            parts.append(PartitionSample(f.queue, p.partition, next_row, p.row_count, p.trimmed_row_count, stamp))
+                if cluster is not None and first_unread < p.row_count and f.timestamped else None
+            parts.append(PartitionSample(f.queue, p.partition, p.next_row, p.row_count, p.trimmed_row_count, stamp))
     return [QuerySample(query, at, tuple(parts)) for query, parts in by_query.items()]

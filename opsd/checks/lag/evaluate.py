@@ -13,42 +13,11 @@ time is a parameter, the history a tuple of past samples.
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from opsd.checks.lag.facts import PartitionSample, Point, QuerySample
+from opsd.observe.results import PartitionLag, QueryLag
 from streaming_core.offsets import unread_rows
-
-
-@dataclass(frozen=True)
-class PartitionLag:
-    queue: str
-    partition: int
-    unread_rows: int
-    lag_seconds: float | None
-
-
-@dataclass(frozen=True)
-class QueryLag:
-    query: str
-    partitions: tuple[PartitionLag, ...]
-    input_rows_per_second: float | None
-    processed_rows_per_second: float | None
-
-    @property
-    def backlog_rows(self) -> int:
-        return sum(p.unread_rows for p in self.partitions)
-
-    @property
-    def time_to_drain_seconds(self) -> float | None:
-        """None until two samples give the rates."""
-        if self.backlog_rows == 0:
-            return 0.0
-        if self.input_rows_per_second is None or self.processed_rows_per_second is None:
-            return None
-        net = self.processed_rows_per_second - self.input_rows_per_second
-        return self.backlog_rows / net if net > 0 else math.inf
 
 
 def row_written_at(row: int, key: tuple[str, int], points: Sequence[Point]) -> float | None:

@@ -44,13 +44,16 @@ from opsd.checks.oom.evaluate import (
     planned_batch,
 )
 from opsd.checks.oom.sampler import MemorySampler
+from opsd.checks.positions.collect import PositionsCollector, Reading
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
 from opsd.config.models import OpsdConfig
 from opsd.observe.failures import memory_pool
+from opsd.observe.progress import PartitionOffsets
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import OomVerdict, PoolVerdict
 from opsd.observe.status import QueryStatus
-from streaming_core.cluster import ClusterError, connect
+from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.options import CONSUMER_PATH
 
 log = structlog.get_logger(__name__)
@@ -76,16 +79,22 @@ class _QueryMemory:
     #: The failed run (its run id, else its termination time or text) last observed: a failure is observed once.
     last_failed_run: str | float | None = None
     last_evaluation: Evaluation | None = None
+    #: Bytes per row of the rows the last batch read, and those rows (a new batch's rows are sampled again).
+    bytes_per_row: tuple[tuple[PartitionOffsets, ...], float | None] | None = None
 
 
 class OomCheck:
-    """`scheduler.add_check("oom", OomCheck(config, recorder, rest, conf).run, interval)`."""
+    """The OOM risk of every query's next batch (`opsd.checks.registry` builds it); `before_start` for the runner."""
 
-    def __init__(self, config: OpsdConfig, recorder: Recorder, rest: SparkRest, spark_conf: Mapping[str, str],
-                 sampler: MemorySampler | None = None) -> None:
-        """`spark_conf`: the session's conf in force (`spark.sparkContext.getConf().getAll()`), for the limits;
+    name = "oom"
+
+    def __init__(self, recorder: Recorder, positions: PositionsCollector, config: OpsdConfig, rest: SparkRest,
+                 spark_conf: Mapping[str, str], sampler: MemorySampler | None = None) -> None:
+        """`positions`: the cycle's positions (the trimmed row counts of the queues whose rows are sampled);
+        `spark_conf`: the session's conf in force (`spark.sparkContext.getConf().getAll()`), for the limits;
         `sampler`: the running memory sampler of a local-mode session (None elsewhere)."""
         self.recorder = recorder
+        self.positions = positions
         self.rest = rest
         self.sampler = sampler
         master = spark_conf.get("spark.master", config.spark.master)
@@ -94,7 +103,6 @@ class OomCheck:
         self.target_risk = config.checks.oom_risk_target
         self.settings = ModelSettings(half_life_batches=config.checks.oom_half_life_batches,
                                       confidence=config.checks.oom_confidence)
-        self.cluster_uri = config.cluster
         conf = dict(config.spark.conf)
         self.sources = {p.name: (p.source.path, p.source.options[CONSUMER_PATH], sources_for(p, conf))
                         for p in config.pipelines if p.source.format == "yt" and p.source.options.get(CONSUMER_PATH)}
@@ -103,22 +111,35 @@ class OomCheck:
 
     def run(self) -> dict[str, Evaluation]:
         """Evaluate every query that read a yt queue; returns the evaluations for logs, tests and doctor."""
-        with self._lock:
-            return self._run()
-
-    def _run(self) -> dict[str, Evaluation]:
         queries = {name: s for name, s in self.recorder.status.snapshot().items() if s.partitions}
+        return self.evaluate(self.positions.read(), queries) if queries else {}
+
+    def evaluate(self, reading: Reading, queries: Mapping[str, QueryStatus] | None = None) -> dict[str, Evaluation]:
+        """Evaluate `queries` (default: every query of the status that read a yt queue) with the reading's positions."""
+        if queries is None:
+            queries = {name: s for name, s in self.recorder.status.snapshot().items() if s.partitions}
         if not queries:
             return {}
-        stages = self.rest.stages()
-        found = {}
-        with connect(self.cluster_uri) as cluster:
-            for name, status in queries.items():
-                bytes_per_row = sample_bytes_per_row(cluster, status.partitions)
-                if bytes_per_row is None:
-                    continue
-                found[name] = self._evaluate(status, bytes_per_row, stages)
-        return found
+        with self._lock:
+            stages = self.rest.stages()
+            found = {}
+            with connect(self.positions.cluster_uri) as cluster:
+                for name, status in queries.items():
+                    bytes_per_row = self._bytes_per_row(cluster, status, reading)
+                    if bytes_per_row is None:
+                        continue
+                    found[name] = self._evaluate(status, bytes_per_row, stages)
+            return found
+
+    def _bytes_per_row(self, cluster: Cluster, status: QueryStatus, reading: Reading) -> float | None:
+        """Bytes per row of the rows the query's last batch read: sampled once per batch (the rows do not change)."""
+        memory = self.memory.setdefault(status.name, _QueryMemory())
+        if memory.bytes_per_row is None or memory.bytes_per_row[0] != status.partitions:
+            positions = reading.of(status.name)
+            sampled = sample_bytes_per_row(cluster, status.partitions,
+                                           trimmed=positions.trimmed() if positions else None)
+            memory.bytes_per_row = (status.partitions, sampled)
+        return memory.bytes_per_row[1]
 
     def before_start(self, query: str, failure: str | None = None) -> Evaluation | None:
         """The verdict for the first batch of a run the runner is about to start (`failure`: why the last run
@@ -135,7 +156,7 @@ class OomCheck:
                 return None
 
     def _before_start(self, status: QueryStatus) -> Evaluation | None:
-        with connect(self.cluster_uri) as cluster:
+        with connect(self.positions.cluster_uri) as cluster:
             if status.partitions:  # it ran: the next batch starts where the last one ended
                 bytes_per_row = sample_bytes_per_row(cluster, status.partitions)
                 stages = self.rest.stages() if bytes_per_row is not None else []
@@ -167,7 +188,7 @@ class OomCheck:
                                           limit_bytes=pool.limit_bytes, observed_peak_bytes=pool.observed_peak_bytes)
         self.recorder.record_oom(status.name, risk=result.risk, batch_bytes=batch.bytes, target_risk=self.target_risk,
                                  safe_max_rows_per_partition=result.safe_max_rows_per_partition,
-                                 view=view(result, sampled=self.sampler is not None))
+                                 verdict=verdict(result, sampled=self.sampler is not None))
         return result
 
     def _observe_batch(self, status: QueryStatus, memory: _QueryMemory, bytes_per_row: float, stages: Stages
@@ -205,24 +226,16 @@ class OomCheck:
                 baseline_bytes=judged.baseline_bytes if judged is not None else 0.0))
 
 
-def view(evaluation: Evaluation, *, sampled: bool) -> dict[str, Any]:
-    """The verdict as JSON-ready data for `/status`: per pool the expected peak, its interval at the confidence,
-    the probability it passes the limit, the baseline, the measure and how many batches the fit saw."""
-    return {
-        "risk": evaluation.risk,
-        "confidence": evaluation.confidence,
-        "exceed_probability": evaluation.exceed_probability,
-        "batch_bytes": evaluation.batch.bytes,
-        "safe_max_rows_per_partition": evaluation.safe_max_rows_per_partition,
-        "pools": {p.pool: {
-            "risk": p.risk,
-            "predicted_peak_bytes": p.predicted_peak_bytes,
-            "peak_interval_bytes": [p.peak_low_bytes, p.peak_bound_bytes],
-            "exceed_probability": p.exceed_probability,
-            "limit_bytes": p.limit_bytes,
-            "baseline_bytes": p.baseline_bytes,
-            "observed_peak_bytes": p.observed_peak_bytes,
-            "observations": p.model.observations,
-            "measured_by": MEASURES[sampled and p.pool in SAMPLED_POOLS],
-        } for p in evaluation.pools},
-    }
+def verdict(evaluation: Evaluation, *, sampled: bool) -> OomVerdict:
+    """The verdict the status keeps: per pool the expected peak, its interval at the confidence, the probability it
+    passes the limit, the baseline, the measure and how many batches the fit saw."""
+    return OomVerdict(
+        risk=evaluation.risk, confidence=evaluation.confidence, exceed_probability=evaluation.exceed_probability,
+        batch_bytes=evaluation.batch.bytes, safe_max_rows_per_partition=evaluation.safe_max_rows_per_partition,
+        pools=tuple(PoolVerdict(
+            pool=p.pool, risk=p.risk, predicted_peak_bytes=p.predicted_peak_bytes,
+            peak_interval_bytes=(p.peak_low_bytes, p.peak_bound_bytes), exceed_probability=p.exceed_probability,
+            limit_bytes=p.limit_bytes, baseline_bytes=p.baseline_bytes, observed_peak_bytes=p.observed_peak_bytes,
+            observations=p.model.observations, measured_by=MEASURES[sampled and p.pool in SAMPLED_POOLS],
+        ) for p in evaluation.pools),
+    )

@@ -169,11 +169,12 @@ def batch_usage(facts: StageFacts, sampled: Mapping[str, PoolWindow] | None) -> 
 
 
 def sample_bytes_per_row(cluster: Cluster, partitions: Sequence[PartitionOffsets], max_rows: int = SAMPLE_ROWS, *,
-                         ahead: bool = False) -> float | None:
+                         ahead: bool = False, trimmed: Mapping[str, Mapping[int, int]] | None = None) -> float | None:
     """Arrow bytes per row of up to `max_rows` rows spread over the partitions: the rows last read, or with `ahead`
     the next rows to read (a query about to start). None when none is readable (nothing read yet, nothing ahead,
-    or trimmed away)."""
-    trimmed: dict[str, dict[int, int]] = {}
+    or trimmed away). `trimmed`: the trimmed row counts per queue and partition the cycle's positions hold; the
+    counters of a queue they do not hold are read here."""
+    trimmed = dict(trimmed or {})
     spans = []
     per_partition = max(1, max_rows // max(1, len(partitions)))
     for part in partitions:

@@ -10,9 +10,11 @@ from streaming_core.cluster import connect
 
 
 class TuningCheck:
-    """`scheduler.add_check("tuning", TuningCheck(config, recorder).run, interval)`."""
+    """The values in force of the config's pipelines (`opsd.checks.registry` builds it)."""
 
-    def __init__(self, config: OpsdConfig, recorder: Recorder) -> None:
+    name = "tuning"
+
+    def __init__(self, recorder: Recorder, config: OpsdConfig) -> None:
         self.cluster_uri = config.cluster
         self.recorder = recorder
         self.sources = [sources_for(p, dict(config.spark.conf)) for p in config.pipelines]

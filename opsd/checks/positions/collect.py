@@ -1,0 +1,243 @@
+"""Collect positions: where each query stands on each of its queues, read once per cycle for every check.
+
+A query's positions come from its checkpoint (the queries opsd runs, `watch:` entries) or, for a session opsd is
+attached to, from the progress events of its running queries (their offsets carry the consumer path), where the last
+batch with data gives the committed end (its `endOffset`) and the batch before it (its `startOffset`).
+
+Read order: the checkpoint (or progress), then the consumer, then the queue's counters. A live queue's row count
+only grows and the offsets only ever point at rows that existed when they were written, so offsets read first are
+never past counters read after them — unless they are another queue's (`checkpoint_ahead_of_queue`,
+`consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue.
+
+One query's failure (an unreadable checkpoint, a missing consumer) becomes that query's `problem` and never stops
+the others. `PositionsCollector.read` shares one reading between the checks of a cycle (`max_age_seconds`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import structlog
+
+from opsd.config.models import OpsdConfig
+from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions
+from streaming_core.checkpoint import Checkpoint, read_checkpoint
+from streaming_core.cluster import Cluster, ClusterError, TabletInfo, connect
+from streaming_core.cluster.schema import TIMESTAMP
+from streaming_core.offsets import QueueOffset
+from streaming_core.options import CONSUMER_PATH
+
+log = structlog.get_logger(__name__)
+
+#: `QueuePositions.source` of positions read from progress events.
+FROM_PROGRESS = "progress"
+#: `{query name: its recent progress events as dicts, oldest first}` of the queries running in the session.
+ProgressSource = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
+
+
+@dataclass(frozen=True)
+class QueryTarget:
+    """A query whose positions are read (and whose desync is healed where `heal`). `checkpoint` None: known from
+    progress only; `queue` None: every yt source of the checkpoint; `consumer` None: the `consumer_path` the offsets
+    carry (SPYT's offsets do not: name it)."""
+
+    query: str
+    checkpoint: str | None = None
+    queue: str | None = None
+    consumer: str | None = None
+    heal: bool = False
+
+
+@dataclass(frozen=True)
+class Ends:
+    """A queue's offsets in the newest batches: the committed end, the one before it, a planned end."""
+
+    committed: QueueOffset | None
+    before: QueueOffset | None = None
+    planned: QueueOffset | None = None
+    committed_batch: int | None = None
+    planned_batch: int | None = None
+
+
+def collect_checkpoint(cluster: Cluster, target: QueryTarget, checkpoint: Checkpoint,
+                       schemas: dict[str, bool] | None = None) -> list[QueuePositions]:
+    """Positions of each yt source of the checkpoint (or the target's queue), one `QueuePositions` per queue."""
+    queues = [target.queue] if target.queue else [q.path for q in checkpoint.queues]
+    if not queues:
+        return [QueuePositions(target.query, "", target.consumer or "", checkpoint.location, checkpoint.committed_batch,
+                           None, problem=f"checkpoint {checkpoint.location} has no yt source offsets yet")]
+    found = []
+    for queue in queues:
+        planned = checkpoint.planned
+        ends = Ends(
+            committed=checkpoint.committed.queue(queue) if checkpoint.committed else None,
+            before=checkpoint.before_committed.queue(queue) if checkpoint.before_committed else None,
+            planned=planned.queue(queue) if planned else None,
+            committed_batch=checkpoint.committed_batch,
+            planned_batch=planned.batch_id if planned else None,
+        )
+        facts = queue_positions(cluster, target.query, queue, target.consumer, checkpoint.location, ends, schemas)
+        if checkpoint.committed is not None and ends.committed is None:
+            read = ", ".join(q.path for q in checkpoint.committed.sources if q is not None) or "no yt queue"
+            facts = _problem(facts, f"{checkpoint.location}: batch {checkpoint.committed_batch} has no offsets for "
+                                    f"{queue} (it reads {read})")
+        found.append(facts)
+    return found
+
+
+def collect_progress(cluster: Cluster, query: str, progress: Sequence[Mapping[str, Any]], *,
+                     stopped: bool = False, schemas: dict[str, bool] | None = None) -> list[QueuePositions]:
+    """Positions of each yt source of a query from its recent progress (oldest first): the last batch with data."""
+    found: dict[str, QueuePositions] = {}
+    for event in reversed(progress):
+        for source in event.get("sources") or ():
+            start = QueueOffset.from_progress(source.get("startOffset"))
+            end = QueueOffset.from_progress(source.get("endOffset"))
+            if end is None or end.path in found or (start is not None and start.partitions == end.partitions):
+                continue
+            ends = Ends(end, start, committed_batch=int(event["batchId"]))
+            found[end.path] = queue_positions(cluster, query, end.path, None, FROM_PROGRESS, ends, schemas,
+                                              stopped=stopped)
+    return list(found.values())
+
+
+def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | None, source: str, ends: Ends,
+                    schemas: dict[str, bool] | None = None, *, stopped: bool = False) -> QueuePositions:
+    """Read the consumer and the queue's counters and line them up with the checkpoint's ends; `schemas` remembers
+    per queue whether it has `$timestamp` (a queue's schema is read once per collector, not every cycle)."""
+    consumer = consumer or (ends.committed.consumer_path if ends.committed else None) \
+        or (ends.planned.consumer_path if ends.planned else None)
+    facts = QueuePositions(query, queue, consumer or "", source, ends.committed_batch, ends.planned_batch,
+                           query_stopped=stopped)
+    if not consumer:
+        return _problem(facts, f"{source}: the offsets of {queue} name no consumer_path (SPYT's do not): "
+                               "give the consumer (watch: consumer, or --consumer)")
+    if ends.committed is None:
+        return facts
+    if ends.committed.cluster != cluster.name:
+        return _problem(facts, f"{source}: the offsets of {queue} are for cluster {ends.committed.cluster!r}, "
+                               f"but {cluster.uri} is {cluster.name!r}")
+    committed = cluster.get_consumer_offsets(consumer, queue)  # before the counters (module docstring)
+    infos = cluster.get_tablet_infos(queue)
+    if sorted(ends.committed.partitions) != [t.tablet_index for t in infos]:
+        return _problem(facts, f"{source}: the checkpoint has partitions {sorted(ends.committed.partitions)} but "
+                               f"{queue} has {len(infos)} tablets")
+    schemas = {} if schemas is None else schemas
+    if queue not in schemas:
+        schemas[queue] = TIMESTAMP in cluster.get_schema(queue).names
+    return replace(facts, partitions=partitions(infos, ends, committed), timestamped=schemas[queue])
+
+
+def partitions(infos: Sequence[TabletInfo], ends: Ends, committed: Mapping[int, int]
+               ) -> tuple[PartitionPositions, ...]:
+    def next_row(offset: QueueOffset | None, p: int) -> int | None:
+        return None if offset is None or p not in offset.partitions else offset.partitions[p] + 1
+
+    return tuple(
+        PartitionPositions(t.tablet_index, next_row(ends.committed, t.tablet_index) or 0,
+                       next_row(ends.before, t.tablet_index), next_row(ends.planned, t.tablet_index),
+                       committed.get(t.tablet_index, 0), t.total_row_count, t.trimmed_row_count)
+        for t in infos)
+
+
+def _problem(facts: QueuePositions, problem: str) -> QueuePositions:
+    return replace(facts, problem=problem)
+
+
+def targets_for(config: OpsdConfig) -> list[QueryTarget]:
+    """The config's queries with a known checkpoint: yt pipelines (healed when `checks.heal`) and `watch:` entries."""
+    run = [QueryTarget(p.name, p.checkpoint_location, p.source.path, p.source.options.get(CONSUMER_PATH),
+                       heal=config.checks.heal)
+           for p in config.pipelines if p.source.format == "yt" and p.checkpoint_location]
+    watched = [QueryTarget(w.name, w.checkpoint_location, w.queue, w.consumer, heal=w.heal) for w in config.watch]
+    return run + watched
+
+
+def collect_target(cluster: Cluster, target: QueryTarget, *, stopped: bool = False,
+                   schemas: dict[str, bool] | None = None) -> list[QueuePositions]:
+    """A target's positions; a failure to read them becomes the target's problem (never raised): a damaged or
+    crafted checkpoint (`CheckpointError` names its file), a client's own error, anything, so that one watched query
+    never stops the check of the others."""
+    try:
+        found = collect_checkpoint(cluster, target, read_checkpoint(target.checkpoint, cluster.uri), schemas)
+    except Exception as e:  # isolation: the problem is recorded and logged as this target's, with its class
+        return [_failed(target.query, target.queue, target.consumer, target.checkpoint or "", e)]
+    return [replace(f, query_stopped=stopped) for f in found]
+
+
+def _attached(cluster: Cluster, query: str, events: Sequence[Mapping[str, Any]],
+              schemas: dict[str, bool] | None) -> list[QueuePositions]:
+    """An attached query's positions from its progress; a failure becomes its problem (never raised)."""
+    try:
+        return collect_progress(cluster, query, events, schemas=schemas)
+    except (ValueError, KeyError, ClusterError) as e:
+        return [_failed(query, None, None, FROM_PROGRESS, e)]
+
+
+def _failed(query: str, queue: str | None, consumer: str | None, source: str, error: Exception) -> QueuePositions:
+    problem = error_text(error)
+    log.warning("desync_collect_failed", query=query, source=source, error=problem)
+    return QueuePositions(query, queue or "", consumer or "", source, None, None, problem=problem)
+
+
+def error_text(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One cycle's read of the world: every query's positions (in the order found), and the targets they were read
+    for (a query found from progress has none)."""
+
+    at: float
+    queries: tuple[QueryPositions, ...] = ()
+    targets: Mapping[str, QueryTarget] = field(default_factory=dict)
+
+    def of(self, query: str) -> QueryPositions | None:
+        return next((q for q in self.queries if q.query == query), None)
+
+    @property
+    def queues(self) -> tuple[QueuePositions, ...]:
+        return tuple(queue for q in self.queries for queue in q.queues)
+
+
+def collect(cluster: Cluster, targets: Sequence[QueryTarget], progress: ProgressSource | None, at: float,
+            stopped: Callable[[str], bool] = lambda query: False, schemas: dict[str, bool] | None = None) -> Reading:
+    """Positions of every target, then of every query in `progress` that no target names."""
+    found = {t.query: collect_target(cluster, t, stopped=stopped(t.query), schemas=schemas) for t in targets}
+    for query, events in (progress() if progress else {}).items():
+        if query not in found:
+            found[query] = _attached(cluster, query, events, schemas)
+    return Reading(at, tuple(QueryPositions(q, at, tuple(queues)) for q, queues in found.items()),
+                   {t.query: t for t in targets})
+
+
+class PositionsCollector:
+    """Reads positions for the checks: `read()` returns the reading of the current cycle — a new one once the last is
+    `max_age_seconds` old (0: every call reads) — so the checks of one cycle evaluate the same positions and each
+    checkpoint, consumer and queue is read once. Thread-safe: checks that run at once wait for one read."""
+
+    def __init__(self, cluster_uri: str | None, targets: Iterable[QueryTarget] = (),
+                 progress: ProgressSource | None = None, *, stopped: Callable[[str], bool] = lambda query: False,
+                 max_age_seconds: float = 0.0, clock: Callable[[], float] = time.time) -> None:
+        self.cluster_uri = cluster_uri
+        self.targets = list(targets)
+        self.progress = progress
+        self.stopped = stopped
+        self.max_age_seconds = max_age_seconds
+        self.clock = clock
+        self._schemas: dict[str, bool] = {}
+        self._lock = threading.Lock()
+        self._last: Reading | None = None
+
+    def read(self) -> Reading:
+        with self._lock:
+            now = self.clock()
+            if self._last is None or now - self._last.at >= self.max_age_seconds:
+                with connect(self.cluster_uri) as cluster:
+                    self._last = collect(cluster, self.targets, self.progress, now, self.stopped, self._schemas)
+            return self._last

@@ -1,0 +1,127 @@
+"""Every check, built and scheduled in one place: `opsd run` (`opsd.runtime.lifecycle`), `opsd.attach`
+(`opsd.runtime.monitor`) and `opsd doctor` take their checks from here.
+
+A check is an object with a `name` (its label in `opsd_check_*` metrics and `check_failed` logs) and a zero-argument
+`run()`, built from the recorder (the only writer of metrics and status) and what it reads. The checks that read
+where queries stand (desync, lag, OOM risk, the auto-tuner) share one `PositionsCollector`: in the daemon a reading
+is reused until the shortest of their intervals has passed, so each checkpoint, consumer and queue is read once per
+cycle whatever the number of checks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from opsd.checks.autotune.check import AutotuneCheck
+from opsd.checks.autotune.check import targets_for as autotune_targets
+from opsd.checks.desync.check import DesyncCheck
+from opsd.checks.health.check import Watchdog
+from opsd.checks.lag.check import LagCheck
+from opsd.checks.oom.check import OomCheck
+from opsd.checks.oom.collect import SparkRest
+from opsd.checks.oom.sampler import MemorySampler
+from opsd.checks.positions.collect import PositionsCollector, ProgressSource, targets_for
+from opsd.checks.scheduler import CheckScheduler
+from opsd.checks.tuning.check import TuningCheck
+from opsd.config.models import ChecksSettings, OpsdConfig
+from opsd.observe.readiness import ProgressPolicy
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+
+#: Called by the runner before it (re)starts a pipeline, with its name and the text of the failure that ended its last
+#: run (None at the first start).
+BeforeStart = Callable[[str, str | None], object]
+#: The share of the shortest positions check's interval after which a reading is stale: a check scheduled at that
+#: interval always reads anew, one with a longer interval evaluates the reading of its cycle.
+FRESH_SHARE = 0.9
+
+
+class Check(Protocol):
+    """One periodic check."""
+
+    name: str
+
+    def run(self) -> object:
+        """Collect, evaluate and record (and, for a check that acts, decide and apply); returns what it found."""
+        ...
+
+
+@dataclass(frozen=True)
+class SparkMemory:
+    """What the OOM check measures a session's memory by: the Spark UI's REST API, the conf in force and, in local
+    mode, the running memory sampler."""
+
+    rest: SparkRest
+    conf: Mapping[str, str]
+    sampler: MemorySampler | None = None
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    check: Check
+    interval_seconds: float
+
+
+@dataclass
+class Checks:
+    """The checks of one monitor, their shared positions and the runner's hooks (the OOM check's verdict first, then
+    the tuner that reads it)."""
+
+    positions: PositionsCollector
+    scheduled: list[Scheduled] = field(default_factory=list)
+    before_start: list[BeforeStart] = field(default_factory=list)
+    #: Checks run once when scheduled, so their values are known from the start, not after one interval.
+    run_at_start: tuple[str, ...] = ()
+
+    def schedule(self, scheduler: CheckScheduler) -> None:
+        for s in self.scheduled:
+            if s.check.name in self.run_at_start:
+                scheduler.run_check(s.check.name, s.check.run)
+            scheduler.add_check(s.check.name, s.check.run, s.interval_seconds)
+
+    def named(self, name: str) -> Check | None:
+        return next((s.check for s in self.scheduled if s.check.name == name), None)
+
+
+def stopped_in(status: StatusStore) -> Callable[[str], bool]:
+    """Whether a query was started and does not run now, as the status store knows it."""
+    def stopped(query: str) -> bool:
+        found = status.get(query)
+        return found is not None and found.started_at is not None and not found.active
+    return stopped
+
+
+def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdConfig | None = None,
+                 cluster_uri: str | None = None, progress: ProgressSource | None = None,
+                 memory: SparkMemory | None = None, policy: ProgressPolicy | None = None,
+                 clock: Callable[[], float] = time.time) -> Checks:
+    """The checks of a monitor: the watchdog (judging by `policy`, default the settings'), desync and lag of the
+    config's queries and of the running queries found from `progress`; with a config also the tuning values in force,
+    the auto-tuner and, with `memory`, the OOM risk. `config.cluster` is the cluster unless `cluster_uri` names one."""
+    uri = cluster_uri or (config.cluster if config else None)
+    intervals = [settings.desync_seconds, settings.lag_seconds]
+    if config is not None:
+        intervals += [settings.autotune_seconds] + ([settings.oom_risk_seconds] if memory else [])
+    positions = PositionsCollector(uri, targets_for(config) if config else (), progress,
+                                   stopped=stopped_in(recorder.status), max_age_seconds=FRESH_SHARE * min(intervals),
+                                   clock=clock)
+    checks = Checks(positions, [
+        Scheduled(Watchdog(recorder, policy or settings.progress_policy(), clock=clock), settings.watchdog_seconds),
+        Scheduled(DesyncCheck(recorder, positions), settings.desync_seconds),
+        Scheduled(LagCheck(recorder, positions, settings), settings.lag_seconds),
+    ])
+    if config is None:
+        return checks
+    checks.scheduled.insert(1, Scheduled(TuningCheck(recorder, config), settings.tuning_seconds))
+    checks.run_at_start = (TuningCheck.name,)
+    if memory is not None:
+        oom = OomCheck(recorder, positions, config, memory.rest, memory.conf, memory.sampler)
+        checks.scheduled.append(Scheduled(oom, settings.oom_risk_seconds))
+        checks.before_start.append(oom.before_start)
+    tuner = AutotuneCheck(recorder, positions, autotune_targets(config))
+    checks.scheduled.append(Scheduled(tuner, settings.autotune_seconds))
+    checks.before_start.append(tuner.before_start)
+    return checks

@@ -1,0 +1,73 @@
+"""Where each query stands, read once per cycle: per query and queue the checkpoint's batches, the consumer and the
+queue's counters, in next-row terms (a checkpoint's last-read index + 1, as a consumer offset is).
+
+Plain frozen data, read by `opsd.checks.positions.collect` and evaluated by every check that needs them (desync,
+lag, OOM risk, the auto-tuner); the status store keeps them inside the desync check's results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streaming_core.offsets import unread_rows
+
+
+@dataclass(frozen=True)
+class PartitionPositions:
+    """One partition. `previous_next` is the end of the batch before the committed one (None when unknown),
+    `planned_next` the end of a planned batch not committed yet (None when there is none)."""
+
+    partition: int
+    checkpoint_next: int
+    previous_next: int | None
+    planned_next: int | None
+    consumer_offset: int
+    row_count: int
+    trimmed_row_count: int
+
+    @property
+    def next_row(self) -> int:
+        """The next row the query reads: the committed checkpoint's end, or the consumer's offset when that is
+        further (the source's own rule)."""
+        return max(self.checkpoint_next, self.consumer_offset)
+
+    @property
+    def unread_rows(self) -> int:
+        return unread_rows(self.next_row, self.row_count, self.trimmed_row_count)
+
+
+@dataclass(frozen=True)
+class QueuePositions:
+    """One queue of one query, where its positions came from (`checkpoint` location or `progress`), and any problem
+    that makes its partitions unknowable (`problem`, with `partitions` empty). `timestamped`: the queue has the
+    `$timestamp` column."""
+
+    query: str
+    queue: str
+    consumer: str
+    source: str
+    committed_batch: int | None
+    planned_batch: int | None
+    partitions: tuple[PartitionPositions, ...] = ()
+    query_stopped: bool = False
+    problem: str | None = None
+    timestamped: bool = False
+
+
+@dataclass(frozen=True)
+class QueryPositions:
+    """One query's queues, read at `at` (unix seconds)."""
+
+    query: str
+    at: float
+    queues: tuple[QueuePositions, ...] = ()
+
+    @property
+    def backlog_rows(self) -> int | None:
+        """Rows written and not read yet over every queue; None when no queue's partitions are known."""
+        known = [p for q in self.queues for p in q.partitions]
+        return sum(p.unread_rows for p in known) if known else None
+
+    def trimmed(self) -> dict[str, dict[int, int]]:
+        """Per queue, each partition's trimmed row count."""
+        return {q.queue: {p.partition: p.trimmed_row_count for p in q.partitions} for q in self.queues if q.partitions}

@@ -1,0 +1,240 @@
+"""What the checks find, as the frozen types the status store keeps and the checks hand each other: a queue's
+offset desync and its last heal, a query's lag, an auto-tuner decision, the OOM check's verdict.
+
+The checks' evaluate and decide steps build these; the recorder stores them; the readers (the OOM check, the
+auto-tuner, the doctor, `opsd status`, the demo) read their fields. Each type's `to_json` gives its entry of the
+`/status` document (values may still be floats, enums, nested types: `opsd.observe.status.jsonable` finishes them),
+so JSON is made at the edge only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from opsd.observe.positions import PartitionPositions, QueuePositions
+
+# --- offset desync ------------------------------------------------------------------------------------------------
+
+
+class DesyncState(StrEnum):
+    IN_SYNC = "in_sync"
+    LAGGING_ONE_BATCH = "lagging_one_batch"
+    STUCK = "stuck"
+    CONSUMER_AHEAD = "consumer_ahead"
+    BEHIND_TRIM = "behind_trim"
+    CONSUMER_AHEAD_OF_QUEUE = "consumer_ahead_of_queue"
+    CHECKPOINT_AHEAD_OF_QUEUE = "checkpoint_ahead_of_queue"
+
+
+#: Every state, in rising severity (the metric's one-hot `state` label takes these values).
+STATES: tuple[DesyncState, ...] = tuple(DesyncState)
+#: States whose offsets lie past the queue's end: alerted, never healed.
+AHEAD_OF_QUEUE = frozenset({DesyncState.CONSUMER_AHEAD_OF_QUEUE, DesyncState.CHECKPOINT_AHEAD_OF_QUEUE})
+
+
+@dataclass(frozen=True)
+class PartitionDesync:
+    """A partition's state; `difference_rows` = checkpoint's next row - consumer offset (< 0: consumer ahead)."""
+
+    facts: PartitionPositions
+    state: DesyncState
+
+    @property
+    def difference_rows(self) -> int:
+        return self.facts.checkpoint_next - self.facts.consumer_offset
+
+    def to_json(self) -> Mapping[str, Any]:
+        f = self.facts
+        return {"state": self.state, "difference_rows": self.difference_rows, "checkpoint_next": f.checkpoint_next,
+                "consumer_offset": f.consumer_offset, "row_count": f.row_count,
+                "trimmed_row_count": f.trimmed_row_count}
+
+
+@dataclass(frozen=True)
+class QueueDesync:
+    """A queue of a query with its partitions' states."""
+
+    facts: QueuePositions
+    partitions: tuple[PartitionDesync, ...]
+
+    @property
+    def state(self) -> DesyncState | None:
+        """The worst partition's state; None when nothing could be judged (see `facts.problem`)."""
+        return max(self.partitions, key=lambda p: STATES.index(p.state)).state if self.partitions else None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing is written past the checkpoint: the query has no next batch to plan."""
+        return all(p.facts.row_count <= p.facts.checkpoint_next for p in self.partitions)
+
+    def to_json(self) -> Mapping[str, Any]:
+        f = self.facts
+        return {"consumer": f.consumer, "source": f.source, "state": self.state,
+                "committed_batch": f.committed_batch, "planned_batch": f.planned_batch, "problem": f.problem,
+                "partitions": {p.facts.partition: p for p in self.partitions}}
+
+
+@dataclass(frozen=True)
+class Heal:
+    """A heal of a queue's consumer: its outcome (`opsd.checks.desync.decide.HealOutcome`'s value), when, and the
+    moves made, `{partition: (old, new)}`."""
+
+    outcome: str
+    at: float
+    moves: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {"outcome": self.outcome, "at": self.at, "moves": self.moves}
+
+
+@dataclass(frozen=True)
+class DesyncEntry:
+    """What the status keeps per queue: the latest desync (None before the first) and the last heal."""
+
+    desync: QueueDesync | None = None
+    last_heal: Heal | None = None
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {**(self.desync.to_json() if self.desync else {}), "last_heal": self.last_heal}
+
+
+# --- lag ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    queue: str
+    partition: int
+    unread_rows: int
+    lag_seconds: float | None
+
+
+@dataclass(frozen=True)
+class QueryLag:
+    """A query's lag: per partition, and the smoothed rates; time to drain is +Inf when it is not draining."""
+
+    query: str
+    partitions: tuple[PartitionLag, ...]
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+
+    @property
+    def backlog_rows(self) -> int:
+        return sum(p.unread_rows for p in self.partitions)
+
+    @property
+    def time_to_drain_seconds(self) -> float | None:
+        """None until two samples give the rates."""
+        if self.backlog_rows == 0:
+            return 0.0
+        if self.input_rows_per_second is None or self.processed_rows_per_second is None:
+            return None
+        net = self.processed_rows_per_second - self.input_rows_per_second
+        return self.backlog_rows / net if net > 0 else float("inf")
+
+    @property
+    def max_lag_seconds(self) -> float | None:
+        known = [p.lag_seconds for p in self.partitions if p.lag_seconds is not None]
+        return max(known) if known else None
+
+    def to_json(self) -> Mapping[str, Any]:
+        queues: dict[str, dict[int, Mapping[str, Any]]] = {}
+        for p in self.partitions:
+            queues.setdefault(p.queue, {})[p.partition] = {"unread_rows": p.unread_rows, "lag_seconds": p.lag_seconds}
+        return {"backlog_rows": self.backlog_rows, "time_to_drain_seconds": self.time_to_drain_seconds,
+                "input_rows_per_second": self.input_rows_per_second,
+                "processed_rows_per_second": self.processed_rows_per_second, "queues": queues}
+
+
+# --- the auto-tuner -----------------------------------------------------------------------------------------------
+
+
+class Direction(StrEnum):
+    UP = "up"
+    DOWN = "down"
+    HOLD = "hold"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One knob's decision: the value recommended (the current one when holding) and why (`inputs`: what it was
+    decided from, for the log)."""
+
+    query: str
+    knob: str
+    current: int | None
+    recommended: int | None
+    reason: str
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def direction(self) -> Direction:
+        if self.recommended is None or self.recommended == self.current:
+            return Direction.HOLD
+        return Direction.UP if self.current is None or self.recommended > self.current else Direction.DOWN
+
+
+@dataclass(frozen=True)
+class TunerDecision:
+    """A decision as the status keeps it: the tuner's mode, whether it was applied, the knob's configured bounds and
+    when it was made (None: not recorded, e.g. the doctor's recommendation)."""
+
+    decision: Decision
+    mode: str
+    applied: bool
+    bounds: tuple[int, int]
+    at: float | None = None
+
+    def to_json(self) -> Mapping[str, Any]:
+        d = self.decision
+        found = {"current": d.current, "recommended": d.recommended, "direction": d.direction, "reason": d.reason,
+                 "mode": self.mode, "applied": self.applied, "bounds": self.bounds}
+        return found if self.at is None else {**found, "at": self.at}
+
+
+# --- OOM risk -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolVerdict:
+    """One memory pool's verdict for the next batch: the expected peak, its interval at the confidence, the
+    probability it passes the limit, the baseline, the last observed peak, how many batches the fit saw and what
+    measured the pool (`sampler` or `spark_metrics`)."""
+
+    pool: str
+    risk: float
+    predicted_peak_bytes: float
+    peak_interval_bytes: tuple[float, float]
+    exceed_probability: float
+    limit_bytes: float
+    baseline_bytes: float
+    observed_peak_bytes: float | None
+    observations: int
+    measured_by: str
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {"risk": self.risk, "predicted_peak_bytes": self.predicted_peak_bytes,
+                "peak_interval_bytes": self.peak_interval_bytes, "exceed_probability": self.exceed_probability,
+                "limit_bytes": self.limit_bytes, "baseline_bytes": self.baseline_bytes,
+                "observed_peak_bytes": self.observed_peak_bytes, "observations": self.observations,
+                "measured_by": self.measured_by}
+
+
+@dataclass(frozen=True)
+class OomVerdict:
+    """The OOM check's verdict for a query's next batch, over its pools."""
+
+    risk: float
+    confidence: float
+    exceed_probability: float
+    batch_bytes: float
+    safe_max_rows_per_partition: int | None
+    pools: tuple[PoolVerdict, ...] = ()
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {"risk": self.risk, "confidence": self.confidence, "exceed_probability": self.exceed_probability,
+                "batch_bytes": self.batch_bytes, "safe_max_rows_per_partition": self.safe_max_rows_per_partition,
+                "pools": {p.pool: p for p in self.pools}}

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from opsd.cli.status import PIPELINE_FAILED
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
@@ -122,11 +123,12 @@ def test_doctor_of_a_daemon_shows_names_and_exceptions_as_text(hostile_daemon: s
 
 
 def test_status_shows_names_and_exceptions_as_text(hostile_daemon: str) -> None:
-    assert_shown_as_text(opsd("status", "--url", hostile_daemon), 0)
+    assert_shown_as_text(opsd("status", "--url", hostile_daemon), PIPELINE_FAILED)
 
 
 @pytest.mark.parametrize("command", ["status", "doctor"])
 def test_the_json_outputs_carry_no_token(hostile_daemon: str, command: str) -> None:
     result = opsd(command, "--url", hostile_daemon, "--json")
-    assert result.returncode in (0, 1) and TOKEN not in result.stdout + result.stderr
+    assert result.returncode == {"status": PIPELINE_FAILED, "doctor": 1}[command], result.stderr
+    assert TOKEN not in result.stdout + result.stderr
     assert "\x1b" not in result.stdout

@@ -32,7 +32,6 @@ import pytest
 import requests
 import yaml
 from prometheus_client import CollectorRegistry
-from prometheus_support import PROMETHEUS, free_port
 from pyspark.sql.streaming.listener import QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent
 
 from grafana import build
@@ -48,7 +47,9 @@ from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster, connect
-from tests.checkpoint_support import job_with_checkpoint
+from tests.support.checkpoint import job_with_checkpoint
+from tests.support.ports import free_port
+from tests.support.prometheus import PROMETHEUS
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 ALERTS_FILE = Path(__file__).resolve().parent.parent / "helm" / "opsd" / "files" / "alerts.yaml"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_support import Run, assert_fails
-from yt_types import TYPES, YtType
 
 from streaming_core.cluster import Cluster
 from streaming_core.cluster.base import ORDERED, SORTED, STATIC
+from tests.support.cli import Run, assert_fails
+from tests.support.yt_types import TYPES, YtType
 
 TABLE = "//home/app/result"
 

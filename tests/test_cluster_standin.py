@@ -14,11 +14,11 @@ from urllib.parse import quote
 
 import pytest
 import structlog
-from standin_support import STANDIN_TOKEN, tls_proxy
 
 from streaming_core.cluster import ClusterError, InvalidUriError, UnreachableClusterError, connect, resolve_uri
 from streaming_core.cluster.standin import Fault, StandinProxy
 from streaming_core.cluster.ytsaurus import client as yt_client
+from tests.support.standin import STANDIN_TOKEN, tls_proxy
 
 SCHEMA = [{"name": "n", "type": "int64"}, {"name": "data", "type": "string"}]
 

@@ -22,8 +22,6 @@ import pyarrow as pa
 import pytest
 import yt.wrapper as yt
 import yt.yson as yson
-from cluster_contract import ClusterContract
-from standin_support import STANDIN_TOKEN
 
 from streaming_core.cluster import (
     ClusterError,
@@ -43,6 +41,8 @@ from streaming_core.cluster.ytsaurus import CONSUMER_SCHEMA, YtsaurusCluster
 from streaming_core.cluster.ytsaurus.client import ARROW_RAW, WIRE_RAW, client_config, client_token, retry_seconds
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
 from streaming_core.cluster.ytsaurus.wire import dump_rows, load_rows
+from tests.support.cluster_contract import ClusterContract
+from tests.support.standin import STANDIN_TOKEN
 
 QUEUE = "//tmp/q"
 CONSUMER = "//tmp/c"
@@ -643,8 +643,9 @@ class TestCompositeValuesOnTheWire:
 
 
 class TestYtsaurusContract(ClusterContract):
-    """The shared cluster contract (`tests/cluster_contract.py`) through the real `ytsaurus-client` over HTTP: against
-    the cluster at `$YT_PROXY` when it is set, else against the YTsaurus HTTP stand-in (`standin_support`)."""
+    """The shared cluster contract (`tests/support/cluster_contract.py`) through the real `ytsaurus-client` over HTTP:
+    against the cluster at `$YT_PROXY` when it is set, else against the YTsaurus HTTP stand-in
+    (`tests.support.standin`)."""
 
     @pytest.fixture
     def cluster(self, request: pytest.FixtureRequest) -> Iterator[YtsaurusCluster]:

@@ -24,8 +24,8 @@ from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster, connect
-from tests.checkpoint_support import write_checkpoint
-from tests.conftest import make_queue
+from tests.support.checkpoint import write_checkpoint
+from tests.support.cluster import make_queue
 
 pytestmark = pytest.mark.hostile
 

@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql.streaming import StreamingQuery
 
 import opsd
-from tests.conftest import make_queue
-from tests.helpers_pipelines import wait_until
+from tests.support.cluster import make_queue
+from tests.support.wait import wait_until
 
 WAIT_SECONDS = 120.0
 

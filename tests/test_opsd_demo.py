@@ -15,8 +15,8 @@ import pytest
 
 from opsd.demo.scenario import RESULT
 from streaming_core.cluster import connect
-from tests.helpers_pipelines import wait_until
-from tests.sink_support import ordered_rows
+from tests.support.sink import ordered_rows
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.spark
 

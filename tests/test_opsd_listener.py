@@ -17,7 +17,7 @@ from opsd.observe.listener import OpsdListener, _SparkCalls
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
-from tests.conftest import windowed_rate_counts
+from tests.support.spark import windowed_rate_counts
 
 
 def started_event(name: str = "clicks") -> QueryStartedEvent:

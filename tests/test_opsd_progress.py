@@ -15,7 +15,7 @@ from opsd.observe.progress import (
     parse_timestamp,
 )
 from streaming_core.offsets import QueueOffset
-from tests.conftest import windowed_rate_counts
+from tests.support.spark import windowed_rate_counts
 
 # Captured from a real local run (PySpark 4.2.1): rate source -> 1 s window count with a 2 s
 # watermark -> memory sink, batch 2.

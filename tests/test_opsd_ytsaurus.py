@@ -1,6 +1,6 @@
 """`opsd run` against YTsaurus: a pipeline over the YTsaurus backend, through the real client over HTTPS against the
-stand-in (`standin_support.tls_proxy`, the CA bundle named in the cluster URI), with the token only in the daemon's
-`YT_TOKEN`.
+stand-in (`tests.support.standin.tls_proxy`, the CA bundle named in the cluster URI), with the token only in the
+daemon's `YT_TOKEN`.
 
 The checkpoint is a `yt:///` location in the stand-in's Cypress: SPYT's file system, which writes it on a real
 cluster, cannot run here, so the session maps `yt:///` onto the stand-in's storage root (Hadoop's overload scheme,
@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_support import free_port
-from standin_support import STANDIN_TOKEN, tls_proxy
 
 from streaming_core.cluster import connect
 from streaming_core.cluster.standin import StandinProxy
 from streaming_core.session import CHECKPOINT_FILE_MANAGER
 from streaming_core.tuning import read_tuning
-from tests.conftest import make_queue
-from tests.helpers_pipelines import wait_until
-from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows
+from tests.support.cluster import make_queue
+from tests.support.ports import free_port
+from tests.support.sink import COPY_SCHEMA, make_table, ordered_rows
+from tests.support.standin import STANDIN_TOKEN, tls_proxy
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.spark
 

@@ -10,8 +10,8 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.utils import StreamingQueryException
 
 from streaming_core.tuning import write_tuning
-from tests.conftest import make_queue
-from tests.sink_support import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows, session_conf, stored_chunks
+from tests.support.cluster import make_queue
+from tests.support.sink import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows, session_conf, stored_chunks
 
 pytestmark = pytest.mark.spark
 

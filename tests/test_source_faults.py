@@ -16,8 +16,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tests.conftest import make_queue
-from tests.source_support import checkpoint_of, numbered
+from tests.support.cluster import make_queue
+from tests.support.source import checkpoint_of, numbered
 
 pytestmark = pytest.mark.spark
 

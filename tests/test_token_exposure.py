@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.checkpoint_support import write_checkpoint
-from tests.helpers_pipelines import wait_until
+from tests.support.checkpoint import write_checkpoint
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.hostile
 

@@ -1,11 +1,9 @@
-"""A real Prometheus server for tests: `prometheus` (a server scraping `opsd_server`), `query_until_present`,
-`free_port`. Loaded as a pytest plugin by `conftest.py`; a module may override `opsd_server` with its own."""
-
+"""A real Prometheus server for tests: `prometheus` (a server scraping `opsd_server`) and `query_until_present`.
+Loaded as a pytest plugin by `conftest.py`; a module may override `opsd_server` with its own."""
 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,14 +16,10 @@ from prometheus_client import CollectorRegistry
 
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
+from tests.support.ports import free_port
 
 PROMETHEUS = shutil.which("prometheus")
 QUERY_TIMEOUT_SECONDS = 30.0
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

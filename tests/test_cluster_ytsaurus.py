@@ -12,7 +12,6 @@ import inspect
 import io
 import os
 import pickle
-import socket
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -42,6 +41,7 @@ from streaming_core.cluster.ytsaurus.client import ARROW_RAW, WIRE_RAW, client_c
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
 from streaming_core.cluster.ytsaurus.wire import dump_rows, load_rows
 from tests.support.cluster_contract import ClusterContract
+from tests.support.ports import free_port
 from tests.support.standin import STANDIN_TOKEN
 
 QUEUE = "//tmp/q"
@@ -671,9 +671,7 @@ class TestUnreachableProxy:
 
     @pytest.fixture
     def closed_port(self) -> int:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return probe.getsockname()[1]
+        return free_port()
 
     @pytest.mark.timeout(30)
     def test_refused_and_unresolvable_proxies_are_named_with_where_the_uri_comes_from(self, closed_port):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster, connect
 from tests.support.checkpoint import write_checkpoint
 from tests.support.cluster import make_queue
+from tests.support.daemon import OPSD
 
 pytestmark = pytest.mark.hostile
 
@@ -41,7 +41,7 @@ def opsd(*args: str) -> subprocess.CompletedProcess[str]:
     """The `opsd` console entry point in a subprocess that believes it writes to a wide colour terminal."""
     env = {**os.environ, "FORCE_COLOR": "1", "TERM": "xterm-256color", "COLUMNS": "1000", "YT_TOKEN": TOKEN}
     env.pop("NO_COLOR", None)
-    return subprocess.run([sys.executable, "-m", "opsd.cli", *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([*OPSD, *args], capture_output=True, text=True, timeout=300,
                           env=env, check=False)
 
 

@@ -18,7 +18,7 @@ from streaming_core.cluster import connect
 from tests.support.sink import ordered_rows
 from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.tmux]
 
 DEMO_TIMEOUT_SECONDS = 400.0
 ROOT = Path(__file__).resolve().parent.parent

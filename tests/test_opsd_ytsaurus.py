@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from streaming_core.cluster.standin import StandinProxy
 from streaming_core.session import CHECKPOINT_FILE_MANAGER
 from streaming_core.tuning import read_tuning
 from tests.support.cluster import make_queue
+from tests.support.daemon import OPSD
 from tests.support.ports import free_port
 from tests.support.sink import COPY_SCHEMA, make_table, ordered_rows
 from tests.support.standin import STANDIN_TOKEN, tls_proxy
@@ -79,7 +79,7 @@ def daemon(standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     stderr = work / "stderr.log"
     env = {**os.environ, "YT_TOKEN": STANDIN_TOKEN}
     with stderr.open("wb") as err:
-        process = subprocess.Popen([sys.executable, "-m", "opsd.cli", "run", str(config_file)],
+        process = subprocess.Popen([*OPSD, "run", str(config_file)],
                                    stdout=subprocess.DEVNULL, stderr=err, env=env)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -1,12 +1,13 @@
-"""A real Prometheus server for tests: `prometheus` (a server scraping `opsd_server`) and `query_until_present`.
-Loaded as a pytest plugin by `conftest.py`; a module may override `opsd_server` with its own."""
+"""Prometheus' binaries for tests: a real server (`prometheus`, scraping `opsd_server`) and `query_until_present`;
+`promtool` and `needs_promtool`, the rule checker. Loaded as a pytest plugin by `conftest.py`; a module may override
+`opsd_server` with its own. A test using the `prometheus` fixture is marked `prometheus` by `conftest.py`."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,18 @@ from tests.support.ports import free_port
 
 PROMETHEUS = shutil.which("prometheus")
 QUERY_TIMEOUT_SECONDS = 30.0
+
+
+def needs_promtool(test: Callable[..., None]) -> Callable[..., None]:
+    """Marks a test that runs `promtool`: `prometheus`, and skipped where the binary is missing."""
+    missing = shutil.which("promtool") is None
+    reason = "promtool not on PATH (Debian package prometheus; `make test` installs it)"
+    return pytest.mark.prometheus(pytest.mark.skipif(missing, reason=reason)(test))
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run promtool and keep its output for the assertion message."""
+    return subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 @pytest.fixture

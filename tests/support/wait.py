@@ -9,11 +9,14 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], T], timeout: float, what: str, *, interval: float = 0.2) -> T:
+def wait_until(condition: Callable[[], T], timeout: float, what: str | Callable[[], str], *,
+               interval: float = 0.2) -> T:
     """Poll `condition` until it returns something true, and return that; fail naming `what` after `timeout`
-    seconds (the machine may be busy)."""
+    seconds (the machine may be busy). `what` may be a function, called at the timeout to show the latest state."""
     deadline = time.monotonic() + timeout
     while not (result := condition()):
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
+        if time.monotonic() >= deadline:
+            awaited = what if isinstance(what, str) else what()
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {awaited}")
         time.sleep(interval)
     return result

@@ -18,10 +18,11 @@ test: setup system-packages
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The quick lane while developing: every test that starts neither Spark nor an external program (markers in
-# pyproject.toml; tests/support/programs.py fails a test that starts one unmarked). No Java or Debian packages needed.
+# pyproject.toml; tests/support/programs.py fails a test that starts one unmarked), on every core (pytest-xdist).
+# No Java or Debian packages needed.
 FAST_MARKERS := not spark and not prometheus and not tmux and not checkov
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -90,7 +90,9 @@ def pytest_unconfigure() -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    yield
-    started = unmarked(PROGRAMS.started_since_last_read(), {mark.name for mark in item.iter_markers()})
+    try:
+        yield
+    finally:  # read even when the teardown failed, so that the next test is judged by its own programs only
+        started = unmarked(PROGRAMS.started_since_last_read(), {mark.name for mark in item.iter_markers()})
     if started:
         pytest.fail(f"{item.nodeid} started {', '.join(started)}", pytrace=False)

@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test lint bench setup java system-packages clean lock
+.PHONY: demo test test-fast lint bench setup java system-packages clean lock
 
 demo: setup
 	$(VENV)/bin/opsd demo $(DEMO_ARGS)
@@ -16,6 +16,13 @@ test: setup system-packages
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The quick lane while developing: every test that starts neither Spark nor an external program (markers in
+# pyproject.toml; tests/support/programs.py fails a test that starts one unmarked), on every core (pytest-xdist).
+# No Java or Debian packages needed.
+FAST_MARKERS := not spark and not prometheus and not tmux and not checkov
+test-fast: $(STAMP)
+	$(PY) -m pytest -n auto -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,88 +1,45 @@
-"""Shared fixtures: one embedded cluster and one local Spark session per test run.
+"""The test run's plugins: every shared fixture lives in `tests.support` and is loaded from here.
 
-Tests that touch the cluster work under their own fresh `//tmp/t<uuid>` directory (`yt_root`), so they
-share the session (Spark takes ~10 s to start) without seeing each other's tables.
+Tests that touch the cluster share one embedded cluster and one local Spark session per test run
+(`tests.support.cluster`, `tests.support.spark`), each under its own fresh `//tmp/t<uuid>` directory.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from streaming_core.cluster import connect
-from streaming_core.cluster.base import Cluster
+# Helpers in `tests.support` that are not plugins (imported by test modules) get pytest's assertion messages too.
+pytest.register_assert_rewrite("tests.support")
 
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-#: The CLI tests' fixtures (`uri`, `cluster`, `opsd`); a real Prometheus (`prometheus`, `opsd_server`); the YTsaurus
-#: stand-in (`standin`, `standin_cluster`, `open_standin`).
-pytest_plugins = ["cli_support", "prometheus_support", "standin_support"]
+#: First the guard that a test starting an external program (Spark's JVM, Prometheus, tmux, checkov) carries its
+#: marker; then the run's embedded cluster (`cluster_uri`, `yt`, `yt_root`) and Spark session (`spark`); the CLI
+#: tests' fixtures (`uri`, `cluster`, `opsd`); a real Prometheus (`prometheus`, `opsd_server`); the YTsaurus stand-in
+#: (`standin`, `standin_cluster`, `open_standin`).
+pytest_plugins = [
+    "tests.support.programs",
+    "tests.support.cluster",
+    "tests.support.spark",
+    "tests.support.cli",
+    "tests.support.prometheus",
+    "tests.support.standin",
+]
 
-QUEUE_SCHEMA = [{"name": "data", "type": "string"}, {"name": "n", "type": "int64"}]
-
-
-@pytest.fixture(scope="session")
-def cluster_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cluster")
-
-
-@pytest.fixture(scope="session")
-def cluster_uri(cluster_root: Path) -> str:
-    return f"local://{cluster_root}"
-
-
-@pytest.fixture
-def yt(cluster_uri: str) -> Iterator[Cluster]:
-    """The session's embedded cluster, opened for this test."""
-    with connect(cluster_uri) as cluster:
-        yield cluster
+#: Fixture -> the marker of every test that uses it, directly or through other fixtures: the run's Spark session, a
+#: Prometheus server. Tests that start these in a child process carry the marker explicitly (`tests.support.programs`
+#: fails a test that starts one unmarked).
+FIXTURE_MARKERS = {"spark": "spark", "prometheus": "prometheus"}
 
 
-@pytest.fixture
-def yt_root(yt: Cluster) -> str:
-    """A fresh directory for this test's tables."""
-    path = f"//tmp/t{uuid.uuid4().hex[:12]}"
-    yt.create("map_node", path, recursive=True)
-    return path
-
-
-@pytest.fixture(scope="session")
-def spark(cluster_uri: str):
-    """A local Spark session with the `yt` format registered on the session's embedded cluster, UI on."""
-    from opsd.config.spark import MEMORY_METRICS_CONF
-    from streaming_core import build_session
-
-    # The Spark UI on, as in opsd's sessions: the OOM check reads memory peaks from its REST API.
-    session = build_session("tests", master="local[2]", cluster=cluster_uri, conf={
-        "spark.sql.shuffle.partitions": "2",
-        "spark.default.parallelism": "2",
-        "spark.driver.memory": "1g",
-        **MEMORY_METRICS_CONF,
-        "spark.ui.port": "0",
-        "spark.ui.showConsoleProgress": "false",
-    })
-    yield session
-    session.stop()
-
-
-def make_queue(cluster: Cluster, path: str, *, partitions: int = 2, schema: list | None = None,
-               consumer: str | None = None) -> None:
-    """Create a queue (and a registered consumer) the way users do before starting a query."""
-    cluster.create("table", path, recursive=True, attributes={
-        "dynamic": True, "tablet_count": partitions, "schema": schema or QUEUE_SCHEMA})
-    if consumer:
-        cluster.create_consumer(consumer, recursive=True)
-        cluster.register_queue_consumer(path, consumer)
-
-
-def windowed_rate_counts(spark, rows_per_second: int):
-    """A small stateful stream (watermark + window count over `rate`), for tests of progress and state."""
-    from pyspark.sql import functions as F
-
-    return (spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
-            .withWatermark("timestamp", "1 second").groupBy(F.window("timestamp", "1 second")).count())
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the fixtures it uses, before `-m` selects (tryfirst: ahead of pytest's own selection)."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in used:
+                item.add_marker(marker)

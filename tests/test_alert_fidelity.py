@@ -32,7 +32,6 @@ import pytest
 import requests
 import yaml
 from prometheus_client import CollectorRegistry
-from prometheus_support import PROMETHEUS, free_port
 from pyspark.sql.streaming.listener import QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent
 
 from grafana import build
@@ -49,7 +48,10 @@ from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster, connect
-from tests.checkpoint_support import job_with_checkpoint
+from tests.support.checkpoint import job_with_checkpoint
+from tests.support.ports import free_port
+from tests.support.prometheus import PROMETHEUS
+from tests.support.wait import wait_until
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 ALERTS_FILE = Path(__file__).resolve().parent.parent / "helm" / "opsd" / "files" / "alerts.yaml"
@@ -62,8 +64,9 @@ GRACE_SECONDS = 60.0
 #: What the checks' background thread does every second: like opsd's scheduler, at the scaled pace.
 CHECK_PERIOD_SECONDS = 1.0
 
-pytestmark = pytest.mark.skipif(PROMETHEUS is None or ALERTMANAGER is None,
-                                reason="needs `prometheus` and `prometheus-alertmanager` (Debian packages)")
+pytestmark = [pytest.mark.prometheus,
+              pytest.mark.skipif(PROMETHEUS is None or ALERTMANAGER is None,
+                                 reason="needs `prometheus` and `prometheus-alertmanager` (Debian packages)")]
 
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -307,16 +310,14 @@ def start(command: list[str], log: Path) -> subprocess.Popen:
 
 
 def wait_ready(url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         assert process.poll() is None, log.read_text()[-3000:]
         try:
-            if requests.get(url, timeout=2).ok:
-                return
+            return requests.get(url, timeout=2).ok
         except requests.ConnectionError:
-            pass
-        time.sleep(0.3)
-    pytest.fail(f"{url} not ready within 60 s: {log.read_text()[-3000:]}")
+            return False
+
+    wait_until(ready, 60, lambda: f"{url} to be ready: {log.read_text()[-3000:]}", interval=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -412,10 +413,8 @@ def test_the_scaled_rules_are_the_shipped_rules_with_durations_divided_by_the_fa
 
 def test_a_healthy_run_sends_no_alert(stack):
     _, webhook, prometheus = stack
-    deadline = time.monotonic() + 60
-    while not scraped(prometheus, 'opsd_source_backlog_rows{query="healthy"}'):
-        assert time.monotonic() < deadline, "Prometheus never scraped the healthy query"
-        time.sleep(0.5)
+    wait_until(lambda: scraped(prometheus, 'opsd_source_backlog_rows{query="healthy"}'), 60,
+               "Prometheus to scrape the healthy query", interval=0.5)
     time.sleep(HEALTHY_SECONDS + 2 * EVALUATION_SECONDS)
     assert webhook.received == []
 
@@ -428,11 +427,8 @@ def assert_pages(stack: tuple[Opsd, Webhook, str], fault: Fault) -> None:
     labels = {**fault.labels, **({"query": query} if fault.per_query else {})}
     budget = seconds(SHIPPED[fault.alert].get("for", "0s")) / SCALE + 2 * EVALUATION_SECONDS
     fault.inject(opsd, query)
-    deadline = time.monotonic() + budget + GRACE_SECONDS
-    while (page := webhook.first(fault.alert, labels)) is None:
-        assert time.monotonic() < deadline, f"{fault.alert} {labels} never reached the webhook: {webhook.received}"
-        time.sleep(0.2)
-    arrived, alert = page
+    arrived, alert = wait_until(lambda: webhook.first(fault.alert, labels), budget + GRACE_SECONDS,
+                                lambda: f"{fault.alert} {labels} to reach the webhook: {webhook.received}")
     assert alert["annotations"]["runbook_url"] == build.runbook_url(fault.alert)
     assert alert["labels"]["instance"] == f"127.0.0.1:{opsd.server.port}"
     late = arrived - active_since(prometheus, fault.alert, labels)

@@ -7,8 +7,6 @@ promtool is the real Prometheus rule parser and evaluator (Debian package `prome
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ import yaml
 
 from grafana.build import RUNBOOK_BASE
 from grafana.promql import unknown_labels, unknown_metrics
+from tests.support.prometheus import needs_promtool, promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 ALERTS_FILE = ROOT / "helm" / "opsd" / "files" / "alerts.yaml"
@@ -30,19 +29,10 @@ EXPECTED_ALERTS = {
 }
 
 
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
-                                    reason="promtool not on PATH (Debian package prometheus; `make test` installs it)")
-
-
 def alert_rules() -> list[dict]:
     """Every alerting rule of the file, across groups."""
     groups = yaml.safe_load(ALERTS_FILE.read_text())["groups"]
     return [rule for group in groups for rule in group["rules"] if "alert" in rule]
-
-
-def promtool(*args: str) -> subprocess.CompletedProcess:
-    """Run promtool and keep its output for the assertion message."""
-    return subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 @needs_promtool

@@ -20,8 +20,8 @@ from opsd.telemetry.metrics import Metrics
 from streaming_core.checkpoint import drop_planned_batch, newest_batch
 from streaming_core.sink import COMMIT_LOG_SCHEMA
 from streaming_core.tuning import read_tuning, write_tuning
-from tests.conftest import QUEUE_SCHEMA, make_queue
-from tests.helpers_pipelines import MEMORY_BOUND_ROWS
+from tests.support.cluster import QUEUE_SCHEMA, make_queue
+from tests.support.pipelines import MEMORY_BOUND_ROWS
 
 ROWS = 3000  # per partition
 CAP = 2000  # per partition: over the transform's memory bound
@@ -30,7 +30,7 @@ CAP = 2000  # per partition: over the transform's memory bound
 def config(cluster_uri: str, root: str, checkpoint: str, mode: str = "apply", **sink: object) -> OpsdConfig:
     return OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [{
         "name": "replan", "source": {"path": f"{root}/q", "options": {"consumer_path": f"{root}/c"}},
-        "transform": {"callable": "tests.helpers_pipelines:memory_bound"},
+        "transform": {"callable": "tests.support.pipelines:memory_bound"},
         "sink": {"format": "yt", "path": f"{root}/out", **sink}, "trigger": {"available_now": True},
         "checkpoint_location": checkpoint, "autotune": {"mode": mode, "min_rows_per_partition": 100},
         "restart": {"initial_backoff_seconds": 0.1, "max_restarts": 3}}]})

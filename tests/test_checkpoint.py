@@ -18,7 +18,7 @@ from streaming_core.checkpoint import (
     read_checkpoint,
 )
 from streaming_core.offsets import QueueOffset
-from tests.checkpoint_support import write_checkpoint
+from tests.support.checkpoint import write_checkpoint
 
 #: `offsets/2` as a real query of this connector wrote it (PySpark 4.2.1), conf shortened.
 REAL_OFFSETS = (

@@ -19,7 +19,7 @@ from opsd.observe.recorder import Recorder
 from opsd.observe.results import DesyncState, PartitionLag, QueryLag
 from opsd.observe.status import StatusStore, json_number, jsonable
 from opsd.telemetry.metrics import Metrics
-from tests.checkpoint_support import job_with_checkpoint
+from tests.support.checkpoint import job_with_checkpoint
 
 
 class Clock:

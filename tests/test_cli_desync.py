@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from opsd.cli.main import main
-from tests.checkpoint_support import job_with_checkpoint
+from tests.support.checkpoint import job_with_checkpoint
 
 
 @pytest.fixture

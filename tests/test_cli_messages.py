@@ -4,11 +4,7 @@ cluster searched or the port taken (before Spark starts) and the option to chang
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,13 +16,12 @@ from opsd.cli import main
 from opsd.cli.main import INTERRUPTED, build_parser
 from opsd.config.models import OpsdConfig
 from opsd.config.reference import MARKDOWN_PATH, config_reference
-
-OPSD = [sys.executable, "-m", "opsd.cli"]
+from tests.support.daemon import opsd
+from tests.support.ports import taken_port
 
 
 def help_of(*command: str) -> str:
-    result = subprocess.run([*OPSD, *command, "--help"], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "COLUMNS": "200"})
+    result = opsd(*command, "--help")
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -108,29 +103,21 @@ def test_ctrl_c_exits_130_without_a_message(monkeypatch: pytest.MonkeyPatch,
     assert capsys.readouterr() == ("", "")
 
 
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
-
-
 @pytest.mark.parametrize("command", ["run", "demo"])
-def test_a_taken_port_is_named_with_the_option_to_change_before_spark_starts(
-        command: str, taken_port: int, tmp_path: Path) -> None:
-    config = tmp_path / "opsd.yaml"
-    config.write_text(f"http: {{port: {taken_port}}}\n"
-                      "pipelines: [{name: p, source: {format: rate}, sink: {format: console}}]\n")
-    args = {"run": ["run", str(config)],
-            "demo": ["demo", "--port", str(taken_port), "--root", str(tmp_path / "demo")]}[command]
-    option = {"run": f"set http.port in {config}", "demo": "choose another with --port"}[command]
+def test_a_taken_port_is_named_with_the_option_to_change_before_spark_starts(command: str, tmp_path: Path) -> None:
+    with taken_port() as port:
+        config = tmp_path / "opsd.yaml"
+        config.write_text(f"http: {{port: {port}}}\n"
+                          "pipelines: [{name: p, source: {format: rate}, sink: {format: console}}]\n")
+        args = {"run": ["run", str(config)],
+                "demo": ["demo", "--port", str(port), "--root", str(tmp_path / "demo")]}[command]
+        option = {"run": f"set http.port in {config}", "demo": "choose another with --port"}[command]
 
-    started = time.monotonic()
-    result = subprocess.run([*OPSD, *args], capture_output=True, text=True, timeout=120)
+        started = time.monotonic()
+        result = opsd(*args, timeout=120)
 
     assert result.returncode == 1
-    assert result.stderr.endswith(f"opsd: error: port {taken_port} on 127.0.0.1 is already in use: {option} "
+    assert result.stderr.endswith(f"opsd: error: port {port} on 127.0.0.1 is already in use: {option} "
                                   "(0 = any free port)\n"), result.stderr
     assert "incubator" not in result.stderr + result.stdout, "the JVM was started"
     assert time.monotonic() - started < 60

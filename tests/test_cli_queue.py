@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_support import Run, assert_fails
-from cluster_contract import COMPOSITE_SCHEMA
 
 from opsd.cli import main
 from opsd.demo.producer import Batch, paced
 from streaming_core.cluster import Cluster
+from tests.support.cli import Run, assert_fails
+from tests.support.cluster_contract import COMPOSITE_SCHEMA
 
 QUEUE = "//home/app/queue"
 CONSUMER = "//home/app/consumer"

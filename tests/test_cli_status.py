@@ -6,18 +6,18 @@ from __future__ import annotations
 import http.server
 import json
 import re
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_support import assert_fails
 from rich.console import Console
 
 from opsd.cli import main
 from opsd.cli.status import PIPELINE_FAILED, WIDE, status_view
 from opsd.observe.status import QueryStatus
+from tests.support.cli import assert_fails
+from tests.support.ports import free_port
 
 NOW = 10_000.0
 DOCUMENT = {"queries": {
@@ -169,9 +169,7 @@ def test_the_daemon_is_found_from_its_config_and_a_failed_pipeline_exits_non_zer
 
 def test_no_daemon_at_the_address_says_how_to_name_another(capsys: pytest.CaptureFixture[str],
                                                            tmp_path: Path) -> None:
-    with socket.socket() as unused:  # a port nobody listens on: bound, never listening
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
-        assert_fails(status(capsys, "--config", config_file(tmp_path, port)),
-                     f"no opsd daemon answers at http://127.0.0.1:{port}", "is `opsd run` running?")
-        assert_fails(status(capsys, "--url", f"http://127.0.0.1:{port}"), "--config ITS_CONFIG.yaml, or --url")
+    port = free_port()  # nobody listens there
+    assert_fails(status(capsys, "--config", config_file(tmp_path, port)),
+                 f"no opsd daemon answers at http://127.0.0.1:{port}", "is `opsd run` running?")
+    assert_fails(status(capsys, "--url", f"http://127.0.0.1:{port}"), "--config ITS_CONFIG.yaml, or --url")

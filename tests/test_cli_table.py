@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_support import Run, assert_fails
-from yt_types import TYPES, YtType
 
 from opsd.cli.table import READ_LIMIT
 from streaming_core.cluster import Cluster
 from streaming_core.cluster.base import ORDERED, SORTED, STATIC
+from tests.support.cli import Run, assert_fails
+from tests.support.yt_types import TYPES, YtType
 
 TABLE = "//home/app/result"
 

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from cluster_contract import NUMBERED_SCHEMA, ClusterContract, data_rows, read_all, total_rows
 
 from streaming_core.cluster import Cluster, ClusterError, InvalidUriError, connect, default_uri, resolve_uri
 from streaming_core.cluster.embedded import EmbeddedCluster
+from tests.support.cluster_contract import NUMBERED_SCHEMA, ClusterContract, data_rows, read_all, total_rows
 
 
 @pytest.fixture

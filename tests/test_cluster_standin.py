@@ -14,16 +14,16 @@ from urllib.parse import quote
 
 import pytest
 import structlog
-from standin_support import STANDIN_TOKEN, tls_proxy
 
 from streaming_core.cluster import ClusterError, InvalidUriError, UnreachableClusterError, connect, resolve_uri
 from streaming_core.cluster.standin import Fault, StandinProxy
 from streaming_core.cluster.ytsaurus import client as yt_client
+from tests.support.standin import STANDIN_TOKEN, tls_proxy
 
 SCHEMA = [{"name": "n", "type": "int64"}, {"name": "data", "type": "string"}]
 
 
-def make_queue(cluster, path: str, rows: int = 0) -> None:
+def queue_with_rows(cluster, path: str, rows: int = 0) -> None:
     cluster.create("table", path, recursive=True, attributes={"dynamic": True, "tablet_count": 1, "schema": SCHEMA})
     if rows:
         cluster.insert_rows(path, [{"n": i, "data": f"row-{i}"} for i in range(rows)], tablet_index=0)
@@ -85,7 +85,7 @@ class TestErrors:
                                                       monkeypatch) -> None:
         monkeypatch.setattr("yt.wrapper.retries.Retrier.backoff", lambda *_: 0, raising=False)
         root = "//tmp/busy"
-        make_queue(standin_cluster, root, rows=3)
+        queue_with_rows(standin_cluster, root, rows=3)
         standin.faults.append(Fault("get_tablet_infos", status=503, times=1))
 
         assert standin_cluster.get_tablet_infos(root)[0].total_row_count == 3
@@ -94,7 +94,7 @@ class TestErrors:
     def test_an_error_after_the_body_started_comes_in_the_trailer(self, standin: StandinProxy,
                                                                   standin_cluster) -> None:
         root = "//tmp/trailer"
-        make_queue(standin_cluster, root, rows=5)
+        queue_with_rows(standin_cluster, root, rows=5)
         standin.faults.append(Fault("select_rows", status=200, code=1, after_rows=0))
 
         with pytest.raises(ClusterError, match="after the body started"):
@@ -119,7 +119,7 @@ class TestHttps:
                 uri = proxy.uri
                 assert uri == f"yt+https://{proxy.address}?ca_bundle={quote(ca, safe='')}"
                 with connect(uri, token=STANDIN_TOKEN) as cluster:
-                    make_queue(cluster, "//tmp/tls", rows=2)
+                    queue_with_rows(cluster, "//tmp/tls", rows=2)
                     assert cluster.get_tablet_infos("//tmp/tls")[0].total_row_count == 2
                     assert cluster.uri == resolve_uri(uri)
                 assert proxy.served and all(s.tls for s in proxy.served)
@@ -127,7 +127,7 @@ class TestHttps:
                 # so the token never crosses it in clear.
                 proxy.state.heavy_proxies[:] = [f"127.0.0.1:{capture.port}"]
                 with connect(uri, token=STANDIN_TOKEN) as cluster, pytest.raises(UnreachableClusterError) as err:
-                    make_queue(cluster, "//tmp/tls2", rows=2)
+                    queue_with_rows(cluster, "//tmp/tls2", rows=2)
                 assert "//tmp/tls2" in str(err.value) and STANDIN_TOKEN not in str(err.value)
         finally:
             capture.close()
@@ -219,7 +219,7 @@ def _served_commands() -> set[str]:
 
 class TestWireFormats:
     def test_inserts_go_as_arrow_where_the_proxy_takes_it(self, standin: StandinProxy, standin_cluster) -> None:
-        make_queue(standin_cluster, "//tmp/arrow-in")
+        queue_with_rows(standin_cluster, "//tmp/arrow-in")
         standin_cluster.insert_rows("//tmp/arrow-in", [{"n": i, "data": f"r{i}"} for i in range(3)], tablet_index=0)
 
         assert [s.input_format for s in standin.served if s.command == "insert_rows"][-1] == "arrow"
@@ -228,7 +228,7 @@ class TestWireFormats:
 
     def test_a_proxy_that_refuses_arrow_gets_yson_from_then_on(self, tmp_path: Path) -> None:
         with StandinProxy(tmp_path, input_formats=("yson",)) as proxy, connect(proxy.uri) as cluster:
-            make_queue(cluster, "//tmp/yson-in")
+            queue_with_rows(cluster, "//tmp/yson-in")
             for first in (0, 3):
                 cluster.insert_rows("//tmp/yson-in", [{"n": i, "data": "x"} for i in range(first, first + 3)],
                                     tablet_index=0)

@@ -12,7 +12,6 @@ import inspect
 import io
 import os
 import pickle
-import socket
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -22,8 +21,6 @@ import pyarrow as pa
 import pytest
 import yt.wrapper as yt
 import yt.yson as yson
-from cluster_contract import ClusterContract
-from standin_support import STANDIN_TOKEN
 
 from streaming_core.cluster import (
     ClusterError,
@@ -43,6 +40,9 @@ from streaming_core.cluster.ytsaurus import CONSUMER_SCHEMA, YtsaurusCluster
 from streaming_core.cluster.ytsaurus.client import ARROW_RAW, WIRE_RAW, client_config, client_token, retry_seconds
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
 from streaming_core.cluster.ytsaurus.wire import dump_rows, load_rows
+from tests.support.cluster_contract import ClusterContract
+from tests.support.ports import free_port
+from tests.support.standin import STANDIN_TOKEN
 
 QUEUE = "//tmp/q"
 CONSUMER = "//tmp/c"
@@ -643,8 +643,9 @@ class TestCompositeValuesOnTheWire:
 
 
 class TestYtsaurusContract(ClusterContract):
-    """The shared cluster contract (`tests/cluster_contract.py`) through the real `ytsaurus-client` over HTTP: against
-    the cluster at `$YT_PROXY` when it is set, else against the YTsaurus HTTP stand-in (`standin_support`)."""
+    """The shared cluster contract (`tests/support/cluster_contract.py`) through the real `ytsaurus-client` over HTTP:
+    against the cluster at `$YT_PROXY` when it is set, else against the YTsaurus HTTP stand-in
+    (`tests.support.standin`)."""
 
     @pytest.fixture
     def cluster(self, request: pytest.FixtureRequest) -> Iterator[YtsaurusCluster]:
@@ -670,9 +671,7 @@ class TestUnreachableProxy:
 
     @pytest.fixture
     def closed_port(self) -> int:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return probe.getsockname()[1]
+        return free_port()
 
     @pytest.mark.timeout(30)
     def test_refused_and_unresolvable_proxies_are_named_with_where_the_uri_comes_from(self, closed_port):

@@ -5,8 +5,6 @@ that opsd defines, and per-query panels follow the `query` variable.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 
 import pytest
 import yaml
@@ -14,6 +12,7 @@ import yaml
 from grafana import build
 from grafana.promql import defined_series, selectors, series_names, unknown_labels, unknown_metrics
 from opsd.telemetry.metrics import METRIC_DEFINITIONS
+from tests.support.prometheus import needs_promtool, promtool
 
 DASHBOARD = build.overview()
 TARGETS = [(panel["title"], target) for panel in DASHBOARD["panels"] for target in panel.get("targets", [])]
@@ -101,7 +100,7 @@ def test_panels_do_not_overlap_and_fit_the_grid():
         taken |= cells
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not on PATH (Debian package prometheus)")
+@needs_promtool
 def test_every_panel_query_is_valid_promql(tmp_path):
     """promtool parses each expression as a recording rule, after Grafana's variable substitution."""
     rules = []
@@ -111,8 +110,7 @@ def test_every_panel_query_is_valid_promql(tmp_path):
         rules.append({"record": f"dashboard:expr_{index}", "expr": expr})
     rule_file = tmp_path / "dashboard_rules.yaml"
     rule_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
-    result = subprocess.run(["promtool", "check", "rules", str(rule_file)],
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = promtool("check", "rules", str(rule_file))
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -17,8 +17,8 @@ from opsd.observe.positions import PartitionPositions, QueuePositions
 from streaming_core.checkpoint import newest_batch, read_checkpoint
 from streaming_core.cluster import BeyondQueueEndError
 from streaming_core.consumer import advance_consumer, seek_consumer
-from tests.checkpoint_support import write_checkpoint
-from tests.conftest import QUEUE_SCHEMA, make_queue
+from tests.support.checkpoint import write_checkpoint
+from tests.support.cluster import QUEUE_SCHEMA, make_queue
 
 
 def part(consumer: int, *, checkpoint: int = 20, previous: int | None = 10, rows: int = 20, trimmed: int = 0,

@@ -17,7 +17,7 @@ from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
-from tests.checkpoint_support import job_with_checkpoint, offset_line
+from tests.support.checkpoint import job_with_checkpoint, offset_line
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.runtime.monitor import recent_progress
 from opsd.telemetry.metrics import Metrics
-from tests.conftest import make_queue
-from tests.source_support import checkpoint_of, numbered, read_queue, run_to_end
+from tests.support.cluster import make_queue
+from tests.support.source import checkpoint_of, numbered, read_queue, run_to_end
 
 pytestmark = pytest.mark.spark
 

@@ -14,12 +14,12 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
-from checkov_support import checkov, needs_checkov
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from opsd.config.models import DEFAULT_PORT
+from tests.support.checkov import checkov, needs_checkov
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
-from prometheus_support import free_port
 
 from opsd.cli.main import main
 from opsd.observe.recorder import Recorder
@@ -18,8 +17,9 @@ from opsd.observe.results import PartitionLag, QueryLag
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
-from tests.checkpoint_support import job_with_checkpoint
-from tests.conftest import QUEUE_SCHEMA
+from tests.support.checkpoint import job_with_checkpoint
+from tests.support.cluster import QUEUE_SCHEMA
+from tests.support.ports import free_port
 
 
 @pytest.fixture

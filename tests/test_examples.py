@@ -10,12 +10,12 @@ from pathlib import Path
 import helm_python as helm
 import pytest
 import yaml
-from conftest import make_queue
-from helpers_pipelines import wait_until
-from sink_support import make_table, ordered_rows
 
 from opsd.config.load import load_config
 from opsd.runtime.pipeline import start_query
+from tests.support.cluster import make_queue
+from tests.support.sink import make_table, ordered_rows
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -17,7 +17,8 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
-from checkov_support import checkov, needs_checkov
+
+from tests.support.checkov import checkov, needs_checkov
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART_DIR = ROOT / "helm" / "opsd"

@@ -37,8 +37,8 @@ from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
 from streaming_core.checkpoint import MAX_FILE_BYTES, CheckpointError, newest_batch, read_checkpoint
 from streaming_core.offsets import QueueOffset
-from tests.checkpoint_support import METADATA, job_with_checkpoint
-from tests.conftest import QUEUE_SCHEMA
+from tests.support.checkpoint import METADATA, job_with_checkpoint
+from tests.support.cluster import QUEUE_SCHEMA
 
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(60)]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,8 +24,9 @@ from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster, connect
-from tests.checkpoint_support import write_checkpoint
-from tests.conftest import make_queue
+from tests.support.checkpoint import write_checkpoint
+from tests.support.cluster import make_queue
+from tests.support.daemon import OPSD
 
 pytestmark = pytest.mark.hostile
 
@@ -42,7 +42,7 @@ def opsd(*args: str) -> subprocess.CompletedProcess[str]:
     """The `opsd` console entry point in a subprocess that believes it writes to a wide colour terminal."""
     env = {**os.environ, "FORCE_COLOR": "1", "TERM": "xterm-256color", "COLUMNS": "1000", "YT_TOKEN": TOKEN}
     env.pop("NO_COLOR", None)
-    return subprocess.run([sys.executable, "-m", "opsd.cli", *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([*OPSD, *args], capture_output=True, text=True, timeout=300,
                           env=env, check=False)
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
-from prometheus_support import PROMETHEUS, query_until_present
 
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.lag.check import LagCheck
@@ -16,7 +15,8 @@ from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
-from tests.checkpoint_support import job_with_checkpoint
+from tests.support.checkpoint import job_with_checkpoint
+from tests.support.prometheus import PROMETHEUS, query_until_present
 
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="the `prometheus` binary is not installed")
 

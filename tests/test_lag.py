@@ -19,8 +19,8 @@ from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore, jsonable
 from opsd.telemetry.metrics import Metrics
-from tests.checkpoint_support import write_checkpoint
-from tests.conftest import make_queue
+from tests.support.checkpoint import write_checkpoint
+from tests.support.cluster import make_queue
 
 
 def sample(at: float, next_row: int, row_count: int, *, written_at: float | None = None,

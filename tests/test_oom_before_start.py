@@ -23,7 +23,7 @@ from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
 from streaming_core.consumer import advance_consumer
 from streaming_core.tuning import read_tuning, write_tuning
-from tests.conftest import make_queue
+from tests.support.cluster import make_queue
 
 SMALL, BIG = 10, 2000  # bytes of `data` in the rows already read and in the rows ahead
 READ, AHEAD = 1000, 20_000  # rows per partition

@@ -14,8 +14,8 @@ from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
 from opsd.checks.positions.collect import PositionsCollector
 from opsd.config.models import OpsdConfig
-from tests.conftest import make_queue
-from tests.helpers_pipelines import wait_until
+from tests.support.cluster import make_queue
+from tests.support.wait import wait_until
 
 ROWS_PER_PARTITION = 3000
 CAP = 1000

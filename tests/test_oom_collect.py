@@ -16,7 +16,7 @@ from opsd.checks.oom.collect import (
 from opsd.checks.oom.evaluate import PoolUsage
 from opsd.checks.oom.sampler import PoolWindow
 from opsd.observe.progress import PartitionOffsets
-from tests.conftest import make_queue
+from tests.support.cluster import make_queue
 
 MB = 1 << 20
 

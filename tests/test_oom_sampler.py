@@ -25,6 +25,7 @@ from opsd.checks.oom.sampler import (
 
 MB = 1024 * 1024
 JVM = 100
+SESSION = Path(__file__).parent / "scripts" / "oom_sampler_session.py"
 
 
 def _process(proc: Path, pid: int, parent: int, command: str, vm_size_kb: int = 1000, vm_peak_kb: int = 1000) -> None:
@@ -115,9 +116,8 @@ def test_a_real_workers_address_space_limit_is_the_share_pool_limits_computes_an
     """In its own local session (`spark.executor.pyspark.memory` is read when Spark starts): the limit a Python worker
     runs under, read inside the worker, equals `pool_limits`' python_worker pool (the executor's memory over its
     cores), and the sampler finds that worker's address space, under the limit."""
-    root = Path(__file__).parent.parent
-    done = subprocess.run([sys.executable, "-m", "tests.oom_support", str(tmp_path)], capture_output=True, text=True,
-                          timeout=300, cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    done = subprocess.run([sys.executable, str(SESSION), str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, done.stderr[-3000:]
     seen = json.loads(lines[-1])

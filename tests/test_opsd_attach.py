@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -16,8 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql.streaming import StreamingQuery
 
 import opsd
-from tests.conftest import make_queue
-from tests.helpers_pipelines import wait_until
+from tests.support.cluster import make_queue
+from tests.support.ports import taken_port
+from tests.support.wait import wait_until
 
 WAIT_SECONDS = 120.0
 
@@ -151,10 +151,7 @@ def test_attach_to_a_query_already_running_and_idle_files_it_under_its_name_only
 
 
 def test_attach_on_a_taken_port_fails_and_leaves_nothing_running(spark) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+    with taken_port() as port:
         listeners_before = len(spark._jsparkSession.streams().listListeners())
         threads_before = {t.name for t in threading.enumerate()}
 

@@ -21,14 +21,14 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
-from daemon_support import START_SECONDS, WAIT_SECONDS, http_status, opsd, rows, run_daemon
-from prometheus_support import free_port
 
 from streaming_core.cluster import connect
 from streaming_core.options import DEFAULT_DYN_BATCH_SIZE
-from tests.conftest import make_queue
-from tests.helpers_pipelines import wait_until
-from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows
+from tests.support.cluster import make_queue
+from tests.support.daemon import START_SECONDS, WAIT_SECONDS, http_status, opsd, rows, run_daemon
+from tests.support.ports import free_port
+from tests.support.sink import COPY_SCHEMA, make_table, ordered_rows
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.spark
 

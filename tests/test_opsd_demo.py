@@ -16,10 +16,10 @@ import pytest
 from opsd.cli import main
 from opsd.demo.scenario import RESULT
 from streaming_core.cluster import connect
-from tests.helpers_pipelines import wait_until
-from tests.sink_support import ordered_rows
+from tests.support.sink import ordered_rows
+from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.tmux]
 
 DEMO_TIMEOUT_SECONDS = 400.0
 ROOT = Path(__file__).resolve().parent.parent

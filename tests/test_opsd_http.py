@@ -18,7 +18,7 @@ from opsd.observe.status import StatusStore
 from opsd.telemetry.http import HttpLimits, OpsHttpServer, PortInUseError, check_port_free
 from opsd.telemetry.metrics import Metrics
 from opsd.telemetry.redaction import REDACTED
-from tests.helpers_pipelines import wait_until
+from tests.support.wait import wait_until
 
 NOW = 50_000.0
 

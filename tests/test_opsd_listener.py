@@ -6,7 +6,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -17,7 +17,8 @@ from opsd.observe.listener import OpsdListener, _SparkCalls
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
-from tests.conftest import windowed_rate_counts
+from tests.support.spark import windowed_rate_counts
+from tests.support.wait import wait_until
 
 
 def started_event(name: str = "clicks") -> QueryStartedEvent:
@@ -30,13 +31,6 @@ def make_listener(max_queue: int = 100) -> tuple[OpsdListener, CollectorRegistry
     registry, store = CollectorRegistry(), StatusStore()
     metrics = Metrics(registry)
     return OpsdListener(Recorder(metrics, store), metrics, max_queue=max_queue), registry, store
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
 
 
 def test_full_queue_drops_and_counts_instead_of_blocking() -> None:
@@ -133,10 +127,11 @@ def test_real_stateful_query_is_exported(spark, attached) -> None:
     counts = windowed_rate_counts(spark, rows_per_second=200)
     query = counts.writeStream.format("memory").queryName("listener_window").outputMode("append").start()
     try:
-        wait_for(lambda: (s := store.get("listener_window")) is not None and (s.last_batch_id or 0) >= 1)
+        wait_until(lambda: (s := store.get("listener_window")) is not None and (s.last_batch_id or 0) >= 1, 30,
+                   "batch 1 in the status")
     finally:
         query.stop()
-    wait_for(lambda: not store.get("listener_window").active)  # type: ignore[union-attr]
+    wait_until(lambda: not store.get("listener_window").active, 30, "the query to be inactive")  # type: ignore[union-attr]
     assert listener.flush(10)
 
     def value(name: str, **labels: str) -> float | None:
@@ -173,7 +168,7 @@ def test_real_query_failure_is_counted_by_python_exception_class(spark, attached
     )
     with pytest.raises(StreamingQueryException):
         query.awaitTermination(60)
-    wait_for(lambda: (s := store.get("listener_failing")) is not None and s.failed)
+    wait_until(lambda: (s := store.get("listener_failing")) is not None and s.failed, 30, "the failure in the status")
 
     assert registry.get_sample_value(
         "opsd_query_failures_total", {"query": "listener_failing", "exception": "ValueError"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from opsd.checks.scheduler import CheckScheduler
 from opsd.telemetry.logs import children_write_to, configure_logging
 from opsd.telemetry.metrics import Metrics
 from opsd.telemetry.redaction import REDACTED, Redactor
+from tests.support.ports import free_port
 
 TOKEN = "AQAD-qJSJKeyabcdef0123456789"
 
@@ -186,9 +186,7 @@ def test_a_traceback_through_the_client_factory_never_prints_its_token_local(
     from streaming_core.cluster.ytsaurus.client import default_client_factory
 
     monkeypatch.delenv("YT_TOKEN", raising=False)  # not a known secret: only leaving out locals keeps it out
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = free_port()
     stream = FakeTTY()
     configure_logging(stream=stream, json_lines=json_lines)
     try:

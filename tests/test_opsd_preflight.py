@@ -16,9 +16,9 @@ from opsd.observe.status import StatusStore
 from opsd.runtime.preflight import preflight
 from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
-from tests.conftest import make_queue
-from tests.helpers_pipelines import wait_until
-from tests.sink_support import make_table
+from tests.support.cluster import make_queue
+from tests.support.sink import make_table
+from tests.support.wait import wait_until
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_a_sound_pipeline_has_no_problem(cluster_uri, layout, spark) -> None:
     ({"sink__path": "//home/nope/out"}, ("sink", "//home/nope/out")),
     ({"sink__options": {"dyn_batch_size": "0"}}, ("sink", "dyn_batch_size")),
     ({"transform": {"callable": "no_such_module.transforms:f"}}, ("transform", "no_such_module")),
-    ({"sink": {"format": "foreachBatch", "callable": "tests.helpers_pipelines:no_such_function"}},
+    ({"sink": {"format": "foreachBatch", "callable": "tests.support.pipelines:no_such_function"}},
      ("sink", "no_such_function")),
     ({"checkpoint_location": None}, ("checkpoint", "checkpoint_location")),
 ])

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import pytest
 
 from opsd.observe.progress import (
-    BatchProgress,
     PartitionOffsets,
     parse_progress,
     parse_timestamp,
 )
 from streaming_core.offsets import QueueOffset
-from tests.conftest import windowed_rate_counts
+from tests.support.spark import windowed_rate_counts
+from tests.support.wait import wait_until
 
 # Captured from a real local run (PySpark 4.2.1): rate source -> 1 s window count with a 2 s
 # watermark -> memory sink, batch 2.
@@ -218,18 +217,12 @@ def test_progress_of_a_live_stateful_query_parses(spark) -> None:
     events = windowed_rate_counts(spark, rows_per_second=100)
     query = events.writeStream.format("memory").queryName("live_progress").outputMode("append").start()
     try:
-        deadline = time.monotonic() + 30
-        parsed: BatchProgress | None = None
-        while time.monotonic() < deadline:
-            last = query.lastProgress
-            if last is not None and last.batchId >= 2:
-                parsed = parse_progress(last.json)
-                break
-            time.sleep(0.2)
+        last = wait_until(lambda: (p := query.lastProgress) is not None and p.batchId >= 2 and p, 30,
+                          "the progress of batch 2")
     finally:
         query.stop()
 
-    assert parsed is not None, "no progress within 30 s"
+    parsed = parse_progress(last.json)
     assert parsed.query == "live_progress"
     assert parsed.batch_id >= 2
     assert "triggerExecution" in parsed.durations_seconds

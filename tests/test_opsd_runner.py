@@ -17,8 +17,9 @@ from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.runtime.runner import Backoff, Runner, Supervisor
 from opsd.telemetry.metrics import Metrics
-from tests.conftest import make_queue
-from tests.helpers_pipelines import Knobs, wait_until
+from tests.support.cluster import make_queue
+from tests.support.pipelines import Knobs
+from tests.support.wait import wait_until
 
 WAIT_SECONDS = 120.0
 STOP_SECONDS = 60.0
@@ -93,7 +94,7 @@ class TestSupervisor:
             self, spark, recorder: Recorder, registry: CollectorRegistry, supervisors: list[Supervisor]) -> None:
         name = unique("flaky")
         Knobs.transform_failures_left = 2
-        config = pipeline(name, transform={"callable": "tests.helpers_pipelines:flaky_transform"},
+        config = pipeline(name, transform={"callable": "tests.support.pipelines:flaky_transform"},
                           restart={"initial_backoff_seconds": 0.2, "max_backoff_seconds": 0.4})
         supervisor = Supervisor(spark, config, recorder, healthy_after_seconds=2.0)
         supervisors.append(supervisor)
@@ -115,7 +116,7 @@ class TestSupervisor:
             self, spark, recorder: Recorder, registry: CollectorRegistry, supervisors: list[Supervisor]) -> None:
         name = unique("doomed")
         Knobs.transform_failures_left = 100
-        config = pipeline(name, transform={"callable": "tests.helpers_pipelines:flaky_transform"},
+        config = pipeline(name, transform={"callable": "tests.support.pipelines:flaky_transform"},
                           restart={"initial_backoff_seconds": 0.1, "max_backoff_seconds": 0.1, "max_restarts": 2})
         supervisor = Supervisor(spark, config, recorder)
         supervisors.append(supervisor)
@@ -135,7 +136,7 @@ class TestSupervisor:
             self, spark, recorder: Recorder, registry: CollectorRegistry, supervisors: list[Supervisor]) -> None:
         name = unique("batch_fails")
         Knobs.batch_failures_left = 1
-        config = pipeline(name, sink={"format": "foreachBatch", "callable": "tests.helpers_pipelines:failing_batch"},
+        config = pipeline(name, sink={"format": "foreachBatch", "callable": "tests.support.pipelines:failing_batch"},
                           restart={"initial_backoff_seconds": 0.2})
         supervisor = Supervisor(spark, config, recorder)
         supervisors.append(supervisor)
@@ -153,7 +154,7 @@ class TestSupervisor:
         Knobs.batch_log.touch()
         # No trigger: batches run back to back, so the trigger is (almost) never idle when stop() looks.
         config = pipeline(unique("slow"), trigger={},
-                          sink={"format": "foreachBatch", "callable": "tests.helpers_pipelines:slow_batch"})
+                          sink={"format": "foreachBatch", "callable": "tests.support.pipelines:slow_batch"})
         supervisor = Supervisor(spark, config, recorder)
         supervisors.append(supervisor)
         supervisor.start()

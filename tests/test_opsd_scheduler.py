@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 
 from opsd.checks.scheduler import CheckScheduler
 from opsd.telemetry.metrics import Metrics
+from tests.support.wait import wait_until
 
 
 @pytest.fixture
@@ -57,9 +58,7 @@ def test_scheduled_check_runs_repeatedly_and_survives_its_failures(checks: Check
 
     checks.add_check("flaky", flaky, interval_seconds=0.1)
     checks.start()
-    deadline = time.monotonic() + 10
-    while len(runs) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(runs) >= 3, 10, "three runs", interval=0.05)
 
     assert len(runs) >= 3
     assert registry.get_sample_value("opsd_check_errors_total", {"check": "flaky"}) >= 3

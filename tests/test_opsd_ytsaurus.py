@@ -1,6 +1,6 @@
 """`opsd run` against YTsaurus: a pipeline over the YTsaurus backend, through the real client over HTTPS against the
-stand-in (`standin_support.tls_proxy`, the CA bundle named in the cluster URI), with the token only in the daemon's
-`YT_TOKEN`.
+stand-in (`tests.support.standin.tls_proxy`, the CA bundle named in the cluster URI), with the token only in the
+daemon's `YT_TOKEN`.
 
 The checkpoint is a `yt:///` location in the stand-in's Cypress: SPYT's file system, which writes it on a real
 cluster, cannot run here, so the session maps `yt:///` onto the stand-in's storage root (Hadoop's overload scheme,
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,23 +20,25 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_support import free_port
-from standin_support import STANDIN_TOKEN, tls_proxy
 
 from streaming_core.cluster import connect
 from streaming_core.cluster.standin import StandinProxy
 from streaming_core.session import CHECKPOINT_FILE_MANAGER
 from streaming_core.tuning import read_tuning
-from tests.conftest import make_queue
-from tests.helpers_pipelines import wait_until
-from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows
+from tests.support.cluster import make_queue
+from tests.support.daemon import START_SECONDS, http_status, run_daemon
+from tests.support.ports import free_port
+from tests.support.sink import COPY_SCHEMA, make_table, ordered_rows
+from tests.support.standin import STANDIN_TOKEN, tls_proxy
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.spark
 
 QUEUE, CONSUMER, RESULT = "//home/yt-e2e/queue", "//home/yt-e2e/consumer", "//home/yt-e2e/result"
 CHECKPOINT = "yt:///home/yt-e2e/checkpoint"
 PIPELINE = "copy"
-START_SECONDS, WAIT_SECONDS = 240.0, 150.0
+#: How long this pipeline (over HTTPS to the stand-in) is waited for: more than `tests.support.daemon.WAIT_SECONDS`.
+WAIT_SECONDS = 150.0
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +78,11 @@ def daemon(standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     config_file = work / "opsd.yaml"
     config_file.write_text(yaml.safe_dump(config))
     stderr = work / "stderr.log"
-    env = {**os.environ, "YT_TOKEN": STANDIN_TOKEN}
-    with stderr.open("wb") as err:
-        process = subprocess.Popen([sys.executable, "-m", "opsd.cli", "run", str(config_file)],
-                                   stdout=subprocess.DEVNULL, stderr=err, env=env)
+    process = run_daemon(config_file, stderr, env={**os.environ, "YT_TOKEN": STANDIN_TOKEN})
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: process.poll() is not None or _ready(url), START_SECONDS, "/readyz to answer 200")
+        wait_until(lambda: process.poll() is not None or http_status(f"{url}/readyz") == 200, START_SECONDS,
+                   "/readyz to answer 200")
         assert process.poll() is None, f"opsd run exited early:\n{stderr.read_text()[-3000:]}"
         yield url, stderr
     finally:
@@ -92,14 +91,6 @@ def daemon(standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
             process.wait(60)
         except subprocess.TimeoutExpired:
             process.kill()
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/readyz", timeout=5) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def status(url: str) -> dict[str, Any]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from prometheus_support import PROMETHEUS, query_until_present
 
 from opsd.telemetry.http import OpsHttpServer
+from tests.support.prometheus import PROMETHEUS, query_until_present
 
 pytestmark = pytest.mark.skipif(
     PROMETHEUS is None, reason="the `prometheus` binary is not installed (Debian package `prometheus`)"

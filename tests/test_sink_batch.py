@@ -12,8 +12,8 @@ from pyspark.sql.utils import StreamingQueryException
 from yt import yson
 
 from streaming_core.cluster import SchemaError
-from tests.conftest import make_queue
-from tests.sink_support import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows
+from tests.support.cluster import make_queue
+from tests.support.sink import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows
 
 pytestmark = pytest.mark.spark
 

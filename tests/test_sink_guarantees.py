@@ -11,7 +11,7 @@ Scenarios: transactional mode at all four fault points; at-least-once and the id
 log not) - for those two modes `before_write` leaves nothing to check and `after_write` is `after_commit`, as
 their commit does nothing. 8 killed runs + 1 resume: about a minute and a half on 2 idle cores.
 
-The YTsaurus backend, through the real client over HTTP against the stand-in (`standin_support`, with its token
+The YTsaurus backend, through the real client over HTTP against the stand-in (`tests.support.standin`, with its token
 in the driver's `YT_TOKEN`, checkpoints on local disk), is killed once per guarantee mode: 3 more killed runs and
 a resume.
 """
@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from standin_support import STANDIN_TOKEN
 
 from streaming_core.cluster import connect
 from streaming_core.options import SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions
 from streaming_core.sink import commit_log_path
-from tests.conftest import make_queue
-from tests.sink_support import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows
+from tests.support.cluster import make_queue
+from tests.support.sink import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows
+from tests.support.standin import STANDIN_TOKEN
 
 pytestmark = pytest.mark.spark
 

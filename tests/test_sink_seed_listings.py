@@ -18,8 +18,8 @@ from pyspark.sql.functions import length
 from streaming_core.cluster import connect
 from streaming_core.cluster.base import Cluster
 from streaming_core.cluster.embedded import EmbeddedCluster
-from tests.conftest import make_queue
-from tests.sink_support import (
+from tests.support.cluster import make_queue
+from tests.support.sink import (
     COPY_SCHEMA,
     fill_queue,
     make_table,

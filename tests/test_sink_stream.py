@@ -10,17 +10,11 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.utils import StreamingQueryException
 
 from streaming_core.tuning import write_tuning
-from tests.conftest import make_queue
-from tests.sink_support import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows, session_conf, stored_chunks
+from tests.support.cluster import make_queue
+from tests.support.sink import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows, session_conf, stored_chunks
+from tests.support.source import read_queue
 
 pytestmark = pytest.mark.spark
-
-
-def read_queue(spark, queue: str, consumer: str, **options) -> DataFrame:
-    reader = spark.readStream.format("yt").option("consumer_path", consumer)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load(queue)
 
 
 def to_yt(df: DataFrame, target: str, checkpoint: str, *, output_mode: str = "append", trigger: dict | None = None,

@@ -14,7 +14,7 @@ from streaming_core.options import SinkOptions
 from streaming_core.session import checkpoint_conf
 from streaming_core.sink import check_transaction_size, chunk_rows, chunks, plan_sink
 from streaming_core.tuning import write_tuning
-from tests.sink_support import COPY_SCHEMA, make_table
+from tests.support.sink import COPY_SCHEMA, make_table
 
 
 def _batches(*sizes: int) -> list[pa.RecordBatch]:

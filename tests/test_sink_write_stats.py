@@ -15,7 +15,7 @@ from streaming_core.cluster import ClusterError
 from streaming_core.options import SinkOptions
 from streaming_core.sink import YtStreamWriter, plan_sink, write_rows
 from streaming_core.write_stats import read_write_stats
-from tests.sink_support import COPY_SCHEMA, make_table
+from tests.support.sink import COPY_SCHEMA, make_table
 
 
 def _plan(yt, yt_root):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import make_queue
-from tests.source_support import numbered
+from tests.support.cluster import make_queue
+from tests.support.source import numbered
 
 pytestmark = pytest.mark.spark
 

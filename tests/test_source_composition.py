@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 from pyspark.sql import functions as F
 
-from tests.conftest import make_queue
-from tests.source_support import checkpoint_of, read_queue, run_to_end
+from tests.support.cluster import make_queue
+from tests.support.source import checkpoint_of, read_queue, run_to_end
 
 pytestmark = pytest.mark.spark
 

@@ -9,15 +9,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pyspark
 import pytest
 
-from tests.conftest import make_queue
-from tests.source_support import checkpoint_of, numbered
+from tests.support.cluster import make_queue
+from tests.support.source import checkpoint_of, numbered
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -61,11 +61,14 @@ def test_driver_killed_mid_batch_replays_that_batch_only(yt, yt_root, cluster_ur
     output, marker = tmp_path / "out.jsonl", tmp_path / "hung"
     args = (cluster_uri, q, c, checkpoint_of(yt_root), output)
     driver = stream(*args, "--max-rows", "25", "--hang-on-batch", "2", "--marker", str(marker), tmp_path=tmp_path)
-    deadline = time.monotonic() + 300
-    while not marker.exists():
+
+    def hung() -> bool:
+        if marker.exists():
+            return True
         assert driver.poll() is None, driver.stderr.read()[-3000:]
-        assert time.monotonic() < deadline, "batch 2 never started"
-        time.sleep(0.2)
+        return False
+
+    wait_until(hung, 300, "batch 2 to start")
     os.killpg(driver.pid, signal.SIGKILL)  # the Python driver and its JVM
     driver.wait()
     interrupted = sorted(r["n"] for r in output_rows(output) if r["batch"] == 2)

@@ -16,7 +16,7 @@ from streaming_core.offsets import QueueOffset, batch_end, effective_start, from
 from streaming_core.options import SourceOptions
 from streaming_core.tuning import Tuning, read_tuning, write_tuning
 from streaming_core.types import arrow_schema_for_spark, conform, read_schema, spark_schema, spark_type
-from tests.source_support import COMPOSITE_COLUMNS
+from tests.support.source import COMPOSITE_COLUMNS
 
 # -- offsets -------------------------------------------------------------------------------------------
 

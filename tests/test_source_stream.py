@@ -12,8 +12,8 @@ from yt import yson
 from opsd.cli.main import main
 from streaming_core.options import SRC_ROW_INDEX, SRC_TABLET_INDEX
 from streaming_core.tuning import write_tuning
-from tests.conftest import make_queue
-from tests.source_support import (
+from tests.support.cluster import make_queue
+from tests.support.source import (
     COMPOSITE_COLUMNS,
     batches,
     checkpoint_of,

@@ -15,7 +15,7 @@ from pyspark.sql.functions import col, floor, rand, udf, window
 
 from streaming_core.cluster import Cluster
 from streaming_core.cluster.base import ORDERED, STATIC
-from tests.sink_support import COPY_SCHEMA, make_table, ordered_rows, run_listing
+from tests.support.sink import COPY_SCHEMA, make_table, ordered_rows, run_listing
 
 pytestmark = pytest.mark.spark
 

@@ -14,9 +14,7 @@ import os
 import pty
 import re
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -25,20 +23,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.checkpoint_support import write_checkpoint
-from tests.helpers_pipelines import wait_until
+from tests.support.checkpoint import write_checkpoint
+from tests.support.daemon import OPSD
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.hostile
 
 TOKEN = "AQAD-unreachable-proxy-token-0123456789xyz"
 UNREACHABLE = "cannot be reached"
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def environment() -> dict[str, str]:
@@ -105,11 +98,11 @@ def get(url: str) -> str:
 @pytest.mark.spark
 @pytest.mark.parametrize("log_format", ["json", "console", "auto-on-a-terminal", "auto-piped"])
 def test_an_unreachable_proxy_never_shows_the_token_in_any_log_format(tmp_path: Path, log_format: str) -> None:
-    proxy = f"127.0.0.1:{closed_port()}"
+    proxy = f"127.0.0.1:{free_port()}"
     config = config_file(tmp_path, proxy, log_format.removesuffix("-on-a-terminal").removesuffix("-piped"))
     out_read, out_write = os.pipe()
     err_read, err_write = pty.openpty() if log_format == "auto-on-a-terminal" else os.pipe()
-    process = subprocess.Popen([sys.executable, "-m", "opsd.cli", "run", str(config)], cwd=tmp_path,
+    process = subprocess.Popen([*OPSD, "run", str(config)], cwd=tmp_path,
                                env=environment(), stdout=out_write, stderr=err_write, stdin=subprocess.DEVNULL)
     os.close(out_write)
     os.close(err_write)
@@ -146,10 +139,10 @@ def test_an_unreachable_proxy_never_shows_the_token_in_any_log_format(tmp_path: 
     ["doctor", "--config", "{config}"],
 ], ids=lambda c: " ".join(c[:2]))
 def test_cli_commands_on_an_unreachable_proxy_name_it_and_never_the_token(tmp_path: Path, command: list[str]) -> None:
-    proxy = f"127.0.0.1:{closed_port()}"
+    proxy = f"127.0.0.1:{free_port()}"
     config = config_file(tmp_path, proxy, "json")
     args = [a.format(checkpoint=tmp_path / "watched", config=config) for a in command]
-    result = subprocess.run([sys.executable, "-m", "opsd.cli", *args, "--cluster", f"yt://{proxy}"],
+    result = subprocess.run([*OPSD, *args, "--cluster", f"yt://{proxy}"],
                             capture_output=True, text=True, timeout=120, env=environment(), check=False)
     output = result.stdout + result.stderr
 

@@ -1,14 +1,14 @@
 """Every YT type through the source and the sink on real Spark: one table with a column per type
-(`tests/yt_types.py`), read once and written once per mode, so the suite pays for a few Spark queries only."""
+(`tests/support/yt_types.py`), read once and written once per mode, so the suite pays for a few Spark queries only."""
 
 from __future__ import annotations
 
 import pytest
-from yt_types import TYPES
 
 from opsd.cli.json_values import row_decoder
 from opsd.cli.table import table_batches
 from streaming_core.cluster import Cluster, TableSchema
+from tests.support.yt_types import TYPES
 
 pytestmark = pytest.mark.spark
 

@@ -4,7 +4,7 @@ Names and semantics follow `yt.wrapper` (YTsaurus): a path tree under `//`, orde
 ("queues") split into tablets, consumers with the YT consumer schema, sorted dynamic tables, static
 tables, small documents and tablet transactions. Two implementations honour it: `EmbeddedCluster`
 (local disk, the default) and `YtsaurusCluster` (`ytsaurus-client`). One contract suite
-(`tests/cluster_contract.py`) runs against both.
+(`tests/support/cluster_contract.py`) runs against both.
 
 Rows cross this interface as `pyarrow` data for bulk paths (append, read) and as plain dicts for small
 ones (lookups, consumer rows). Every method may be called from any process: implementations hold no

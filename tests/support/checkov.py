@@ -10,13 +10,19 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 CHECKOV = shutil.which("checkov") or str(Path(sys.executable).with_name("checkov"))
 
-needs_checkov = pytest.mark.skipif(not Path(CHECKOV).exists(), reason="checkov not installed (the dev extra has it)")
+
+
+def needs_checkov(test: Callable[..., None]) -> Callable[..., None]:
+    """Marks a test that runs checkov: `checkov`, and skipped where it is not installed."""
+    missing = not Path(CHECKOV).exists()
+    return pytest.mark.checkov(pytest.mark.skipif(missing, reason="checkov not installed (the dev extra has it)")(test))
 
 
 def checkov(target: Path, framework: str) -> tuple[list[str], list[dict]]:

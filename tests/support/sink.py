@@ -17,7 +17,7 @@ from streaming_core.cluster.base import Cluster
 from streaming_core.cluster.embedded.sqlite_store import DB_FILE
 from streaming_core.datasource import register
 
-#: Output schema of a queue -> sink copy of `conftest.QUEUE_SCHEMA` rows.
+#: Output schema of a queue -> sink copy of `tests.support.cluster.QUEUE_SCHEMA` rows.
 COPY_SCHEMA = [{"name": "data", "type": "string"}, {"name": "n", "type": "int64"}]
 
 

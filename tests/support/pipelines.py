@@ -1,4 +1,4 @@
-"""Callables that opsd pipelines in the tests name as `tests.helpers_pipelines:<function>`, and a wait.
+"""Callables that opsd pipelines in the tests name as `tests.support.pipelines:<function>`.
 
 opsd loads them by reference, so their knobs are module-level state that a test sets before starting a
 pipeline (and the `reset` fixture of the test module puts back). They run in the driver process: a
@@ -8,7 +8,6 @@ transform when the query is built, a `foreachBatch` function for each micro-batc
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame
@@ -60,14 +59,6 @@ def slow_batch(df: DataFrame, batch_id: int) -> None:
     df.count()
     with log.open("a") as f:
         f.write(f"end {batch_id}\n")
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str) -> None:
-    """Poll `condition` until it is true; fail naming `what` after `timeout` seconds (the machine may be busy)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.2)
 
 
 #: Rows per task above which `memory_bound` fails as a worker out of memory would.

@@ -1,14 +1,13 @@
-"""A real Prometheus server for tests: `prometheus` (a server scraping `opsd_server`), `query_until_present`,
-`free_port`. Loaded as a pytest plugin by `conftest.py`; a module may override `opsd_server` with its own."""
-
+"""Prometheus' binaries for tests: a real server (`prometheus`, scraping `opsd_server`) and `query_until_present`;
+`promtool` and `needs_promtool`, the rule checker. Loaded as a pytest plugin by `conftest.py`; a module may override
+`opsd_server` with its own. A test using the `prometheus` fixture is marked `prometheus` by `conftest.py`."""
 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,22 @@ from prometheus_client import CollectorRegistry
 
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
+from tests.support.ports import free_port
 
 PROMETHEUS = shutil.which("prometheus")
 QUERY_TIMEOUT_SECONDS = 30.0
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+
+def needs_promtool(test: Callable[..., None]) -> Callable[..., None]:
+    """Marks a test that runs `promtool`: `prometheus`, and skipped where the binary is missing."""
+    missing = shutil.which("promtool") is None
+    reason = "promtool not on PATH (Debian package prometheus; `make test` installs it)"
+    return pytest.mark.prometheus(pytest.mark.skipif(missing, reason=reason)(test))
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run promtool and keep its output for the assertion message."""
+    return subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from streaming_core.cluster import Cluster
-from tests.conftest import make_queue
+from tests.support.cluster import make_queue
 
 METADATA = {"batchWatermarkMs": 0, "batchTimestampMs": 1_795_389_897_044,
             "conf": {"spark.sql.shuffle.partitions": "4"}}

@@ -2,7 +2,7 @@
 with a Python worker memory limit, a `yt` streaming query (so that the streaming source's runner runs too), and a job
 whose tasks report the address-space limit they run under. Prints one JSON line.
 
-Run: `python -m tests.oom_support ROOT`.
+Run: `python tests/scripts/oom_sampler_session.py ROOT`.
 """
 
 from __future__ import annotations

@@ -121,10 +121,9 @@ def test_status_prints_each_pipeline_with_its_state(daemon: Daemon) -> None:
     result = opsd("status", "--url", daemon.url)
 
     assert result.returncode == 0, result.stderr
-    # 200 columns (`tests.support.daemon.opsd`): the table, with the pipeline's row and its last batch's age
+    # 200 columns (`tests.support.daemon.opsd`): the table, with the pipeline's row
     assert "opsd pipelines" in result.stdout
-    [row] = [line for line in result.stdout.splitlines() if line.split()[:2] == [PIPELINE, "running"]]
-    assert " ago " in row, row
+    assert [line for line in result.stdout.splitlines() if line.split()[:2] == [PIPELINE, "running"]]
 
 
 def test_status_json_prints_the_status_document(daemon: Daemon) -> None:

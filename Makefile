@@ -12,10 +12,13 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 demo: setup
 	$(VENV)/bin/opsd demo $(DEMO_ARGS)
 
+# The whole suite: the quick lane on every core, then the tests that start Spark or an external program, one at a time
+# (they share the machine's cores among their own processes).
 test: setup system-packages
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not ($(FAST_MARKERS))" $(PYTEST_ARGS)
 
 # The quick lane while developing: every test that starts neither Spark nor an external program (markers in
 # pyproject.toml; tests/support/programs.py fails a test that starts one unmarked), on every core (pytest-xdist).

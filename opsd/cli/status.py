@@ -25,6 +25,7 @@ from rich.text import Text
 from opsd.cli.common import DEFAULT_URL, CliError
 from opsd.config.load import load_config
 from opsd.config.models import OpsdConfig
+from opsd.config.spark import EVERY_INTERFACE, LOOPBACK
 from opsd.observe.status import state_word
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
@@ -36,8 +37,6 @@ COLUMNS = (("query", "left"), ("state", "left"), ("batch", "right"), ("last batc
 WIDE = 120
 #: The exit code when a pipeline has failed (the daemon answered).
 PIPELINE_FAILED = 3
-#: Addresses a daemon binds to that a client cannot connect to as they are: every interface.
-EVERY_INTERFACE = ("0.0.0.0", "::", "")
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -70,7 +69,7 @@ def status_command(args: argparse.Namespace) -> int:
 def daemon_url(config: OpsdConfig) -> str:
     """Where a client on this host reaches the daemon that runs `config`."""
     host = config.http.host
-    host = "127.0.0.1" if host in EVERY_INTERFACE else f"[{host}]" if ":" in host else host
+    host = LOOPBACK if host in (*EVERY_INTERFACE, "") else f"[{host}]" if ":" in host else host
     return f"http://{host}:{config.http.port}"
 
 

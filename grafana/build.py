@@ -203,6 +203,14 @@ def tuning_row(matcher: str, who: str) -> Row:
                   Target(f'sum by (query, knob, direction, reason) (increase(opsd_autotune_decisions_total{{{matcher}, '
                          f'direction!="hold"}}[$__rate_interval]))', who + "{{knob}} {{direction}} {{reason}}"),
               ), unit="short", width=8),
+        Panel("Decision history appends", "Tuner, heal and replan decisions appended to the query's history table "
+              "(`opsd history QUERY` shows them), and appends that failed (logged as history_append_failed; the job "
+              "goes on).", (
+                  Target(f"sum by (query) (increase(opsd_history_entries_total{{{matcher}}}[$__rate_interval]))",
+                         who + "appended"),
+                  Target(f"sum by (query) (increase(opsd_history_append_failures_total{{{matcher}}}"
+                         f"[$__rate_interval]))", who + "failed"),
+              ), unit="short", width=8),
     ))
 
 

@@ -19,6 +19,8 @@ from opsd.checks.autotune.check import AutotuneCheck
 from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
+from opsd.checks.history.apply import HistoryLog
+from opsd.checks.history.table import history_paths
 from opsd.checks.lag.check import LagCheck
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
@@ -108,9 +110,10 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
     positions = PositionsCollector(uri, targets_for(config) if config else (), progress,
                                    stopped=stopped_in(recorder.status), max_age_seconds=FRESH_SHARE * min(intervals),
                                    clock=clock)
+    history = HistoryLog(history_paths(config), recorder, settings.history_rows_per_query) if config else None
     checks = Checks(positions, [
         Scheduled(Watchdog(recorder, policy or settings.progress_policy(), clock=clock), settings.watchdog_seconds),
-        Scheduled(DesyncCheck(recorder, positions), settings.desync_seconds),
+        Scheduled(DesyncCheck(recorder, positions, history), settings.desync_seconds),
         Scheduled(LagCheck(recorder, positions, settings), settings.lag_seconds),
     ])
     if config is None:
@@ -121,7 +124,7 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
         oom = OomCheck(recorder, positions, config, memory.rest, memory.conf, memory.sampler)
         checks.scheduled.append(Scheduled(oom, settings.oom_risk_seconds))
         checks.before_start.append(oom.before_start)
-    tuner = AutotuneCheck(recorder, positions, autotune_targets(config))
+    tuner = AutotuneCheck(recorder, positions, autotune_targets(config), history)
     checks.scheduled.append(Scheduled(tuner, settings.autotune_seconds))
     checks.before_start.append(tuner.before_start)
     return checks

@@ -179,6 +179,12 @@ class ChecksSettings(_Model):
     heal: bool = Field(
         True, description="heal the offset desync of the pipelines opsd runs (advance the consumer to the "
                           "committed batch's end while the query is idle or stopped)")
+    history_path: str | None = Field(
+        None, pattern=r"^//", description="the cluster table (sorted dynamic) that keeps every query's tuner, heal "
+                                          "and replan decisions; null = one per query, next to its tuning document "
+                                          "(<tuning document>_history)")
+    history_rows_per_query: PositiveInt = Field(
+        500, description="decisions kept per query in the history table; the oldest are deleted beyond it")
     oom_risk_seconds: PositiveFloat = Field(
         10.0, description="how often the OOM risk of each query's next batch is judged")
     oom_risk_target: float = Field(

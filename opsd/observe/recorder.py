@@ -325,6 +325,11 @@ class Recorder:
         self.metrics.autotune_decisions.labels(query=query, knob="planned_batch", direction=direction,
                                                reason=reason).inc()
 
+    def record_history_append(self, query: str, *, appended: int, failed: int) -> None:
+        """Decisions appended to the query's history table, and decisions whose append failed."""
+        self.metrics.history_entries.labels(query=query).inc(appended)
+        self.metrics.history_append_failures.labels(query=query).inc(failed)
+
     def record_oom_pool(self, query: str, pool: str, *, risk: float, predicted_peak_bytes: float,
                         peak_bound_bytes: float, exceed_probability: float, limit_bytes: float,
                         observed_peak_bytes: float | None) -> None:

@@ -238,3 +238,37 @@ class OomVerdict:
         return {"risk": self.risk, "confidence": self.confidence, "exceed_probability": self.exceed_probability,
                 "batch_bytes": self.batch_bytes, "safe_max_rows_per_partition": self.safe_max_rows_per_partition,
                 "pools": {p.pool: p for p in self.pools}}
+
+
+# --- decision history -----------------------------------------------------------------------------------------------
+
+
+class HistoryKind(StrEnum):
+    """Who decided: the auto-tuner (a knob), a heal (a queue's consumer), a replan (a failed run's planned batch)."""
+
+    TUNER = "tuner"
+    HEAL = "heal"
+    REPLAN = "replan"
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One decision as the history table keeps it (`opsd.checks.history`): what was decided about (`subject`: the
+    knob, the queue, the batch), its outcome (`applied`, `recommended`, a heal's outcome, `replanned`, `refused`),
+    why, the values before and after, what it was decided from, and when (unix seconds, the deciding check's clock).
+    `before`, `after` and `inputs` hold JSON values: they leave the process as JSON text in the table's rows."""
+
+    query: str
+    at: float
+    kind: HistoryKind
+    subject: str
+    outcome: str
+    reason: str
+    before: Any = None
+    after: Any = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {"query": self.query, "at": self.at, "kind": self.kind, "subject": self.subject,
+                "outcome": self.outcome, "reason": self.reason, "before": self.before, "after": self.after,
+                "inputs": self.inputs}

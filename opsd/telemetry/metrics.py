@@ -218,6 +218,18 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "batch planned again, or not), direction (up, down, hold) and reason.",
         ("query", "knob", "direction", "reason"),
     ),
+    # The decision history (opsd.checks.history): decisions kept in the cluster, and appends that failed.
+    MetricDefinition(
+        "opsd_history_entries_total", _C,
+        "Tuner, heal and replan decisions appended to the query's history table.",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_history_append_failures_total", _C,
+        "Decisions that could not be appended to the query's history table (logged as history_append_failed; the "
+        "job goes on).",
+        _Q,
+    ),
     # OOM risk of the next micro-batch, per memory pool (jvm_heap, direct, python_worker, driver_result).
     MetricDefinition(
         "opsd_oom_risk", _G,
@@ -334,6 +346,8 @@ class Metrics:
         self.autotune_recommended: Family = made["opsd_autotune_recommended"]
         self.autotune_bound: Family = made["opsd_autotune_bound"]
         self.autotune_decisions: Family = made["opsd_autotune_decisions_total"]
+        self.history_entries: Family = made["opsd_history_entries_total"]
+        self.history_append_failures: Family = made["opsd_history_append_failures_total"]
         self.oom_risk: Family = made["opsd_oom_risk"]
         self.oom_predicted_peak_bytes: Family = made["opsd_oom_predicted_peak_bytes"]
         self.oom_peak_bound_bytes: Family = made["opsd_oom_peak_bound_bytes"]

@@ -18,7 +18,9 @@ import structlog
 from opsd.checks.autotune.apply import apply, replan
 from opsd.checks.autotune.collect import AutotuneTarget, collect, replan_policy
 from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_ROWS, Replan, TunerMemory, decide, decide_replan, remember
-from opsd.checks.autotune.evaluate import evaluate
+from opsd.checks.autotune.evaluate import Evaluation, evaluate
+from opsd.checks.history.apply import HistoryLog
+from opsd.checks.history.decide import replan_entries, tuner_entries
 from opsd.checks.positions.collect import PositionsCollector, Reading
 from opsd.checks.tuning.collect import TuningSources, sources_for
 from opsd.config.models import OpsdConfig
@@ -50,9 +52,11 @@ class AutotuneCheck:
 
     name = "autotune"
 
-    def __init__(self, recorder: Recorder, positions: PositionsCollector, targets: Iterable[AutotuneTarget]) -> None:
+    def __init__(self, recorder: Recorder, positions: PositionsCollector, targets: Iterable[AutotuneTarget],
+                 history: HistoryLog | None = None) -> None:
         self.recorder = recorder
         self.positions = positions
+        self.history = history
         self.targets = {t.query: t for t in targets}
         self.memory: dict[str, TunerMemory] = {}
         self._lock = threading.Lock()  # the scheduler's runs and the runner's before_start share the memory
@@ -93,14 +97,18 @@ class AutotuneCheck:
                 log.warning("autotune_failed", query=target.query, error=f"{type(e).__name__}: {e}")
                 return []
             self.memory[target.query] = remember(memory, decisions, evaluation, applied=applying)
-        for d in decisions:
-            self.recorder.record_autotune(recorded(d, target, applied=applying))
+        made = [recorded(d, target, applied=applying) for d in decisions]
+        for d in made:
+            self.recorder.record_autotune(d)
+        if self.history is not None:
+            self.history.record(cluster, tuner_entries(made, self.recorder.clock()))
         if applying and stopped:
             cap = next((d.recommended for d in decisions if d.knob == MAX_ROWS), None)
-            self._replan(cluster, target, decide_replan(evaluation, cap))
+            self._replan(cluster, target, decide_replan(evaluation, cap), evaluation, cap)
         return list(decisions)
 
-    def _replan(self, cluster: Cluster, target: AutotuneTarget, decision: Replan | None) -> None:
+    def _replan(self, cluster: Cluster, target: AutotuneTarget, decision: Replan | None, evaluation: Evaluation,
+                cap: int | None) -> None:
         """Plan the failed run's batch again (the query is stopped: only `before_start` calls this)."""
         if decision is None or target.replan.checkpoint is None:
             return
@@ -110,6 +118,10 @@ class AutotuneCheck:
             log.warning("autotune_replan_failed", query=target.query, error=f"{type(e).__name__}: {e}")
             return
         self.recorder.record_replan(target.query, decision.batch_id, decision.refused)
+        if self.history is not None:
+            planned = evaluation.facts.uncommitted
+            rows = planned.partition_rows if planned else None
+            self.history.record(cluster, replan_entries(decision, cap, rows, self.recorder.clock()))
 
 
 def recommend(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None = None,

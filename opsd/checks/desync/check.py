@@ -15,6 +15,8 @@ import structlog
 from opsd.checks.desync.apply import HealResult, apply
 from opsd.checks.desync.decide import HealOutcome, decide
 from opsd.checks.desync.evaluate import evaluate
+from opsd.checks.history.apply import HistoryLog
+from opsd.checks.history.decide import heal_entries
 from opsd.checks.positions.collect import PositionsCollector, QueryTarget, Reading, error_text
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import QueueDesync
@@ -33,9 +35,10 @@ class DesyncCheck:
 
     name = "desync"
 
-    def __init__(self, recorder: Recorder, positions: PositionsCollector) -> None:
+    def __init__(self, recorder: Recorder, positions: PositionsCollector, history: HistoryLog | None = None) -> None:
         self.recorder = recorder
         self.positions = positions
+        self.history = history
 
     def run(self) -> list[QueueDesync | HealResult]:
         """Record every query's desync and heal where enabled; returns the desyncs and heal results."""
@@ -66,4 +69,6 @@ class DesyncCheck:
         behind = any(p.difference_rows > 0 for p in desync.partitions)
         if behind and result.outcome not in WAITS:
             self.recorder.record_heal(desync.facts.query, desync.facts.queue, result.outcome.value, result.moves)
+            if self.history is not None:
+                self.history.record(cluster, heal_entries(desync, result.outcome, result.moves, self.recorder.clock()))
         return result

@@ -140,6 +140,20 @@ def lag_row(matcher: str, who: str) -> Row:
               f"the OpsdTimeToDrainLong threshold ({duration(TIME_TO_DRAIN_LONG_SECONDS)}).", (
                   Target(f"opsd_time_to_drain_seconds{{{matcher}}}", "{{query}}"),
               ), unit="s", width=6, bad_above=TIME_TO_DRAIN_LONG_SECONDS, runbook="OpsdTimeToDrainLong"),
+        Panel("Queue Agent: writes and the consumer", "Per partition as YTsaurus' Queue Agent sees it (opsd's own "
+              "measurements where it serves nothing: served = 0): rows written per second, rows past the consumer's "
+              "offset, the consumer's processing lag.", (
+                  Target(f"opsd_queue_write_rows_per_second{{{matcher}}}", who + "{{queue}}/{{partition}} written/s"),
+                  Target(f"opsd_consumer_unread_rows{{{matcher}}}", who + "{{queue}}/{{partition}} unread"),
+                  Target(f"opsd_consumer_processing_lag_seconds{{{matcher}}}",
+                         who + "{{queue}}/{{partition}} lag s"),
+                  Target(f"opsd_queue_agent_served{{{matcher}}}", who + "{{queue}} served"),
+              ), unit="short", width=12),
+        Panel("Consumer disposition", "Where the consumer's offset stands in each partition: up_to_date, "
+              "pending_consumption, expired (past the trim: rows lost to it), ahead (past the queue's end).", (
+                  Target(f"opsd_consumer_disposition{{{matcher}}} == 1",
+                         who + "{{queue}}/{{partition}} {{disposition}}", instant=True),
+              ), kind="table", width=12),
     ))
 
 

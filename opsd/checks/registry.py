@@ -26,6 +26,7 @@ from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
 from opsd.checks.oom.sampler import MemorySampler
 from opsd.checks.positions.collect import PositionsCollector, ProgressSource, targets_for
+from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
 from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import ChecksSettings, OpsdConfig
@@ -115,6 +116,7 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
         Scheduled(Watchdog(recorder, policy or settings.progress_policy(), clock=clock), settings.watchdog_seconds),
         Scheduled(DesyncCheck(recorder, positions, history), settings.desync_seconds),
         Scheduled(LagCheck(recorder, positions, settings), settings.lag_seconds),
+        Scheduled(QueueAgentCheck(recorder, positions), settings.lag_seconds),
     ])
     if config is None:
         return checks

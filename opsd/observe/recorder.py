@@ -23,7 +23,16 @@ from opsd.observe.events import (
 )
 from opsd.observe.failures import failure_message
 from opsd.observe.progress import BatchProgress
-from opsd.observe.results import DesyncEntry, Direction, Heal, OomVerdict, QueryLag, QueueDesync, TunerDecision
+from opsd.observe.results import (
+    DesyncEntry,
+    Direction,
+    Heal,
+    OomVerdict,
+    QueryLag,
+    QueueDesync,
+    QueueSignals,
+    TunerDecision,
+)
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
 from opsd.telemetry.metrics import Metrics
 
@@ -324,6 +333,30 @@ class Recorder:
         direction, reason = ("hold", "replan_refused") if refused else ("down", "memory_failure")
         self.metrics.autotune_decisions.labels(query=query, knob="planned_batch", direction=direction,
                                                reason=reason).inc()
+
+    def record_queue_signals(self, signals: QueueSignals) -> None:
+        """A queue's Queue Agent signals (or opsd's own in their place); a disposition is one-hot, its previous value
+        set to 0 when it changes. Unknown values are left as they were."""
+        m, query, queue = self.metrics, signals.query, signals.queue
+        m.queue_agent_served.labels(query=query, queue=queue).set(int(signals.served))
+        current = self.status.get(query)
+        kept = dict((current.queue_agent or {}) if current else {})
+        before = {p.partition: p.disposition for p in kept[queue].partitions} if queue in kept else {}
+        for p in signals.partitions:
+            labels = {"query": query, "queue": queue, "partition": str(p.partition)}
+            for family, value in ((m.queue_write_rows_per_second, p.write_rows_per_second),
+                                  (m.consumer_unread_rows, p.unread_rows),
+                                  (m.consumer_processing_lag_seconds, p.processing_lag_seconds)):
+                if value is not None:
+                    family.labels(**labels).set(value)
+            if p.disposition is None:
+                continue
+            previous = before.get(p.partition)
+            if previous is not None and previous != p.disposition:
+                m.consumer_disposition.labels(**labels, disposition=previous.value).set(0)
+            m.consumer_disposition.labels(**labels, disposition=p.disposition.value).set(1)
+        kept[queue] = signals
+        self.status.update(query, queue_agent=kept)
 
     def record_history_append(self, query: str, *, appended: int, failed: int) -> None:
         """Decisions appended to the query's history table, and decisions whose append failed."""

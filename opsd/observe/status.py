@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any
 
 from opsd.observe.progress import PartitionOffsets
-from opsd.observe.results import DesyncEntry, OomVerdict, QueryLag, TunerDecision
+from opsd.observe.results import DesyncEntry, OomVerdict, QueryLag, QueueSignals, TunerDecision
 
 #: Batches of a query kept in `QueryStatus.recent_batches`.
 RECENT_BATCHES = 32
@@ -58,6 +58,8 @@ class QueryStatus:
     # Per queue: the desync check's result and the last heal; the lag check's result (backlog, lag, drain).
     desync: Mapping[str, DesyncEntry] | None = None
     lag: QueryLag | None = None
+    # Per queue: the Queue Agent's signals (write rates, the consumer's disposition, unread rows, processing lag).
+    queue_agent: Mapping[str, QueueSignals] | None = None
     # Per knob: the auto-tuner's latest decision (current, recommended, direction, reason, mode, bounds).
     autotune: Mapping[str, TunerDecision] | None = None
     oom_risk: float | None = None

@@ -194,6 +194,34 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "draining.",
         _Q, "seconds",
     ),
+    # Queue Agent signals (opsd.checks.queue_agent): YTsaurus' Queue Agent's where it serves them, else opsd's own.
+    MetricDefinition(
+        "opsd_queue_agent_served", _G,
+        "1 when YTsaurus' Queue Agent serves the queue's signals below, 0 when opsd's own measurements stand in.",
+        ("query", "queue"),
+    ),
+    MetricDefinition(
+        "opsd_queue_write_rows_per_second", _G,
+        "Rows written to a queue partition per second (the Queue Agent's one-minute rate, else opsd's between two "
+        "readings).",
+        _QP,
+    ),
+    MetricDefinition(
+        "opsd_consumer_unread_rows", _G,
+        "Rows of a queue partition past the query's consumer offset (the Queue Agent's unread_row_count).",
+        _QP, "rows",
+    ),
+    MetricDefinition(
+        "opsd_consumer_processing_lag_seconds", _G,
+        "Age of the consumer's next row (the Queue Agent's processing_lag, else the lag check's lag).",
+        _QP, "seconds",
+    ),
+    MetricDefinition(
+        "opsd_consumer_disposition", _G,
+        "1 for where the consumer's offset stands in the partition (up_to_date, pending_consumption, expired, ahead), "
+        "0 for the disposition it left.",
+        (*_QP, "disposition"),
+    ),
     # Live tuning.
     MetricDefinition(
         "opsd_tuning_max_rows_per_partition", _G,
@@ -341,6 +369,11 @@ class Metrics:
         self.queue_input_rows_per_second: Family = made["opsd_queue_input_rows_per_second"]
         self.queue_read_rows_per_second: Family = made["opsd_queue_read_rows_per_second"]
         self.time_to_drain_seconds: Family = made["opsd_time_to_drain_seconds"]
+        self.queue_agent_served: Family = made["opsd_queue_agent_served"]
+        self.queue_write_rows_per_second: Family = made["opsd_queue_write_rows_per_second"]
+        self.consumer_unread_rows: Family = made["opsd_consumer_unread_rows"]
+        self.consumer_processing_lag_seconds: Family = made["opsd_consumer_processing_lag_seconds"]
+        self.consumer_disposition: Family = made["opsd_consumer_disposition"]
         self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
         self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]
         self.autotune_recommended: Family = made["opsd_autotune_recommended"]

@@ -42,6 +42,12 @@ MAP_NODE = "map_node"
 TABLE = "table"
 DOCUMENT = "document"
 
+#: What YTsaurus' Queue Agent computes and serves as attributes (opaque: read by name, never in `@`): on a queue its
+#: status (write rates) and its partitions (row bounds, write rates), on a consumer its partitions per registered
+#: queue (offset, unread rows, disposition, processing lag).
+QUEUE_STATUS, QUEUE_PARTITIONS = "queue_status", "queue_partitions"
+QUEUE_CONSUMER_PARTITIONS = "queue_consumer_partitions"
+
 #: Table kinds (derived in YTsaurus from `@dynamic` and whether the schema has key columns).
 ORDERED = "ordered_dynamic"
 SORTED = "sorted_dynamic"
@@ -236,6 +242,12 @@ class Cluster(abc.ABC):
     @abc.abstractmethod
     def _trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
         """The backend's trim, without the vital-consumer check."""
+
+    def queue_agent_attribute(self, path: str, name: str) -> Any | None:
+        """An attribute the Queue Agent serves (`QUEUE_STATUS`, `QUEUE_PARTITIONS` on a queue,
+        `QUEUE_CONSUMER_PARTITIONS` on a consumer), as YTsaurus returns it; None when it is not served: a cluster
+        without a Queue Agent (the embedded cluster has none), or an object the agent does not watch (yet)."""
+        return None
 
     # -- consumers --------------------------------------------------------------------------------
 

@@ -36,6 +36,8 @@ from ..yson_values import plain
 from ..ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt_rows, to_yt_rows
 from . import query as ql
 from .errors import NO_SUCH_TRANSACTION, BadRequest, YtCodedError
+from .queue_agent import ATTRIBUTES as QUEUE_AGENT_ATTRIBUTES
+from .queue_agent import QueueAgent
 
 FILE = "file"
 
@@ -91,6 +93,7 @@ class Commands:
         self.root = Path(root)
         self.cluster = EmbeddedCluster(root)
         self.cluster_name = cluster_name
+        self.queue_agent = QueueAgent(self.cluster, cluster_name)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -159,6 +162,8 @@ class Commands:
         if disk is not None and not self._in_tree(path):
             return _value(p, self._disk_attrs(disk, path) if "/@" in path else None)
         node_path, _, attr = path.partition("/@")
+        if attr in QUEUE_AGENT_ATTRIBUTES:
+            return _value(p, self.queue_agent.attribute(node_path, attr))
         extra = self._computed_attrs(node_path) if "/@" in path else {}
         if attr in extra:
             return _value(p, extra[attr])

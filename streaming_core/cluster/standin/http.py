@@ -60,6 +60,8 @@ class Served:
     authorization: str | None
     status: int
     input_format: str | None = None
+    #: The request's `path` parameter, if it has one.
+    path: str | None = None
 
 
 @dataclass
@@ -91,6 +93,7 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     state: ProxyState
     _input_format_name: str | None = None
+    _request_path: str | None = None
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the test output is no place for an access log."""
@@ -129,7 +132,7 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(404, error_object(GENERIC, f"no handler for {url.path}"), url.path)
 
     def _command(self, name: str, body: bytes) -> None:
-        self._input_format_name = None  # the handler lives as long as its keep-alive connection
+        self._input_format_name = self._request_path = None  # the handler lives as long as its keep-alive connection
         if not self._authenticated():
             return self._unauthenticated(name)
         entry = self.state.commands.handlers.get(name)
@@ -138,6 +141,7 @@ class Handler(BaseHTTPRequestHandler):
         descriptor, _ = entry
         try:
             params = self._params(descriptor.input_type is None and descriptor.is_volatile, body)
+            self._request_path = None if params.get("path") is None else str(params["path"])
             fault = self.state.take_fault(name)
             if fault is not None and fault.after_rows is None:
                 return self._error(fault.status, error_object(fault.code, f"injected fault in {name}"), name)
@@ -216,7 +220,8 @@ class Handler(BaseHTTPRequestHandler):
     def _record(self, command: str, status: int) -> None:
         fmt = self._input_format_name
         with self.state.lock:
-            self.state.served.append(Served(command, self.state.tls, self.headers.get("Authorization"), status, fmt))
+            self.state.served.append(Served(command, self.state.tls, self.headers.get("Authorization"), status, fmt,
+                                            self._request_path))
 
     def _json(self, status: int, value: Any) -> None:
         self._send(status, json.dumps(value).encode(), "application/json")

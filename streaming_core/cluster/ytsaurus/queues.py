@@ -36,6 +36,14 @@ class QueueMixin:
             for i, info in enumerate(infos)
         ]
 
+    def queue_agent_attribute(self, path: str, name: str) -> Any | None:
+        """The Queue Agent's attribute (see `Cluster.queue_agent_attribute`); None where the cluster resolves no such
+        attribute (no Queue Agent). An object the agent watches but cannot judge comes back as `{"error": ...}`."""
+        try:
+            return self.get(f"{path}/@{name}")
+        except NoSuchPathError:
+            return None
+
     def read_tablet(
         self, path: str, tablet_index: int, lower: int, upper: int, *,
         columns: Sequence[str] | None = None, max_rows: int = READ_BATCH_ROWS,

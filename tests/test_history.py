@@ -14,18 +14,22 @@ import yaml
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
+from opsd.checks.autotune.check import AutotuneCheck
+from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.desync.decide import HealOutcome
 from opsd.checks.desync.evaluate import evaluate
 from opsd.checks.history.apply import HistoryLog
 from opsd.checks.history.collect import read_history
 from opsd.checks.history.decide import HistoryMemory, heal_entries, novel, remember, tuner_entries
 from opsd.checks.history.table import from_row, history_paths
-from opsd.checks.positions.collect import QueryTarget, collect_target
+from opsd.checks.positions.collect import PositionsCollector, QueryTarget, collect_target
 from opsd.checks.registry import build_checks
+from opsd.cli.main import main
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import Decision, HistoryEntry, HistoryKind, TunerDecision
 from opsd.observe.status import StatusStore
+from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster, connect
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
@@ -195,8 +199,6 @@ def test_a_failed_append_is_logged_and_counted_and_the_heal_still_happens(yt, yt
 
 def test_opsd_history_prints_newest_first_at_80_columns_and_json(yt, yt_root, cluster_uri, tmp_path, capsys,
                                                                  monkeypatch) -> None:
-    from opsd.cli.main import main
-
     q, c, location = job_with_checkpoint(yt, yt_root, tmp_path / "cp", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}},
                                          committed=1, consumer_at=10)
     config = config_for(cluster_uri, q, c, location)
@@ -217,3 +219,42 @@ def test_opsd_history_prints_newest_first_at_80_columns_and_json(yt, yt_root, cl
     assert [(e["kind"], e["before"], e["after"]) for e in found] == [("tuner", 200_000, 100_000),
                                                                       ("tuner", 1, 200_000)]
     assert found[0]["inputs"] == {"batch_id": 7, "oom_risk": None}
+
+
+# -- the tuner ----------------------------------------------------------------------------------------------------
+
+
+class FinishedQuery:
+    def awaitTermination(self, timeout: float) -> bool:
+        return True
+
+
+def test_the_tuners_cap_before_a_start_and_its_cut_after_a_memory_failure_are_kept(yt, yt_root, cluster_uri) -> None:
+    config = OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [{
+        "name": "p", "source": {"path": f"{yt_root}/q", "options": {"consumer_path": f"{yt_root}/c"}},
+        "sink": {"format": "console"}, "trigger": {"processing_time": "10s"},
+        "restart": {"initial_backoff_seconds": 0.01}}]})
+    recorder = recorder_at(3000.0)
+    recorder.status.update("p", trigger_interval_seconds=10.0, recent_batches=(
+        {"batch_id": 0, "num_input_rows": 400_000, "largest_partition_rows": 200_000, "duration_seconds": 9.0,
+         "durations_seconds": {"addBatch": 8.0}},))
+    history = HistoryLog(history_paths(config), recorder, 10)
+    tuner = AutotuneCheck(recorder, PositionsCollector(cluster_uri), autotune_targets(config), history)
+    starts = []
+
+    def start(spark, pipeline):
+        starts.append(pipeline.name)
+        if len(starts) == 1:
+            raise RuntimeError("org.apache.spark.SparkException: Task failed: java.lang.OutOfMemoryError: Java heap")
+        return FinishedQuery()
+
+    supervisor = Supervisor(None, config.pipelines[0], recorder, start=start, before_start=[tuner.before_start])
+    supervisor.start()
+    assert supervisor.finished.wait(10)
+    tuner.run()  # holds (stabilising): nothing more is kept
+
+    kept = read_history(yt, f"{yt_root}/c_tuning_history", "p")
+    assert [(e.kind, e.subject, e.outcome, e.reason, e.before, e.after) for e in kept] == [
+        (HistoryKind.TUNER, "max_rows_per_partition", "applied", "memory_failure", 100_000, 50_000),
+        (HistoryKind.TUNER, "max_rows_per_partition", "applied", "first_batch_safe", None, 100_000)]
+    assert kept[0].inputs["partition_rows"] == 200_000 and kept[0].inputs["mode"] == "apply"

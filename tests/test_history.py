@@ -258,3 +258,17 @@ def test_the_tuners_cap_before_a_start_and_its_cut_after_a_memory_failure_are_ke
         (HistoryKind.TUNER, "max_rows_per_partition", "applied", "memory_failure", 100_000, 50_000),
         (HistoryKind.TUNER, "max_rows_per_partition", "applied", "first_batch_safe", None, 100_000)]
     assert kept[0].inputs["partition_rows"] == 200_000 and kept[0].inputs["mode"] == "apply"
+
+
+@pytest.mark.hostile
+def test_a_damaged_row_fails_opsd_history_with_its_table_row_and_field(yt, yt_root, cluster_uri, capsys) -> None:
+    path = f"{yt_root}/history"
+    HistoryLog({"job": path}, recorder_at(0.0), 10).record(yt, [entry("job", 5.0)])
+    yt.insert_rows(path, [{"query": "job", "id": 9_000_000, "at": 9.0, "kind": "tuner", "subject": "s",
+                           "outcome": "o", "reason": "\x1b]0;owned\x07", "before": "1", "after": "[oops",
+                           "inputs": "{}"}])
+
+    assert main(["history", "job", "--path", path, "--cluster", cluster_uri]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"opsd: error: {path}: row (query='job', id=9000000): field 'after' is not JSON")
+    assert "Traceback" not in err and "\x1b" not in err

@@ -10,18 +10,21 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
+from opsd.checks.positions.collect import PositionsCollector, QueryTarget, Reading, collect_target
 from opsd.checks.queue_agent.check import QueueAgentCheck
+from opsd.checks.queue_agent.collect import collect
 from opsd.checks.queue_agent.evaluate import evaluate
 from opsd.checks.queue_agent.facts import Served
-from opsd.observe.positions import PartitionPositions, QueuePositions
+from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import Disposition
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
-from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.cluster.base import QUEUE_CONSUMER_PARTITIONS, QUEUE_PARTITIONS, QUEUE_STATUS
+from streaming_core.cluster.embedded import EmbeddedCluster
 from tests.support.checkpoint import job_with_checkpoint
 from tests.support.standin import STANDIN_TOKEN
 
@@ -150,3 +153,21 @@ def test_through_the_stand_in_the_queue_agents_signals_are_exported_three_reads_
 def test_a_consumer_is_no_queue_for_the_agent(standin_cluster: Cluster, tmp_path) -> None:
     _, c, _ = job(standin_cluster, tmp_path)
     assert standin_cluster.queue_agent_attribute(c, QUEUE_STATUS) is None
+
+
+def test_a_read_that_fails_is_logged_and_leaves_opsds_own_measurements(yt, cluster_uri, tmp_path) -> None:
+    q, c, location = job(yt, tmp_path)
+
+    class Unavailable(EmbeddedCluster):
+        def queue_agent_attribute(self, path: str, name: str):
+            raise ClusterError(f"{path}: the Queue Agent is unavailable")
+
+    cluster = Unavailable(cluster_uri.removeprefix("local://"))
+    queues = tuple(collect_target(cluster, QueryTarget("job", location)))
+    with capture_logs() as logs:
+        served = collect(cluster, Reading(1.0, (QueryPositions("job", 1.0, queues),)))
+
+    assert served[(q, c)] == Served(f"{cluster.name}:{q}")
+    assert [e["attribute"] for e in logs if e["event"] == "queue_agent_read_failed"] == [
+        QUEUE_STATUS, QUEUE_PARTITIONS, QUEUE_CONSUMER_PARTITIONS]
+    assert evaluate(queues[0], served[(q, c)], {}, 1.0).served is False

@@ -32,6 +32,9 @@ def test_a_watched_query_is_shown_and_healed_by_its_name(yt, config, capsys) -> 
     assert main(["desync", "heal", "spyt-job", "--config", str(path)]) == 0
     assert "moved partition 0 10 -> 20, partition 1 10 -> 20" in capsys.readouterr().out
     assert yt.get_consumer_offsets(c, q) == {0: 20, 1: 20}
+    assert main(["history", "spyt-job", "--config", str(path), "--json"]) == 0
+    assert [(e["kind"], e["outcome"], e["after"]) for e in json.loads(capsys.readouterr().out)] == [
+        ("heal", "healed", {"0": 20, "1": 20})]
 
 
 def test_a_heal_refused_exits_1_and_says_why(yt, config, capsys) -> None:
@@ -42,6 +45,9 @@ def test_a_heal_refused_exits_1_and_says_why(yt, config, capsys) -> None:
     assert main(["desync", "heal", "spyt-job", "--config", str(path)]) == 1
     assert "refused_consumer_ahead" in capsys.readouterr().out
     assert yt.get_consumer_offsets(c, q) == {0: 10, 1: 25}
+    assert main(["history", "spyt-job", "--config", str(path), "--json"]) == 0
+    assert [(e["outcome"], e["before"]) for e in json.loads(capsys.readouterr().out)] == [
+        ("refused_consumer_ahead", {"0": 10, "1": 25})]
 
 
 @pytest.mark.parametrize(("args", "message"), [

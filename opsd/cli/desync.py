@@ -4,13 +4,16 @@ A query is named by its pipeline or `watch:` name in a config file (`QUERY --con
 its checkpoint (`--checkpoint LOCATION`, with `--queue` and `--consumer` where the offsets do not name them, as
 SPYT's do not). A heal advances the consumer to the newest committed batch's end with the source's own
 compare-and-set advance, and is refused while a batch runs or when the facts are unsafe (see
-`opsd.checks.desync.decide`).
+`opsd.checks.desync.decide`). A heal made or refused as unsafe goes into the query's decision history as the daemon's
+do (`opsd history`): the config's table for QUERY, else the one next to the consumer's tuning document, under the
+query's name (with `--checkpoint`: its location).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from dataclasses import replace
 
 from rich.console import Console
@@ -20,15 +23,20 @@ from rich.text import Text
 from opsd.checks.desync.apply import apply
 from opsd.checks.desync.decide import HealDecision, HealOutcome, decide
 from opsd.checks.desync.evaluate import evaluate
+from opsd.checks.history.apply import HistoryLog
+from opsd.checks.history.decide import heal_entries
+from opsd.checks.history.table import history_path
 from opsd.checks.positions.collect import QueryTarget, collect_target, targets_for
 from opsd.cli.common import CliError
 from opsd.config.load import ConfigError, load_config
+from opsd.config.models import ChecksSettings
 from opsd.observe.results import QueueDesync
 from opsd.observe.status import jsonable
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
 from streaming_core.checkpoint import newest_batch
 from streaming_core.cluster import connect, default_uri
+from streaming_core.tuning import default_tuning_path
 
 #: Outcomes of `opsd desync heal` that exit 0.
 FINE = (HealOutcome.HEALED, HealOutcome.NOTHING_TO_HEAL)
@@ -101,10 +109,19 @@ def heal_desync(args: argparse.Namespace) -> int:
             else:
                 result = apply(cluster, decision, lambda: newest_batch(target.checkpoint, cluster.uri))
                 moves, outcome = result.moves, result.outcome
+                history(args, target.query, facts.consumer).record(
+                    cluster, heal_entries(evaluate(facts), outcome, moves, time.time()))
             print(shown.line(heal_line(replace(decision, outcome=outcome), moves, dry_run=args.dry_run,
                                        problem=facts.problem)))
             code = code or (0 if outcome in FINE else 1)
     return code
+
+
+def history(args: argparse.Namespace, query: str, consumer: str) -> HistoryLog:
+    """The decision history a heal by hand goes into (see the module docstring); never fatal to the heal."""
+    checks = load_config(args.config).checks if args.config else ChecksSettings()
+    path = history_path(checks.history_path, default_tuning_path(consumer or None))
+    return HistoryLog({query: path} if path else {}, None, checks.history_rows_per_query)
 
 
 def heal_line(decision: HealDecision, moves: dict[int, tuple[int, int]], *, dry_run: bool,

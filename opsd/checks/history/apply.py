@@ -26,7 +26,8 @@ log = structlog.get_logger(__name__)
 
 
 class HistoryLog:
-    """The history of the queries in `paths` (`{query: its history table}`; a query not in it keeps none).
+    """The history of the queries in `paths` (`{query: its history table}`; a query not in it keeps none), counted
+    through `recorder` (None: only logged, as for `opsd desync heal`).
 
     Notes
     -----
@@ -35,7 +36,7 @@ class HistoryLog:
     ids again, so the bound holds across restarts.
     """
 
-    def __init__(self, paths: Mapping[str, str], recorder: Recorder, rows_per_query: int) -> None:
+    def __init__(self, paths: Mapping[str, str], recorder: Recorder | None, rows_per_query: int) -> None:
         self.paths = dict(paths)
         self.recorder = recorder
         self.rows_per_query = rows_per_query
@@ -58,12 +59,16 @@ class HistoryLog:
                 except Exception as e:  # the history never harms the job: logged and counted
                     log.warning("history_append_failed", query=query, path=path, entries=len(kept),
                                 error=error_text(e))
-                    self.recorder.record_history_append(query, appended=0, failed=len(kept))
+                    self._count(query, appended=0, failed=len(kept))
                     continue
                 self._memory = remember(self._memory, kept)
-                self.recorder.record_history_append(query, appended=len(kept), failed=0)
+                self._count(query, appended=len(kept), failed=0)
                 done += kept
         return done
+
+    def _count(self, query: str, *, appended: int, failed: int) -> None:
+        if self.recorder is not None:
+            self.recorder.record_history_append(query, appended=appended, failed=failed)
 
     def _append(self, cluster: Cluster, path: str, query: str, entries: Sequence[HistoryEntry]) -> None:
         if path not in self._created:

@@ -43,7 +43,7 @@ from opsd.checks.scheduler import CheckScheduler
 from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, Direction, TunerDecision
+from opsd.observe.results import Decision, Direction, TunerDecision, TuneReason
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
@@ -224,7 +224,7 @@ def growing_backlog(opsd: Opsd, query: str) -> None:
     opsd.feeds.append(feed)
 
 
-def tuner_decision(query: str, knob: str, current: int, recommended: int, reason: str,
+def tuner_decision(query: str, knob: str, current: int, recommended: int, reason: TuneReason,
                    bounds: tuple[int, int]) -> TunerDecision:
     """One decision of the auto-tuner, as its check reports it to the recorder (mode apply)."""
     decision = Decision(query, knob, current, recommended, reason)
@@ -234,10 +234,10 @@ def tuner_decision(query: str, knob: str, current: int, recommended: int, reason
 def tuner_pinned(opsd: Opsd, query: str) -> None:
     """Batches keep finishing fast: the tuner raises the cap to its upper bound and keeps recommending it there."""
     opsd.start_query(query)
-    opsd.recorder.record_autotune(tuner_decision(query, "max_rows_per_partition", 200_000, 500_000, "safe_cap",
-                                                 (1000, 500_000)))
+    opsd.recorder.record_autotune(tuner_decision(query, "max_rows_per_partition", 200_000, 500_000,
+                                                 TuneReason.SAFE_CAP, (1000, 500_000)))
     opsd.feeds.append(lambda: opsd.recorder.record_autotune(tuner_decision(
-        query, "max_rows_per_partition", 500_000, 500_000, "safe_cap", (1000, 500_000))))
+        query, "max_rows_per_partition", 500_000, 500_000, TuneReason.SAFE_CAP, (1000, 500_000))))
 
 
 def oom_risk_high(opsd: Opsd, query: str) -> None:
@@ -337,7 +337,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
     opsd.recorder.record_tuning("healthy", max_rows_per_partition=1000, dyn_batch_size=50000)
     for knob, current, bounds in (("max_rows_per_partition", 1000, (100, 100_000)),
                                   ("dyn_batch_size", 50_000, (1000, 100_000))):  # the tuner holds within its bounds
-        opsd.recorder.record_autotune(tuner_decision("healthy", knob, current, current, "stabilising", bounds))
+        opsd.recorder.record_autotune(tuner_decision("healthy", knob, current, current, TuneReason.STABILISING, bounds))
     healthy_batches = iter(range(10**6))
     opsd.feeds.append(lambda: opsd.progress("healthy", (b := next(healthy_batches)), end=b * 10, latest=b * 10 + 3))
     # An idle query whose consumer lags its committed batch by one: healthy, and healed by the desync check.

@@ -14,7 +14,8 @@ import pytest
 from rich.console import Console
 
 from opsd.cli import main
-from opsd.cli.status import PIPELINE_FAILED, WIDE, status_view
+from opsd.cli.blocks import WIDE
+from opsd.cli.status import PIPELINE_FAILED, status_view
 from opsd.observe.status import QueryStatus
 from tests.support.cli import assert_fails
 from tests.support.ports import free_port
@@ -99,7 +100,10 @@ def test_names_too_long_for_the_width_fold_instead_of_being_cut() -> None:
     name = "a_pipeline_name_that_is_far_too_long_for_eighty_columns_" + "x" * 80
 
     assert name in "".join(rendered({"queries": {name: {"active": True}}}))
-    assert name in "".join(line.split()[0] for line in rendered({"queries": {name: {"active": True}}}, WIDE)[3:])
+    wide = rendered({"queries": {name: {"active": True}}}, WIDE)
+    assert name in "".join(wide)
+    assert next(line for line in wide if line.startswith("  ")).split() == ["state", "running"], (
+        "a name no table column can hold whole makes blocks, even on a wide terminal")
 
 
 def test_no_queries_says_so() -> None:

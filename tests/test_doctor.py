@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from opsd.checks.autotune.decide import MAX_ROWS
+from opsd.checks.desync.evaluate import evaluate
 from opsd.cli.main import main
+from opsd.observe.positions import PartitionPositions, QueuePositions
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import PartitionLag, QueryLag
+from opsd.observe.results import Decision, DesyncState, PartitionLag, QueryLag, TunerDecision, TuneReason
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
@@ -95,12 +98,12 @@ def test_a_config_gives_every_query_with_its_tuning_values(yt, job, cluster_uri,
     assert (watched["recommended"], watched["reason"], watched["mode"]) == (100_000, "first_batch_safe", "recommend")
 
 
-def doctor_of_daemon(capsys, recorder: Recorder) -> tuple[int, str]:
+def doctor_of_daemon(capsys, recorder: Recorder, *args: str) -> tuple[int, dict | str]:
     """`opsd doctor --url` against a daemon endpoint serving `recorder`'s status."""
     server = OpsHttpServer(lambda: b"", status=recorder.status.to_json, host="127.0.0.1", port=0)
     server.start()
     try:
-        return doctor(capsys, "--url", server.url)
+        return doctor(capsys, "--url", server.url, *args)
     finally:
         server.stop()
 
@@ -182,3 +185,82 @@ def test_a_checkpoint_of_a_recreated_queue_needs_action_naming_the_rows_at_stake
     assert "rows [3, 20) of partition 0, [3, 20) of partition 1 would be skipped" in finding["what"]
     assert finding["advice"].startswith("never healed") and "new checkpointLocation" in finding["advice"]
     assert command == ["consumer", "seek", q, c, "--offset", "0"]
+
+
+# -- for people: blocks below 120 columns, a table where it fits, whole when piped ---------------------------------
+
+LONG_QUERY = "clickstream_sessions_enrichment_for_the_analytics_team_" + "x" * 40
+LONG_QUEUE = "//home/analytics/clickstream/very/deeply/nested/directories/of/the/team/queue_" + "y" * 30
+
+
+def troubled_daemon() -> Recorder:
+    """A daemon's status: a running query with a long name whose long-named queue's checkpoint is behind the trim
+    on partition 0 (in sync on 1), and whose cap the auto-tuner holds because it does not bind."""
+    recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
+    recorder.status.update(LONG_QUERY, active=True, started_at=1.0, max_rows_per_partition=500)
+    positions = (PartitionPositions(0, 3, None, None, 3, 20, 25), PartitionPositions(1, 20, None, None, 20, 20, 0))
+    recorder.record_desync(evaluate(QueuePositions(LONG_QUERY, LONG_QUEUE, "//home/c", "yt", 1, None, positions)))
+    decision = Decision(LONG_QUERY, MAX_ROWS, 500, 500, TuneReason.CAP_NOT_BINDING)
+    recorder.record_autotune(TunerDecision(decision, "apply", applied=False, bounds=(1000, 500_000)))
+    return recorder
+
+
+def test_at_80_columns_each_query_is_a_block_states_and_reasons_in_words_nothing_cut(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out = doctor_of_daemon(capsys, troubled_daemon())
+    lines = out.splitlines()
+
+    assert code == 1 and "…" not in out and max(len(line) for line in lines) <= 80
+    block = lines[lines.index(LONG_QUERY[:80]) + 2:]  # the name folds onto a second line
+    assert block[0].split() == ["state", "running"], "the state comes first"
+    assert LONG_QUERY in "".join(lines) and LONG_QUEUE in "".join(line.strip() for line in lines)
+    flat = " ".join(out.split())
+    assert f"partition 0: {DesyncState.BEHIND_TRIM.words}" in flat and "partition 1: in sync" in flat
+    assert "(the cap is not what limits batches; apply)" in flat
+    assert not {"behind_trim", "in_sync", "cap_not_binding"} & set(re.findall(r"[a-z]+_[a-z_]+", flat))
+    assert "needs action" in lines and "were trimmed before the query read them" in flat
+
+
+def test_at_200_columns_the_queries_and_findings_are_tables(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
+    recorder.status.update("clicks", active=False, started_at=1.0, exception_class="java.io.IOException",
+                           exception="disk full")
+    code, out = doctor_of_daemon(capsys, recorder)
+    lines = out.splitlines()
+
+    assert code == 1 and max(len(line.rstrip()) for line in lines) <= 200
+    assert lines[1].split() == ["query", "state", "desync", "backlog", "rows", "max", "lag", "time", "to", "drain",
+                                "max_rows", "/", "dynBatch", "auto-tuner", "last", "failure"]
+    assert next(line.split()[:2] for line in lines if line.startswith(" clicks")) == ["clicks", "failed"]
+    assert next(line for line in lines if "severity" in line).split() == ["query", "severity", "finding", "advice"]
+
+
+def test_piped_output_is_whole_never_cut_at_80_columns(capsys, monkeypatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out = doctor_of_daemon(capsys, troubled_daemon())  # capsys' stdout is not a terminal
+    lines = out.splitlines()
+
+    assert code == 1 and LONG_QUERY in lines and f"  desync               {LONG_QUEUE}" in lines
+    finding = next(line for line in lines if line.startswith("  finding"))
+    assert finding.endswith("were trimmed before the query read them: its next batch cannot be replayed")
+
+
+def test_a_healthy_run_says_so_in_one_line_without_an_empty_findings_table(capsys, monkeypatch) -> None:
+    recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
+    recorder.status.update("clicks", active=True, started_at=1.0)
+    for width in ("80", "200"):
+        monkeypatch.setenv("COLUMNS", width)
+        code, out = doctor_of_daemon(capsys, recorder)
+
+        assert code == 0 and out.splitlines()[-1] == "healthy: nothing to do"
+        assert not {"severity", "finding", "advice", "healthy"} & set(out.split()[:-3])
+
+
+def test_json_keeps_the_machine_names(capsys) -> None:
+    code, report = doctor_of_daemon(capsys, troubled_daemon(), "--json")
+
+    assert code == 1
+    facts = report["queries"][LONG_QUERY]["facts"]
+    assert facts["desync"][LONG_QUEUE]["partitions"]["0"]["state"] == "behind_trim"
+    assert facts["autotune"][MAX_ROWS]["reason"] == "cap_not_binding"

@@ -16,8 +16,7 @@ import json
 import time
 from dataclasses import replace
 
-from rich.console import Console
-from rich.table import Table
+from rich.console import RenderableType
 from rich.text import Text
 
 from opsd.checks.desync.apply import apply
@@ -27,6 +26,7 @@ from opsd.checks.history.apply import HistoryLog
 from opsd.checks.history.decide import heal_entries
 from opsd.checks.history.table import history_path
 from opsd.checks.positions.collect import QueryTarget, collect_target, targets_for
+from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import CliError
 from opsd.config.load import ConfigError, load_config
 from opsd.config.models import ChecksSettings
@@ -89,10 +89,9 @@ def show_desync(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(redact(jsonable({d.facts.queue: d for d in desyncs})), indent=2))
     else:
-        console, shown = Console(), Shown()
-        console.print(desync_table(desyncs, shown))
-        for problem in desync_problems(desyncs, shown):
-            console.print(problem)
+        out = console()
+        for part in desync_view(desyncs, view_width(out), Shown()):
+            out.print(part)
     return 0
 
 
@@ -129,32 +128,32 @@ def heal_line(decision: HealDecision, moves: dict[int, tuple[int, int]], *, dry_
     """One line per queue: the moves made (or that would be), else the outcome and the problem behind it."""
     head = f"{decision.query}: {decision.queue or '?'} via {decision.consumer or '?'}: "
     if not moves:
-        return head + decision.outcome.value + (f": {problem}" if problem else "")
+        return head + decision.outcome.words + (f": {problem}" if problem else "")
     listed = ", ".join(f"partition {p} {old} -> {new}" for p, (old, new) in sorted(moves.items()))
     verb = "would move" if dry_run else "moved"
     return f"{head}{verb} {listed} (end of committed batch {decision.committed_batch})"
 
 
-def desync_problems(desyncs: list[QueueDesync], shown: Shown) -> list[Text]:
-    """The problems of the table's `problem` rows, each whole on lines of its own below the table (a table cell at
-    a terminal's width would cut or split them)."""
-    return [shown(f"problem: {d.facts.query} {d.facts.queue or ''}: {d.facts.problem}".replace("  ", " "))
-            for d in desyncs if d.facts.problem]
+#: Per queue and partition, the state first: the table's columns, the blocks' labels. The item's name is the query
+#: and its queue (a block's first line); a problem (nothing could be judged) stands in for the partitions.
+COLUMNS = (Column("query / queue"), Column("state"), Column("partition", "right"), Column("checkpoint next", "right"),
+           Column("consumer", "right"), Column("difference", "right"), Column("rows", "right"),
+           Column("trimmed", "right"), Column("problem"))
 
 
-def desync_table(desyncs: list[QueueDesync], shown: Shown) -> Table:
-    """Per queue and partition: state, the checkpoint's next row, the consumer, their difference, queue counters;
-    every cell shown as text (paths and problems come from checkpoints and the cluster: never markup)."""
-    table = Table(title="offset desync")
-    for column in ("query", "queue", "partition", "state", "checkpoint next", "consumer", "difference",
-                   "rows", "trimmed"):
-        table.add_column(column)
+def desync_view(desyncs: list[QueueDesync], width: int | None, shown: Shown) -> list[RenderableType]:
+    """Per queue and partition: state in words, the checkpoint's next row, the consumer, their difference, the queue's
+    counters; a table or blocks (`opsd.cli.blocks`). Every value is shown as text (paths and problems come from
+    checkpoints and the cluster: never markup)."""
+    items = []
     for d in desyncs:
         f = d.facts
+        name = shown.line(f"{f.query} {f.queue or ''}".strip())
         if f.problem:
-            table.add_row(*(shown(c) for c in (f.query, f.queue, "", "problem")))
-        for p in d.partitions:
-            table.add_row(*(shown(c) for c in (f.query, f.queue, p.facts.partition, p.state.value,
-                                               p.facts.checkpoint_next, p.facts.consumer_offset, p.difference_rows,
-                                               p.facts.row_count, p.facts.trimmed_row_count)))
-    return table
+            items.append(Item(name, ("unknown", None, None, None, None, None, None, shown.line(f.problem))))
+        items += [Item(name, (p.state.words, *(str(n) for n in (
+            p.facts.partition, p.facts.checkpoint_next, p.facts.consumer_offset, p.difference_rows,
+            p.facts.row_count, p.facts.trimmed_row_count)), None)) for p in d.partitions]
+    if not items:
+        return [Text("no queue to compare")]
+    return view(COLUMNS, items, width, title="offset desync")

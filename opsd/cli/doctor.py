@@ -1,9 +1,11 @@
 """`opsd doctor`: what is wrong with my streaming job and what do I do — for a running daemon (`--url`, the
 default), a config file (`--config`) or offline for one checkpoint with its queue and consumer (`--checkpoint`).
 
-A table for people (per query: state, desync per partition, backlog, lag, time to drain, tuning values, the
-auto-tuner's recommendation, last failure; then each finding with its advice), `--json` for scripts. Exit 0
-healthy, 1 something needs action, 2 the doctor itself failed.
+For people, per query: state, desync per queue, backlog, lag, time to drain, tuning values, the auto-tuner's
+recommendation, last failure; then each finding with its advice, or `healthy: nothing to do` — a table on a wide
+terminal, one block per query and per finding on a narrow one or in a pipe (`opsd.cli.blocks`), states and reasons in
+words. `--json` for scripts, with the machine names. Exit 0 healthy, 1 something needs action, 2 the doctor itself
+failed.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from rich.console import RenderableType
+from rich.text import Text
 
 from opsd.checks.positions.collect import QueryTarget
+from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import DEFAULT_URL
+from opsd.cli.status import query_state
 from opsd.config.load import load_config
 from opsd.doctor.diagnose import diagnose
 from opsd.doctor.gather import from_config, from_status, from_targets
 from opsd.doctor.report import Report
+from opsd.observe.results import DesyncState, TuneReason, in_words
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
 from streaming_core.cluster import connect
@@ -54,9 +59,9 @@ def doctor_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(redact(report.to_json()), indent=2))
     else:
-        console, shown = Console(), Shown()
-        console.print(queries_table(report, shown))
-        console.print(findings_table(report, shown))
+        out = console()
+        for part in report_view(report, view_width(out), Shown()):
+            out.print(part)
     return HEALTHY if report.healthy else NEEDS_ACTION
 
 
@@ -82,54 +87,67 @@ def examine(args: argparse.Namespace) -> Report:
     return diagnose(url, from_status(document), lambda q: f"opsd desync heal {q} --config <the daemon's config>")
 
 
-def queries_table(report: Report, shown: Shown) -> Table:
-    """Per query its facts; every cell is data (names, paths, Spark's texts) shown as text, never as markup."""
-    table = Table(title=shown(f"opsd doctor: {report.source}"))
-    for column in ("query", "state", "desync", "backlog rows", "max lag", "time to drain", "max_rows / dynBatch",
-                   "auto-tuner", "last failure"):
-        table.add_column(column)
-    for q in report.queries:
-        f = q.facts
-        lag = f.get("lag") or {}
-        cells = [q.query, _state(f), _desync(f, shown), _text(lag.get("backlog_rows")), _max_lag(lag),
-                 _seconds(lag.get("time_to_drain_seconds")),
-                 f"{_text(f.get('max_rows_per_partition'))} / {_text(f.get('dyn_batch_size'))}",
-                 _autotune(f, shown), f.get("exception_class") or ""]
-        table.add_row(*(shown(c) for c in cells))
-    return table
+#: Per query its facts, the state first: the table's columns, the blocks' labels.
+COLUMNS = (Column("query"), Column("state"), Column("desync"), Column("backlog rows", "right"),
+           Column("max lag", "right"), Column("time to drain", "right"), Column("max_rows / dynBatch", "right"),
+           Column("auto-tuner"), Column("last failure"))
+#: Per finding: what, and what to do.
+FINDING_COLUMNS = (Column("query"), Column("severity"), Column("finding"), Column("advice"))
 
 
-def findings_table(report: Report, shown: Shown) -> Table:
-    table = Table(title="healthy" if report.healthy else "needs action")
-    for column in ("query", "severity", "finding", "advice"):
-        table.add_column(column)
-    for finding in report.findings:
-        table.add_row(*(shown(c) for c in (finding.query, finding.severity.value, finding.what, finding.advice)))
-    return table
+def report_view(report: Report, width: int | None, shown: Shown) -> list[RenderableType]:
+    """The report for people `width` columns wide (None: no width; see `opsd.cli.blocks`): the queries' facts, then
+    the findings with their advice, or one line saying there is nothing to do. Every value is data (names, paths,
+    Spark's texts): shown as text, never markup."""
+    queries = [Item(shown.line(q.query), tuple(_query_facts(q.facts, shown))) for q in report.queries]
+    parts = view(COLUMNS, queries, width, title=shown.line(f"opsd doctor: {report.source}"))
+    if not report.findings:
+        return [*parts, Text(""), Text("healthy: nothing to do")]
+    findings = [Item(shown.line(f.query), (f.severity.value, shown.line(f.what), shown.line(f.advice)))
+                for f in report.findings]
+    title = "healthy: only notes" if report.healthy else "needs action"
+    return [*parts, Text(""), *view(FINDING_COLUMNS, findings, width, title=title)]
+
+
+def _query_facts(facts: dict[str, Any], shown: Shown) -> list[str]:
+    lag = facts.get("lag") or {}
+    return [_state(facts), _desync(facts, shown), _text(lag.get("backlog_rows")), _max_lag(lag),
+            _seconds(lag.get("time_to_drain_seconds")),
+            f"{_text(facts.get('max_rows_per_partition'))} / {_text(facts.get('dyn_batch_size'))}",
+            _autotune(facts, shown), shown.line(facts.get("exception_class") or "-")]
 
 
 def _state(facts: dict[str, Any]) -> str:
-    if "active" not in facts:
-        return "offline"
-    return "active" if facts["active"] else ("failed" if facts.get("exception_class") else "stopped")
+    """`opsd status`'s word for a daemon's query; `offline` for facts read from a checkpoint or a config."""
+    return query_state(facts) if "active" in facts else "offline"
 
 
 def _desync(facts: dict[str, Any], shown: Shown) -> str:
-    """A line per queue (each line's data escaped, newlines within it included)."""
-    parts = []
+    """Per queue a line, then a line per state: the partitions in it (data escaped, newlines within it included)."""
+    lines = []
     for queue, d in (facts.get("desync") or {}).items():
-        states = ", ".join(f"{p}:{x['state']}" for p, x in (d.get("partitions") or {}).items())
-        parts.append(shown.line(f"{queue} {states or d.get('problem') or ''}"))
-    return "\n".join(parts)
+        if d.get("problem") or not d.get("partitions"):
+            lines.append(shown.line(f"{queue}: {d.get('problem') or 'no partitions'}"))
+            continue
+        by_state: dict[str, list[str]] = {}
+        for partition, p in d["partitions"].items():
+            by_state.setdefault(p["state"], []).append(str(partition))
+        lines += [shown.line(queue), *(f"  {_partitions(parts)}: {in_words(DesyncState, state)}"
+                                       for state, parts in by_state.items())]
+    return "\n".join(lines) or "-"
+
+
+def _partitions(parts: list[str]) -> str:
+    return ("partition " if len(parts) == 1 else "partitions ") + ", ".join(parts)
 
 
 def _autotune(facts: dict[str, Any], shown: Shown) -> str:
-    """Per knob: `knob: current -> recommended (reason, mode)`, or `= current` while holding."""
+    """Per knob: `knob: current -> recommended (why, mode)`, or `= current` while holding."""
     lines = []
     for knob, v in (facts.get("autotune") or {}).items():
         value = f"= {_text(v['current'])}" if v["direction"] == "hold" else \
             f"{_text(v['current'])} -> {_text(v['recommended'])}"
-        lines.append(shown.line(f"{knob}: {value} ({v['reason']}, {v['mode']})"))
+        lines.append(shown.line(f"{knob}: {value} ({in_words(TuneReason, v['reason'])}; {v['mode']})"))
     return "\n".join(lines) or "-"
 
 

@@ -32,6 +32,7 @@ from opsd.observe.results import (
     QueueDesync,
     QueueSignals,
     TunerDecision,
+    TuneReason,
 )
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
 from opsd.telemetry.metrics import Metrics
@@ -330,7 +331,7 @@ class Recorder:
 
     def record_replan(self, query: str, batch_id: int, refused: str | None) -> None:
         """The tuner planned a failed run's batch again (down: under the cut cap), or refused to (hold)."""
-        direction, reason = ("hold", "replan_refused") if refused else ("down", "memory_failure")
+        direction, reason = ("hold", TuneReason.REPLAN_REFUSED) if refused else ("down", TuneReason.MEMORY_FAILURE)
         self.metrics.autotune_decisions.labels(query=query, knob="planned_batch", direction=direction,
                                                reason=reason).inc()
 

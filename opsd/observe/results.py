@@ -29,6 +29,22 @@ class DesyncState(StrEnum):
     CHECKPOINT_AHEAD_OF_QUEUE = "checkpoint_ahead_of_queue"
 
 
+    @property
+    def words(self) -> str:
+        """The state for people (`opsd doctor`, `opsd desync show`); JSON and metrics keep the value."""
+        return DESYNC_WORDS[self]
+
+
+#: Each state in words (see `opsd.checks.desync.evaluate` for what each means).
+DESYNC_WORDS: Mapping[DesyncState, str] = {
+    DesyncState.IN_SYNC: "in sync",
+    DesyncState.LAGGING_ONE_BATCH: "one batch behind (late acknowledgement, harmless)",
+    DesyncState.STUCK: "stuck: several batches not acknowledged",
+    DesyncState.CONSUMER_AHEAD: "consumer ahead of the checkpoint: rows would be skipped",
+    DesyncState.BEHIND_TRIM: "checkpoint behind the trim: its rows are gone",
+    DesyncState.CONSUMER_AHEAD_OF_QUEUE: "consumer past the queue's end",
+    DesyncState.CHECKPOINT_AHEAD_OF_QUEUE: "checkpoint past the queue's end",
+}
 #: Every state, in rising severity (the metric's one-hot `state` label takes these values).
 STATES: tuple[DesyncState, ...] = tuple(DesyncState)
 #: States whose offsets lie past the queue's end: alerted, never healed.
@@ -158,6 +174,63 @@ class Direction(StrEnum):
     HOLD = "hold"
 
 
+class TuneReason(StrEnum):
+    """Why the auto-tuner decided as it did (`opsd.checks.autotune.decide`): the `reason` label of its decisions
+    counter, the value in `/status` and the log; `words` for people."""
+
+    MEMORY_FAILURE = "memory_failure"
+    REPLAN_REFUSED = "replan_refused"
+    OOM_RISK = "oom_risk"
+    STABILISING = "stabilising"
+    FIRST_BATCH_SAFE = "first_batch_safe"
+    SAFE_CAP = "safe_cap"
+    NO_BATCHES = "no_batches"
+    CAP_NOT_BINDING = "cap_not_binding"
+    NO_BACKLOG = "no_backlog"
+    FAST_BATCHES = "fast_batches"
+    SLOW_BATCHES = "slow_batches"
+    WITHIN_TARGET = "within_target"
+    NO_NEW_WRITES = "no_new_writes"
+    FAILED_CALLS = "failed_calls"
+    SLOW_CALLS = "slow_calls"
+    TASKS_FAILED_ELSEWHERE = "tasks_failed_elsewhere"
+    FAST_FULL_CALLS = "fast_full_calls"
+    CALLS_NOT_FULL = "calls_not_full"
+
+    @property
+    def words(self) -> str:
+        return TUNE_REASON_WORDS[self]
+
+
+#: Each reason in words.
+TUNE_REASON_WORDS: Mapping[TuneReason, str] = {
+    TuneReason.MEMORY_FAILURE: "the query failed of memory: cut",
+    TuneReason.REPLAN_REFUSED: "the failed batch replays with its planned range",
+    TuneReason.OOM_RISK: "the next batch risks running out of memory",
+    TuneReason.STABILISING: "waiting for batches since the last change",
+    TuneReason.FIRST_BATCH_SAFE: "no cap yet: a safe first cap",
+    TuneReason.SAFE_CAP: "the cap is over the OOM check's safe cap",
+    TuneReason.NO_BATCHES: "no batch to judge yet",
+    TuneReason.CAP_NOT_BINDING: "the cap is not what limits batches",
+    TuneReason.NO_BACKLOG: "no backlog to drain faster",
+    TuneReason.FAST_BATCHES: "batches are fast and capped: raise",
+    TuneReason.SLOW_BATCHES: "batches are over the target time: cut",
+    TuneReason.WITHIN_TARGET: "batches meet the target",
+    TuneReason.NO_NEW_WRITES: "no new writes to judge",
+    TuneReason.FAILED_CALLS: "insert calls failed or retried: halve",
+    TuneReason.SLOW_CALLS: "insert calls are slow: halve",
+    TuneReason.TASKS_FAILED_ELSEWHERE: "tasks failed outside the writes: no evidence",
+    TuneReason.FAST_FULL_CALLS: "insert calls are fast and full: grow",
+    TuneReason.CALLS_NOT_FULL: "insert calls are not full",
+}
+
+
+def in_words(kind: type[DesyncState | TuneReason], value: str) -> str:
+    """A state or reason read from a document (`/status`, the doctor's facts) in words; a value this version does
+    not know (a newer daemon's), as it is."""
+    return kind(value).words if value in kind._value2member_map_ else value
+
+
 @dataclass(frozen=True)
 class Decision:
     """One knob's decision: the value recommended (the current one when holding) and why (`inputs`: what it was
@@ -167,7 +240,7 @@ class Decision:
     knob: str
     current: int | None
     recommended: int | None
-    reason: str
+    reason: TuneReason
     inputs: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from opsd.checks.autotune.evaluate import Evaluation
 from opsd.checks.autotune.facts import Facts
-from opsd.observe.results import Decision, Direction
+from opsd.observe.results import Decision, Direction, TuneReason
 
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
@@ -84,42 +84,44 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
     if safe is not None:
         high = max(low, min(high, safe))
 
-    def to(value: float | None, reason: str) -> Decision:
+    def to(value: float | None, reason: TuneReason) -> Decision:
         return Decision(facts.query, MAX_ROWS, cap, cap if value is None else _clamp(value, low, high), reason, inputs)
 
     if rows.memory_failure and facts.failed_run != memory.handled_failure:
-        return to((failed_size(facts) or settings.start_rows_per_partition) * settings.memory_cut, "memory_failure")
+        return to((failed_size(facts) or settings.start_rows_per_partition) * settings.memory_cut,
+                  TuneReason.MEMORY_FAILURE)
     changed = memory.rows_changed_after
     if risk is not None and risk >= settings.risk_threshold and cap is not None:
         if changed is not None and (newest is None or newest.batch_id <= changed):
-            return to(None, "stabilising")  # cut already, and no batch since: the risk is still the planned batch's
-        return to(min(cap * settings.memory_cut, safe or cap), "oom_risk")
+            # Cut already, and no batch since: the risk is still the planned batch's.
+            return to(None, TuneReason.STABILISING)
+        return to(min(cap * settings.memory_cut, safe or cap), TuneReason.OOM_RISK)
     if cap is None:
-        return to(safe or settings.start_rows_per_partition, "first_batch_safe")
+        return to(safe or settings.start_rows_per_partition, TuneReason.FIRST_BATCH_SAFE)
     if safe is not None and cap > safe:
-        return to(safe, "safe_cap")
+        return to(safe, TuneReason.SAFE_CAP)
     if newest is None:
-        return to(None, "no_batches")
+        return to(None, TuneReason.NO_BATCHES)
     settled = [b for b in facts.batches if changed is None or b.batch_id > changed + 1]
     if len(settled) < (settings.stabilisation_batches if changed is not None else 1):
-        return to(None, "stabilising")
+        return to(None, TuneReason.STABILISING)
     if rows.ideal_rows is None:
-        return to(None, "no_batches")
+        return to(None, TuneReason.NO_BATCHES)
     if rows.ideal_rows > cap * (1 + settings.hysteresis):
         if not rows.binding:
-            return to(None, "cap_not_binding")
+            return to(None, TuneReason.CAP_NOT_BINDING)
         if not facts.backlog_rows:
-            return to(None, "no_backlog")
+            return to(None, TuneReason.NO_BACKLOG)
         if risk is not None and risk >= settings.risk_threshold:
-            return to(None, "oom_risk")
+            return to(None, TuneReason.OOM_RISK)
         step = settings.max_step_up if risk is not None else settings.max_step_up_unknown_risk
         target = min(rows.ideal_rows, cap * step)
         if memory.rows_ceiling is not None:
             target = min(target, memory.rows_ceiling * settings.memory_cut)
-        return to(max(cap, target), "fast_batches")
+        return to(max(cap, target), TuneReason.FAST_BATCHES)
     if rows.over_target and rows.ideal_rows < cap * (1 - settings.hysteresis):
-        return to(max(rows.ideal_rows, cap * settings.max_step_down), "slow_batches")
-    return to(None, "within_target")
+        return to(max(rows.ideal_rows, cap * settings.max_step_down), TuneReason.SLOW_BATCHES)
+    return to(None, TuneReason.WITHIN_TARGET)
 
 
 def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
@@ -130,7 +132,7 @@ def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
               "retries": stats and stats.retries, "errors": stats and stats.errors,
               "rows_per_call": write.rows_per_call}
 
-    def to(value: float | None, reason: str) -> Decision:
+    def to(value: float | None, reason: TuneReason) -> Decision:
         if value is None or size is None:
             return Decision(facts.query, DYN_BATCH_SIZE, size, size, reason, inputs)
         high = facts.dyn_batch_size_ceiling or settings.max_dyn_batch_size
@@ -138,16 +140,16 @@ def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
         return Decision(facts.query, DYN_BATCH_SIZE, size, bounded, reason, inputs)
 
     if size is None or stats is None or stats.batch_id == memory.judged_write_batch or not write.current:
-        return to(None, "no_new_writes")
+        return to(None, TuneReason.NO_NEW_WRITES)
     if write.troubled:
-        return to(size * 0.5, "failed_calls")
+        return to(size * 0.5, TuneReason.FAILED_CALLS)
     if write.slow:
-        return to(size * 0.5, "slow_calls")
+        return to(size * 0.5, TuneReason.SLOW_CALLS)
     if stats.errors:  # tasks failed, not in an insert call (that would be troubled): no evidence either way
-        return to(None, "tasks_failed_elsewhere")
+        return to(None, TuneReason.TASKS_FAILED_ELSEWHERE)
     if write.full and stats.max_call_seconds * 2 <= settings.slow_call_seconds:
-        return to(size + settings.dyn_batch_size_step, "fast_full_calls")
-    return to(None, "calls_not_full" if not write.full else "within_target")
+        return to(size + settings.dyn_batch_size_step, TuneReason.FAST_FULL_CALLS)
+    return to(None, TuneReason.CALLS_NOT_FULL if not write.full else TuneReason.WITHIN_TARGET)
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ def remember(memory: TunerMemory, decisions: tuple[Decision, ...], evaluation: E
     facts = evaluation.facts
     newest = max((b.batch_id for b in facts.batches), default=None)
     for d in decisions:
-        if d.knob == MAX_ROWS and d.reason == "memory_failure":
+        if d.knob == MAX_ROWS and d.reason == TuneReason.MEMORY_FAILURE:
             known = [x for x in (failed_size(facts), memory.rows_ceiling) if x]
             memory = replace(memory, handled_failure=facts.failed_run, rows_ceiling=min(known) if known else None)
         if d.knob == MAX_ROWS and applied and d.direction != Direction.HOLD:

@@ -69,8 +69,9 @@ def test_data_is_shown_as_text_never_as_markup() -> None:
     items = [Item("[bold]q[/bold]", ("[link=http://x]in sync[/link]", "0", "[/oops]"))]
 
     for width in (80, 200):
-        text = "\n".join(printed(view(COLUMNS, items, width), at(width)))
+        text = "\n".join(printed(view(COLUMNS, items, width, title="[/title]"), at(width)))
         assert "[bold]q[/bold]" in text and "[link=http://x]in sync[/link]" in text and "[/oops]" in text
+        assert text.startswith("[/title]")
 
 
 @pytest.mark.parametrize(("kind", "words"), [(DesyncState, DESYNC_WORDS), (TuneReason, TUNE_REASON_WORDS),

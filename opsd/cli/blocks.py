@@ -89,7 +89,7 @@ def view(columns: Sequence[Column], items: Sequence[Item], width: int | None, *,
 
 def table(columns: Sequence[Column], items: Iterable[Item], *, title: str | None = None) -> Table:
     """A row per item; every cell folds (or wraps at a space) where its column is too narrow, never cut with `…`."""
-    out = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    out = Table(title=Text(title) if title else None, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
     shown = [i for i, column in enumerate(columns) if column.in_table]
     for i in shown:
         out.add_column(columns[i].label, justify=columns[i].justify, overflow="fold",

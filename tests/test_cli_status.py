@@ -76,6 +76,9 @@ def test_a_failed_query_shows_its_error_and_whether_it_is_final() -> None:
     assert orders["error+"] == "stopped for good: TrimmedRowsError: the rows to read are gone"
     restarted = {"queries": {"q": {"active": False, "started_at": 1.0, "exception_class": "X"}}}
     assert block(rendered(restarted), "q")["error+"] == "opsd restarts it"
+    said_once = {"queries": {"q": {"active": False, "exception_class": "X", "error": "E: no such column",
+                                   "permanent_failure": "E: no such column"}}}
+    assert block(rendered(said_once), "q")["error+"] == "stopped for good", "the same message is not said twice"
 
 
 def test_a_wide_terminal_gets_a_table_with_whole_names_and_the_failures_below() -> None:

@@ -127,7 +127,7 @@ def _desync(facts: dict[str, Any], shown: Shown) -> str:
     lines = []
     for queue, d in (facts.get("desync") or {}).items():
         if d.get("problem") or not d.get("partitions"):
-            lines.append(shown.line(f"{queue}: {d.get('problem') or 'no partitions'}"))
+            lines.append(shown.line(f"{queue}: {d.get('problem') or 'nothing to compare yet (no committed batch)'}"))
             continue
         by_state: dict[str, list[str]] = {}
         for partition, p in d["partitions"].items():

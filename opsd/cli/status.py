@@ -102,7 +102,8 @@ def _facts(query: Mapping[str, Any], now: float, shown: Shown) -> dict[str, str]
     if facts["state"] == "failed":
         final = query.get("permanent_failure")
         facts["error"] = query.get("error") or query.get("exception_class") or "unknown error"
-        facts[""] = f"stopped for good: {final}" if final else "opsd restarts it"
+        facts[""] = "opsd restarts it" if not final else "stopped for good" if final == facts["error"] else \
+            f"stopped for good: {final}"
     return {label: shown.line(value) for label, value in facts.items()}
 
 

@@ -27,7 +27,7 @@ from opsd.checks.registry import build_checks
 from opsd.cli.main import main
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, HistoryEntry, HistoryKind, TunerDecision
+from opsd.observe.results import Decision, HistoryEntry, HistoryKind, TunerDecision, TuneReason
 from opsd.observe.status import StatusStore
 from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
@@ -212,7 +212,11 @@ def test_opsd_history_prints_newest_first_at_80_columns_and_json(yt, yt_root, cl
     out = capsys.readouterr().out
     assert max(map(len, out.splitlines())) <= 80
     assert out.index("200000 -> 100000") < out.index("1 -> 200000")
-    assert "2023-11-14 22:15:00" in out and "fast_batches" in out
+    assert "2023-11-14 22:15:00" in out and TuneReason.FAST_BATCHES.words in out and "fast_batches" not in out
+
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["history", "job", "--config", str(config_file)]) == 0
+    assert "before -> after" in capsys.readouterr().out.splitlines()[1]  # a table's header row
 
     assert main(["history", "job", "--checkpoint", location, "--json", "--cluster", cluster_uri]) == 0
     found = json.loads(capsys.readouterr().out)

@@ -13,14 +13,13 @@ import datetime
 import json
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
+from opsd.checks.desync.decide import HealOutcome
 from opsd.checks.history.collect import read_history
 from opsd.checks.history.table import history_path, history_paths
+from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import CliError
 from opsd.config.load import ConfigError, load_config
-from opsd.observe.results import HistoryEntry
+from opsd.observe.results import HistoryEntry, HistoryKind, TuneReason, in_words
 from opsd.observe.status import jsonable
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
@@ -82,23 +81,35 @@ def show_history(args: argparse.Namespace) -> int:
     elif not entries:
         print(Shown().line(f"{args.query}: no decisions in {path}"))
     else:
-        Console().print(history_table(entries, Shown()))
+        out = console()
+        for part in view(COLUMNS, history_items(entries, Shown()), view_width(out), title="decisions, newest first"):
+            out.print(part)
     return 0
 
 
-def history_table(entries: list[HistoryEntry], shown: Shown) -> Table:
-    """One row per decision: when (UTC); what it was about and the change; the outcome and why. Every cell is text
-    from data (never markup); at 80 columns long paths and values fold within their cells."""
-    table = Table(title="decisions, newest first")
-    table.add_column("when (UTC)", no_wrap=True)
-    table.add_column("decision: before -> after", overflow="fold", ratio=3)
-    table.add_column("outcome", overflow="fold", ratio=2)
+#: Per decision, newest first: when, what about, the change, its outcome and why.
+COLUMNS = (Column("when (UTC)"), Column("decision"), Column("before -> after"), Column("outcome"))
+
+
+def history_items(entries: list[HistoryEntry], shown: Shown) -> list[Item]:
+    """One item per decision, named by its time (UTC); every value is text from data (never markup), reasons in
+    words where this version knows them."""
+    items = []
     for e in entries:
         when = datetime.datetime.fromtimestamp(e.at, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
-        outcome = e.outcome if e.reason == e.outcome else f"{e.outcome}\n{e.reason}"
-        table.add_row(shown(when), shown(f"{e.kind.value} {e.subject}\n{compact(e.before)} -> {compact(e.after)}"),
-                      shown(outcome))
-    return table
+        reason = _reason_words(e)
+        outcome = e.outcome if e.reason == e.outcome else f"{e.outcome}: {reason}"
+        items.append(Item(when, (shown.line(f"{e.kind.value} {e.subject}"),
+                                 shown.line(f"{compact(e.before)} -> {compact(e.after)}"), shown.line(outcome))))
+    return items
+
+
+def _reason_words(entry: HistoryEntry) -> str:
+    if entry.kind is HistoryKind.TUNER:
+        return in_words(TuneReason, entry.reason)
+    if entry.kind is HistoryKind.HEAL and entry.reason in HealOutcome._value2member_map_:
+        return HealOutcome(entry.reason).words
+    return entry.reason
 
 
 def compact(value: Any) -> str:

@@ -17,7 +17,7 @@ from .wire import SERVICE_COLUMNS, decode_wire
 
 
 class QueueMixin:
-    """`get_tablet_infos`, `read_tablet` and `trim_rows` of `YtsaurusCluster` (appends: `insert_rows`)."""
+    """`get_tablet_infos`, `read_tablet`, `trim_rows` and `reshard` of `YtsaurusCluster` (appends: `insert_rows`)."""
 
     _client: Any
     _errors: Callable[[str], AbstractContextManager[None]]
@@ -110,3 +110,13 @@ class QueueMixin:
         with self._errors(path):
             self._client.trim_rows(path, tablet_index, trimmed_row_count)
 
+
+    def _reshard(self, path: str, tablet_count: int) -> None:
+        """Unmount, `reshard_table` with `tablet_count`, mount, each waited for: YTsaurus reshards unmounted tablets
+        only. The table is mounted again even when the reshard fails, so a refused reshard leaves it usable."""
+        with self._errors(path):
+            self._client.unmount_table(path, sync=True)
+            try:
+                self._client.reshard_table(path, tablet_count=tablet_count, sync=True)
+            finally:
+                self._client.mount_table(path, sync=True)

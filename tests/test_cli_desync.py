@@ -58,3 +58,18 @@ def test_a_heal_refused_exits_1_and_says_why(yt, config, capsys) -> None:
 def test_a_query_that_cannot_be_found_is_named(config, capsys, args: list[str], message: str) -> None:
     assert main(["desync", "show", *args, "--config", str(config[2])]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_a_partition_added_by_a_reshard_is_shown_as_added_and_left_to_the_query(yt, config, capsys,
+                                                                                monkeypatch) -> None:
+    q, c, path = config
+    yt.reshard(q, 3)  # its new partition is empty: the query is idle
+    monkeypatch.setenv("COLUMNS", "200")
+
+    assert main(["desync", "show", "spyt-job", "--config", str(path)]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if "2 added" in line]
+    assert main(["desync", "heal", "spyt-job", "--config", str(path)]) == 0
+
+    assert "in_sync" in row
+    assert "moved partition 0 10 -> 20, partition 1 10 -> 20" in capsys.readouterr().out
+    assert yt.get_consumer_offsets(c, q) == {0: 20, 1: 20}

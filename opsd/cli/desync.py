@@ -143,7 +143,8 @@ def desync_problems(desyncs: list[QueueDesync], shown: Shown) -> list[Text]:
 
 
 def desync_table(desyncs: list[QueueDesync], shown: Shown) -> Table:
-    """Per queue and partition: state, the checkpoint's next row, the consumer, their difference, queue counters;
+    """Per queue and partition: state, the checkpoint's next row, the consumer, their difference, queue counters
+    (a partition added to the queue after the checkpoint is marked `added`: the query starts it at the consumer);
     every cell shown as text (paths and problems come from checkpoints and the cluster: never markup)."""
     table = Table(title="offset desync")
     for column in ("query", "queue", "partition", "state", "checkpoint next", "consumer", "difference",
@@ -154,7 +155,8 @@ def desync_table(desyncs: list[QueueDesync], shown: Shown) -> Table:
         if f.problem:
             table.add_row(*(shown(c) for c in (f.query, f.queue, "", "problem")))
         for p in d.partitions:
-            table.add_row(*(shown(c) for c in (f.query, f.queue, p.facts.partition, p.state.value,
+            partition = f"{p.facts.partition} added" if p.facts.added else p.facts.partition
+            table.add_row(*(shown(c) for c in (f.query, f.queue, partition, p.state.value,
                                                p.facts.checkpoint_next, p.facts.consumer_offset, p.difference_rows,
                                                p.facts.row_count, p.facts.trimmed_row_count)))
     return table

@@ -138,6 +138,25 @@ class TestMounting:
         assert client.get(root + "/@tablet_state") == "mounted"
 
 
+    def test_tablet_counters_asked_for_during_a_reshard_wait_for_the_mount(self, standin: StandinProxy,
+                                                                           standin_cluster) -> None:
+        root = "//tmp/remounting"
+        queue_with_rows(standin_cluster, root, rows=2)
+        client = yt_client.default_client_factory(standin.address, STANDIN_TOKEN, None)
+        client.unmount_table(root, sync=True)
+        client.reshard_table(root, tablet_count=2, sync=True)
+        mount = threading.Timer(0.5, lambda: yt_client.default_client_factory(
+            standin.address, STANDIN_TOKEN, None).mount_table(root, sync=True))
+        mount.start()
+
+        infos = standin_cluster.get_tablet_infos(root)
+        mount.join()
+
+        assert [(t.tablet_index, t.total_row_count) for t in infos] == [(0, 2), (1, 0)]
+        statuses = [s.status for s in standin.served if s.command == "get_tablet_infos"]
+        assert statuses[-1] == 200 and any(status != 200 for status in statuses)
+
+
 class TestHttps:
     def test_https_with_a_ca_bundle_carries_the_token_over_tls_only(self, tmp_path: Path, monkeypatch) -> None:
         monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "1")

@@ -14,7 +14,7 @@ the embedded cluster maps `yt:///` paths for Spark.
 
 Dynamic tables are mounted from their creation; `unmount_table` / `mount_table` switch a table's `@tablet_state`
 (the state is the proxy's, kept while it runs). As in YTsaurus, `reshard_table` needs the table unmounted, and rows
-of an unmounted table are neither written nor read (`TABLET_NOT_MOUNTED`, which the client retries).
+of an unmounted table are neither written nor read, nor are its tablet counters (`TABLET_NOT_MOUNTED`).
 """
 
 from __future__ import annotations
@@ -317,6 +317,7 @@ class Commands:
     # -- queues and tables ------------------------------------------------------------------------------------
 
     def get_tablet_infos(self, p: Mapping[str, Any]) -> Any:
+        self._require_mounted(_path(p))
         infos = self.cluster.get_tablet_infos(_path(p))
         wanted = [int(i) for i in p.get("tablet_indexes") or range(len(infos))]
         return {"tablets": [{"total_row_count": infos[i].total_row_count,

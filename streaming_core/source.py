@@ -189,15 +189,15 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         checkpoint = self._parse(start, len(upper)).partitions
         consumer = from_consumer(committed, len(upper))
         self._beyond_end(upper, checkpoint=checkpoint, consumer=consumer)
-        added = added_partitions(checkpoint, len(upper))
-        if added:
-            log.info("queue_partitions_added", queue=self.options.path, consumer=self.options.consumer_path,
-                     partitions=added, start={str(p): consumer[p] + 1 for p in added})
         return effective_start(checkpoint, consumer), upper
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Called at every trigger: the end offset of the next batch, `min(start + cap, upper)`."""
         begin, upper = self._begin(start)
+        added = added_partitions(QueueOffset.from_json(start).partitions, len(upper))
+        if added:  # planned once: the batch's end names them, and so do the next batches' starts
+            log.info("queue_partitions_added", queue=self.options.path, consumer=self.options.consumer_path,
+                     partitions=added, start={str(p): begin[p] + 1 for p in added})
         self._latest = upper
         if self._target is not None:  # a partition added since availableNow began has nothing to read in this run
             upper = {p: min(u, self._target.get(p, -1)) for p, u in upper.items()}

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from streaming_core.cluster import BeyondQueueEndError, Cluster, QueueReshardedError, connect
 from streaming_core.datasource import YtDataSource
@@ -87,7 +88,8 @@ class TestTabletsAdded:
         cluster.reshard(q, 4)
         cluster.insert_rows(q, numbered(3, start=24), tablet_index=3)
         cluster.insert_rows(q, numbered(8, start=27))  # spread over the four tablets
-        after = runner.step()
+        with capture_logs() as logs:
+            after = runner.step()
         cluster.insert_rows(q, numbered(2, start=35), tablet_index=2)
         last = runner.step()
 
@@ -95,6 +97,8 @@ class TestTabletsAdded:
         assert runner.end()["partitions"] == {"0": 13, "1": 13, "2": 3, "3": 4}
         assert cluster.get_consumer_offsets(c, q) == {0: 14, 1: 14, 2: 2, 3: 5}  # the batch before the last
         assert runner.step() is None
+        assert [(e["event"], e["partitions"], e["start"]) for e in logs] == [
+            ("queue_partitions_added", [2, 3], {"2": 0, "3": 0})]
 
     def test_an_added_tablet_starts_where_the_consumer_stands_on_it(self, backend, queue):
         cluster, uri = backend

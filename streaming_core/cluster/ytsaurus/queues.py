@@ -44,10 +44,10 @@ class QueueMixin:
         except NoSuchPathError:
             require_kind(self, path, ORDERED)  # a table of another kind is named as such; else the path is missing
             raise
-        counts = iter([count])  # the count read above, then the table's own again on every retry (a reshard)
+        counts = [count]  # the count read above; on a retry (a reshard meanwhile) the table's own again
 
         def infos_now() -> list[Any]:
-            tablets = next(counts, None) or int(self._client.get(path + "/@tablet_count"))
+            tablets = counts.pop() if counts else int(self._client.get(path + "/@tablet_count"))
             return self._client.get_tablet_infos(path, list(range(tablets)))["tablets"]
 
         infos = self._while_tablets_move(path, infos_now)
@@ -130,7 +130,6 @@ class QueueMixin:
             return
         with self._errors(path):
             self._client.trim_rows(path, tablet_index, trimmed_row_count)
-
 
     def _while_tablets_move(self, path: str, call: Callable[[], T]) -> T:
         """`call()`, tried again while the table's tablets are unmounted or changing (`tablets_moving`), for at most

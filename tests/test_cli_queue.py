@@ -296,3 +296,9 @@ def test_reshard_to_fewer_partitions_removes_only_fully_trimmed_ones(opsd: Run, 
 @pytest.mark.parametrize("tablets", ["0", "10001"])
 def test_reshard_needs_a_tablet_count_within_the_limit(opsd: Run, queue: str, tablets: str) -> None:
     assert_fails(opsd("queue", "reshard", queue, "--tablets", tablets), "--tablets must be from 1 to 10000")
+
+
+def test_reshard_of_a_table_that_is_no_queue_names_its_kind(opsd: Run, queue: str) -> None:
+    assert opsd("table", "create", "//home/app/kv", "--schema", "k:int64,v:string", "--sorted-by", "k")[0] == 0
+    assert_fails(opsd("queue", "reshard", "//home/app/kv", "--tablets", "2"), "//home/app/kv",
+                 "expected ordered_dynamic table, found sorted_dynamic")

@@ -6,13 +6,18 @@ adds `"consumer_path"` so that opsd can find the consumer of any query from its 
 JVM connector omits it and both forms are read. This module is the one parser of that JSON (the source, opsd's
 progress parsing and its checkpoint readers all use `QueueOffset`), and the one place for the arithmetic of a
 partition's rows: batch boundaries and unread rows.
+
+A queue may gain tablets while a query reads it (a reshard to more tablets): an offset written before names fewer
+partitions than the queue has. The partitions it does not name are new and start where the consumer stands (its
+offset, or 0): `effective_start`. Partitions it names that the queue no longer has (`removed_partitions`) are a change
+no running query can follow.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,8 +111,21 @@ def from_consumer(committed: Mapping[int, int], partition_count: int) -> dict[in
 
 
 def effective_start(checkpoint: Mapping[int, int], consumer: Mapping[int, int]) -> dict[int, int]:
-    """Per partition, the checkpointed start unless the consumer is ahead of it (SPYT's rule)."""
-    return {p: max(last, consumer.get(p, -1)) for p, last in checkpoint.items()}
+    """Per partition of the queue (`consumer` names each: `from_consumer`), the checkpointed start unless the consumer
+    is ahead of it (SPYT's rule); a partition the checkpoint does not name yet (added to the queue since) starts where
+    the consumer stands."""
+    return {p: max(checkpoint.get(p, -1), last) for p, last in consumer.items()}
+
+
+def removed_partitions(partitions: Iterable[int], partition_count: int) -> list[int]:
+    """The partitions an offset names that a queue of `partition_count` tablets does not have (tablets removed)."""
+    return sorted(p for p in partitions if p >= partition_count)
+
+
+def added_partitions(partitions: Iterable[int], partition_count: int) -> list[int]:
+    """The partitions of a queue of `partition_count` tablets that an offset does not name (tablets added since)."""
+    named = set(partitions)
+    return [p for p in range(partition_count) if p not in named]
 
 
 def batch_end(start: Mapping[int, int], upper: Mapping[int, int], cap: int | None) -> dict[int, int]:

@@ -17,14 +17,24 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from .cluster import BeyondQueueEndError, Cluster, ClusterError, NotRegisteredError, connect
+from .cluster import BeyondQueueEndError, Cluster, ClusterError, NotRegisteredError, QueueReshardedError, connect
 from .cluster.base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, SORTED, STATIC, require_kind
 from .cluster.schema import is_composite
 from .consumer import advance_consumer
-from .offsets import QueueOffset, batch_end, effective_start, from_consumer
+from .log import get_logger
+from .offsets import (
+    QueueOffset,
+    added_partitions,
+    batch_end,
+    effective_start,
+    from_consumer,
+    removed_partitions,
+)
 from .options import INCLUDE_SERVICE_COLUMNS, SourceOptions
 from .tuning import max_rows_in_force, read_tuning
 from .types import arrow_schema_for_spark, conform
+
+log = get_logger(__name__)
 
 #: Default read limit when no cap is configured: "no cap yet", so a live tuning cap can still apply.
 UNCAPPED = sys.maxsize
@@ -101,7 +111,10 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
     Admission control: `getDefaultReadLimit` always returns `ReadMaxRows`, which this source reads as
     "apply the per-partition cap in force" (the tuning document's, else `max_rows_per_partition`), so
     opsd can impose a cap live even on a query started without one. `ReadAllAvailable` from the engine
-    is obeyed. Offsets are checked against the queue's tablet count at every batch.
+    is obeyed. Offsets are checked against the queue's tablets at every batch: tablets added to the queue (a reshard
+    to more tablets) are read from the next batch on, from the consumer's offsets (or 0); partitions the checkpoint
+    has read that the queue no longer has stop the query (`QueueReshardedError`), as does a partition with fewer rows
+    than the checkpoint read (`BeyondQueueEndError`).
     """
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
@@ -126,15 +139,16 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         return {t.tablet_index: t.total_row_count - 1 for t in self.cluster.get_tablet_infos(self.options.path)}
 
     def _parse(self, offset: dict[str, Any], partition_count: int) -> QueueOffset:
+        """The offset, checked against this query's queue and its `partition_count` tablets now: partitions it does not
+        name were added since and are read from the consumer's offsets; partitions the queue no longer has stop the
+        query (`QueueReshardedError`)."""
         parsed = QueueOffset.from_json(offset)
         if parsed.path != self.options.path:
             raise ClusterError(f"checkpoint offset is for queue {parsed.path}, but this query reads "
                                f"{self.options.path}: use a new checkpointLocation for a different queue")
-        if sorted(parsed.partitions) != list(range(partition_count)):
-            raise ClusterError(
-                f"{self.options.path}: the checkpoint has {len(parsed.partitions)} partitions but the queue now "
-                f"has {partition_count} tablets; a change of the tablet count is not supported by a running "
-                f"query - restart it with a new checkpointLocation (the consumer keeps its offsets)")
+        removed = removed_partitions(parsed.partitions, partition_count)
+        if removed:
+            raise resharded_error(self.options, removed, partition_count)
         return parsed
 
     def initialOffset(self) -> dict[str, Any]:
@@ -160,11 +174,12 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         for p in sorted(upper):
             past = {whose: last[p] for whose, last in offsets.items() if last.get(p, -1) > upper[p]}
             if past:
-                raise beyond_end_error(self.options, p, past, upper[p] + 1, offsets["checkpoint"][p] + 1)
+                raise beyond_end_error(self.options, p, past, upper[p] + 1, offsets["checkpoint"].get(p, -1) + 1)
 
     def _begin(self, start: dict[str, Any]) -> tuple[dict[int, int], dict[int, int]]:
         """The last row read before the next batch per partition (the checkpoint's, or the consumer's when it is
-        ahead: SPYT's rule) and the queue's last rows.
+        ahead: SPYT's rule; the consumer's for a partition added to the queue since the checkpoint) and the queue's
+        last rows.
 
         Offsets past the queue's end are another queue's (the counters are read after them and a live queue only
         grows): `BeyondQueueEndError`, never a batch. An empty batch would wait for the queue to grow past the
@@ -179,9 +194,13 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Called at every trigger: the end offset of the next batch, `min(start + cap, upper)`."""
         begin, upper = self._begin(start)
+        added = added_partitions(QueueOffset.from_json(start).partitions, len(upper))
+        if added:  # planned once: the batch's end names them, and so do the next batches' starts
+            log.info("queue_partitions_added", queue=self.options.path, consumer=self.options.consumer_path,
+                     partitions=added, start={str(p): begin[p] + 1 for p in added})
         self._latest = upper
-        if self._target is not None:
-            upper = {p: min(u, self._target.get(p, u)) for p, u in upper.items()}
+        if self._target is not None:  # a partition added since availableNow began has nothing to read in this run
+            upper = {p: min(u, self._target.get(p, -1)) for p, u in upper.items()}
         cap = None if isinstance(limit, ReadAllAvailable) else self.cap()
         return self._offset(batch_end(begin, upper, cap))
 
@@ -192,7 +211,7 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[TabletRange]:
         """Called when a batch is planned (or replayed): one Spark partition per tablet with rows to read."""
         begin, upper = self._begin(start)
-        last = QueueOffset.from_json(end).partitions
+        last = self._parse(end, len(upper)).partitions  # planned before tablets were removed: refused
         self._beyond_end(upper, checkpoint=last)  # a batch planned on another queue, replayed
         return [TabletRange(p, begin[p] + 1, e + 1) for p, e in sorted(last.items()) if e > begin[p]]
 
@@ -222,8 +241,20 @@ def beyond_end_error(options: SourceOptions, partition: int, past: dict[str, int
                f"--partition {partition} --offset {checkpoint_next}) and restart it")
     return BeyondQueueEndError(
         f"{queue}: partition {partition}: {where}, but the queue ends at {rows} rows: the queue was recreated under "
-        f"this path, or the offset is another queue's. Reading on would skip rows [{rows}, {max(past.values()) + 1}) "
-        f"once they are written. {fix}")
+        f"this path, its tablets were removed and added again by reshards, or the offset is another queue's. Reading "
+        f"on would skip rows [{rows}, {max(past.values()) + 1}) once they are written. {fix}")
+
+
+def resharded_error(options: SourceOptions, removed: list[int], partition_count: int) -> QueueReshardedError:
+    """The error for a checkpoint that has read partitions the queue no longer has, with the way out."""
+    queue, consumer = options.path, options.consumer_path
+    named = "partition" + ("s " if len(removed) > 1 else " ") + ", ".join(map(str, removed))
+    return QueueReshardedError(
+        f"{queue}: the checkpoint has read {named}, but the queue now has {partition_count} tablet(s) "
+        f"(0..{partition_count - 1}): tablets were removed (a reshard to fewer tablets), so a running query cannot go "
+        f"on from this checkpoint. Restart the query with a new checkpointLocation: it starts where the consumer "
+        f"{consumer} stands on each partition. To scale a queue under a running query, only add tablets (opsd queue "
+        f"reshard {queue} --tablets N, N above the current count): they are read without a restart")
 
 
 def check_readable(cluster: Cluster, options: SourceOptions, *, streaming: bool) -> None:

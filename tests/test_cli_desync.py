@@ -115,3 +115,18 @@ def test_piped_output_is_whole_blocks(config, capsys, monkeypatch) -> None:
 
     assert lines.count(f"spyt-job {q}") == 2 and lines.count(f"  state            "
                                                              f"{DesyncState.LAGGING_ONE_BATCH.words}") == 2
+
+
+def test_a_partition_added_by_a_reshard_is_shown_as_added_and_left_to_the_query(yt, config, capsys,
+                                                                                monkeypatch) -> None:
+    q, c, path = config
+    yt.reshard(q, 3)  # its new partition is empty: the query is idle
+    monkeypatch.setenv("COLUMNS", "200")
+
+    assert main(["desync", "show", "spyt-job", "--config", str(path)]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if "2 added" in line]
+    assert main(["desync", "heal", "spyt-job", "--config", str(path)]) == 0
+
+    assert DesyncState.IN_SYNC.words in row
+    assert "moved partition 0 10 -> 20, partition 1 10 -> 20" in capsys.readouterr().out
+    assert yt.get_consumer_offsets(c, q) == {0: 20, 1: 20}

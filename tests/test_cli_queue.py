@@ -267,3 +267,38 @@ def test_commands_that_read_refuse_a_root_where_nothing_exists(tmp_path: Path, c
     err = capsys.readouterr().err
     assert QUEUE in err and str(typo) in err and "no embedded cluster" in err
     assert not typo.exists(), "a typo must not create an empty cluster"
+
+
+def test_reshard_adds_empty_partitions_and_keeps_the_old_rows(opsd: Run, queue: str, cluster: Cluster) -> None:
+    opsd("queue", "produce", queue, "--count", "10")
+
+    code, out, _ = opsd("queue", "reshard", queue, "--tablets", "4")
+
+    assert code == 0 and f"resharded {queue} from 2 to 4 partitions: partitions 2-3 added, empty" in out
+    assert [(p["partition"], p["total_rows"]) for p in inspect(opsd)] == [(0, 5), (1, 5), (2, 0), (3, 0)]
+    assert "has 4 partition(s) already; nothing to do" in opsd("queue", "reshard", queue, "--tablets", "4")[1]
+    opsd("queue", "produce", queue, "--count", "3", "--partition", "3")
+    assert cluster.get_tablet_infos(queue)[3].total_row_count == 3
+
+
+def test_reshard_to_fewer_partitions_removes_only_fully_trimmed_ones(opsd: Run, queue: str) -> None:
+    opsd("queue", "produce", queue, "--count", "8")
+
+    assert_fails(opsd("queue", "reshard", queue, "--tablets", "1"), "tablet 1 rows [0, 4)",
+                 f"opsd queue trim {queue} --partition 1 --count 4")
+    assert opsd("queue", "trim", queue, "--partition", "1", "--count", "4")[0] == 0
+    code, out, _ = opsd("queue", "reshard", queue, "--tablets", "1")
+
+    assert code == 0 and "partitions 1 removed" in out and "QueueReshardedError" in out
+    assert [(p["partition"], p["rows"]) for p in inspect(opsd)] == [(0, 4)]
+
+
+@pytest.mark.parametrize("tablets", ["0", "10001"])
+def test_reshard_needs_a_tablet_count_within_the_limit(opsd: Run, queue: str, tablets: str) -> None:
+    assert_fails(opsd("queue", "reshard", queue, "--tablets", tablets), "--tablets must be from 1 to 10000")
+
+
+def test_reshard_of_a_table_that_is_no_queue_names_its_kind(opsd: Run, queue: str) -> None:
+    assert opsd("table", "create", "//home/app/kv", "--schema", "k:int64,v:string", "--sorted-by", "k")[0] == 0
+    assert_fails(opsd("queue", "reshard", "//home/app/kv", "--tablets", "2"), "//home/app/kv",
+                 "expected ordered_dynamic table, found sorted_dynamic")

@@ -110,6 +110,53 @@ class TestErrors:
             standin_cluster.create("map_node", "//tmp/twice")
 
 
+class TestMounting:
+    """Mount state as YTsaurus keeps it: `reshard_table` needs the table unmounted, and an unmounted table's rows are
+    neither written nor read (the cluster contract reshards through unmount, reshard, mount)."""
+
+    def test_reshard_needs_an_unmounted_table_whose_rows_wait_for_the_mount(self, standin: StandinProxy,
+                                                                            standin_cluster, monkeypatch) -> None:
+        from yt.common import YtError
+
+        root = "//tmp/mounting"
+        queue_with_rows(standin_cluster, root, rows=2)
+        monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "1")
+        client = yt_client.default_client_factory(standin.address, STANDIN_TOKEN, None)
+
+        with pytest.raises(YtError, match=r"not all of its tablets are in .unmounted. state"):
+            client.reshard_table(root, tablet_count=3)
+        client.unmount_table(root, sync=True)
+        assert client.get(root + "/@tablet_state") == "unmounted"
+        with pytest.raises(YtError) as refused:
+            client.insert_rows(root, [{"n": 9, "data": "late"}])
+        client.reshard_table(root, tablet_count=3, sync=True)
+        client.mount_table(root, sync=True)
+
+        assert refused.value.contains_code(1702)
+        assert [(t.total_row_count, t.trimmed_row_count) for t in standin_cluster.get_tablet_infos(root)] == [
+            (2, 0), (0, 0), (0, 0)]
+        assert client.get(root + "/@tablet_state") == "mounted"
+
+
+    def test_tablet_counters_asked_for_during_a_reshard_wait_for_the_mount(self, standin: StandinProxy,
+                                                                           standin_cluster) -> None:
+        root = "//tmp/remounting"
+        queue_with_rows(standin_cluster, root, rows=2)
+        client = yt_client.default_client_factory(standin.address, STANDIN_TOKEN, None)
+        client.unmount_table(root, sync=True)
+        client.reshard_table(root, tablet_count=2, sync=True)
+        mount = threading.Timer(0.5, lambda: yt_client.default_client_factory(
+            standin.address, STANDIN_TOKEN, None).mount_table(root, sync=True))
+        mount.start()
+
+        infos = standin_cluster.get_tablet_infos(root)
+        mount.join()
+
+        assert [(t.tablet_index, t.total_row_count) for t in infos] == [(0, 2), (1, 0)]
+        statuses = [s.status for s in standin.served if s.command == "get_tablet_infos"]
+        assert statuses[-1] == 200 and any(status != 200 for status in statuses)
+
+
 class TestHttps:
     def test_https_with_a_ca_bundle_carries_the_token_over_tls_only(self, tmp_path: Path, monkeypatch) -> None:
         monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "1")

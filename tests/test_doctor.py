@@ -264,3 +264,40 @@ def test_json_keeps_the_machine_names(capsys) -> None:
     facts = report["queries"][LONG_QUERY]["facts"]
     assert facts["desync"][LONG_QUEUE]["partitions"]["0"]["state"] == "behind_trim"
     assert facts["autotune"][MAX_ROWS]["reason"] == "cap_not_binding"
+
+
+def test_tablets_added_after_the_checkpoint_are_read_from_the_consumer_and_counted_in_the_backlog(
+        yt, job, cluster_uri, capsys) -> None:
+    q, c, location = job
+    for p in (0, 1):
+        yt.advance_consumer(c, q, p, None, 20)
+    yt.reshard(q, 4)
+    yt.insert_rows(q, [{"data": "new", "n": i} for i in range(7)], tablet_index=2)
+    yt.advance_consumer(c, q, 2, None, 3)
+
+    code, report = doctor(capsys, "--checkpoint", location, "--cluster", cluster_uri, "--json")
+
+    facts = report["queries"][location]["facts"]
+    partitions = facts["desync"][q]["partitions"]
+    assert (code, report["healthy"], report["queries"][location]["findings"]) == (0, True, [])
+    assert [(p, partitions[p]["state"], partitions[p]["added"]) for p in sorted(partitions)] == [
+        ("0", "in_sync", False), ("1", "in_sync", False), ("2", "in_sync", True), ("3", "in_sync", True)]
+    assert (partitions["2"]["checkpoint_next"], partitions["2"]["row_count"]) == (3, 7)
+    assert facts["lag"]["backlog_rows"] == 4
+
+
+def test_tablets_the_checkpoint_read_removed_by_a_reshard_need_a_new_checkpoint(yt, job, cluster_uri, capsys) -> None:
+    q, c, location = job
+    yt.trim_rows(q, 1, 20)
+    yt.reshard(q, 1)
+
+    code, report = doctor(capsys, "--checkpoint", location, "--cluster", cluster_uri, "--json")
+
+    [finding] = report["queries"][location]["findings"]
+    assert (code, finding["severity"]) == (1, "action")
+    assert report["queries"][location]["facts"]["desync"][q]["removed_partitions"] == [1]
+    assert f"{q}: the checkpoint has read partitions 1, which the queue no longer has" in finding["what"]
+    assert "QueueReshardedError" in finding["what"]
+    assert finding["advice"].startswith("restart the query with a new checkpointLocation")
+    assert f"where the consumer {c} stands" in finding["advice"]
+    assert f"opsd queue reshard {q} --tablets N" in finding["advice"]

@@ -12,7 +12,14 @@ from pyspark.sql import types as T
 from yt import yson
 
 from streaming_core.cluster.schema import TableSchema
-from streaming_core.offsets import QueueOffset, batch_end, effective_start, from_consumer
+from streaming_core.offsets import (
+    QueueOffset,
+    added_partitions,
+    batch_end,
+    effective_start,
+    from_consumer,
+    removed_partitions,
+)
 from streaming_core.options import SourceOptions
 from streaming_core.tuning import Tuning, read_tuning, write_tuning
 from streaming_core.types import arrow_schema_for_spark, conform, read_schema, spark_schema, spark_type
@@ -24,6 +31,22 @@ from tests.support.source import COMPOSITE_COLUMNS
 class TestOffsets:
     def test_effective_start_takes_the_consumer_where_it_is_ahead_of_the_checkpoint(self):
         assert effective_start({0: 41, 1: 10, 2: -1}, {0: 30, 1: 19, 2: -1}) == {0: 41, 1: 19, 2: -1}
+
+    def test_partitions_a_checkpoint_does_not_name_yet_start_where_the_consumer_stands(self):
+        consumer = from_consumer({0: 5, 2: 7}, 4)  # the queue gained tablets 2 and 3 after the checkpoint
+        assert effective_start({0: 9, 1: 3}, consumer) == {0: 9, 1: 3, 2: 6, 3: -1}
+        assert added_partitions({0: 9, 1: 3}, 4) == [2, 3] and removed_partitions({0: 9, 1: 3}, 4) == []
+
+    def test_partitions_a_queue_no_longer_has_are_named(self):
+        assert removed_partitions({0: 1, 1: 1, 2: 1, 3: -1}, 2) == [2, 3]
+        assert added_partitions({0: 1, 1: 1, 2: 1}, 2) == []
+
+    def test_an_offset_gained_partitions_round_trip_through_json(self):
+        before = QueueOffset("local", "//q", {0: 41, 1: 7}, "//c")
+        after = QueueOffset("local", "//q", {**before.partitions, 2: -1, 3: 4}, "//c")
+        text = json.dumps(after.to_json())
+        assert list(json.loads(text)["partitions"]) == ["0", "1", "2", "3"]
+        assert QueueOffset.from_json(json.loads(text)) == after != before
 
     def test_consumer_offsets_become_last_read_indices_and_missing_partitions_mean_nothing_read(self):
         assert from_consumer({0: 42}, 3) == {0: 41, 1: -1, 2: -1}

@@ -228,17 +228,19 @@ class TestErrors:
         assert f"(opsd consumer seek {q} {c} --partition 1 --offset 5)" in message
         assert yt.get_consumer_offsets(c, q)[1] == 500
 
-    def test_tablet_count_change_is_a_clear_error(self, spark, yt, yt_root, queue):
-        q, c = queue
+    def test_tablets_removed_under_a_checkpoint_stop_the_query_with_the_named_error(self, spark, yt, yt_root):
+        q, c = f"{yt_root}/queue", f"{yt_root}/consumer"
+        make_queue(yt, q, partitions=3, consumer=c)
         cp = checkpoint_of(yt_root)
-        yt.insert_rows(q, numbered(10))
-        run_to_end(read_queue(spark, q, c), cp)
-        yt.remove(q)
-        make_queue(yt, q, partitions=3)
-        yt.register_queue_consumer(q, c)
         yt.insert_rows(q, numbered(30))
-        with pytest.raises(StreamingQueryException, match="checkpoint has 2 partitions but the queue now has 3"):
+        run_to_end(read_queue(spark, q, c), cp)
+        yt.trim_rows(q, 2, 10)
+        yt.reshard(q, 2)
+        with pytest.raises(StreamingQueryException) as failure:
             run_to_end(read_queue(spark, q, c), cp)
+        message = str(failure.value)
+        assert "QueueReshardedError" in message
+        assert f"{q}: the checkpoint has read partition 2, but the queue now has 2 tablet(s)" in message
 
 
 class TestColumns:

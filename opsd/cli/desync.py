@@ -143,7 +143,8 @@ COLUMNS = (Column("query / queue"), Column("state"), Column("partition", "right"
 
 def desync_view(desyncs: list[QueueDesync], width: int | None, shown: Shown) -> list[RenderableType]:
     """Per queue and partition: state in words, the checkpoint's next row, the consumer, their difference, the queue's
-    counters; a table or blocks (`opsd.cli.blocks`). Every value is shown as text (paths and problems come from
+    counters (a partition added to the queue after the checkpoint is marked `added`: the query starts it at the
+    consumer); a table or blocks (`opsd.cli.blocks`). Every value is shown as text (paths and problems come from
     checkpoints and the cluster: never markup)."""
     items = []
     for d in desyncs:
@@ -151,9 +152,11 @@ def desync_view(desyncs: list[QueueDesync], width: int | None, shown: Shown) -> 
         name = shown.line(f"{f.query} {f.queue or ''}".strip())
         if f.problem:
             items.append(Item(name, ("unknown", None, None, None, None, None, None, shown.line(f.problem))))
-        items += [Item(name, (p.state.words, *(str(n) for n in (
-            p.facts.partition, p.facts.checkpoint_next, p.facts.consumer_offset, p.difference_rows,
-            p.facts.row_count, p.facts.trimmed_row_count)), None)) for p in d.partitions]
+        for p in d.partitions:
+            partition = f"{p.facts.partition} added" if p.facts.added else str(p.facts.partition)
+            counts = (p.facts.checkpoint_next, p.facts.consumer_offset, p.difference_rows, p.facts.row_count,
+                      p.facts.trimmed_row_count)
+            items.append(Item(name, (p.state.words, partition, *(str(n) for n in counts), None)))
     if not items:
         return [Text("no queue to compare")]
     return view(COLUMNS, items, width, title="offset desync")

@@ -1,4 +1,4 @@
-"""`opsd queue create | produce | inspect | trim`: queues (ordered dynamic tables) from the shell."""
+"""`opsd queue create | produce | inspect | trim | reshard`: queues (ordered dynamic tables) from the shell."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ DEFAULT_SCHEMA = "data:string"
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    queue = subparsers.add_parser("queue", help="create, fill, inspect and trim queues")
+    queue = subparsers.add_parser("queue", help="create, fill, inspect, trim and reshard queues")
     commands = queue.add_subparsers(dest="queue_command", required=True, metavar="COMMAND")
 
     create = commands.add_parser("create", parents=[common], help="create a queue")
@@ -61,6 +61,14 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     trim.add_argument("--past-vital-consumers", action="store_true",
                       help="drop rows that a consumer registered as --vital has not read yet (refused without it)")
     trim.set_defaults(handler=trim_queue)
+
+    reshard = commands.add_parser("reshard", parents=[common], help="change the number of partitions (tablets)")
+    reshard.add_argument("path", help="the queue to reshard")
+    reshard.add_argument("--tablets", type=int, required=True,
+                         help="the new number of partitions: more add empty ones, which running yt queries read "
+                              "without a restart; fewer remove the last ones, only when every row of theirs is "
+                              "trimmed (a query whose checkpoint read them must restart with a new checkpoint)")
+    reshard.set_defaults(handler=reshard_queue)
 
 
 # -- create -------------------------------------------------------------------------------------------
@@ -270,3 +278,33 @@ def trim_targets(cluster: Cluster, args: argparse.Namespace) -> dict[int, int]:
     offsets = cluster.get_consumer_offsets(args.to_consumer, args.path)
     chosen = [args.partition] if args.partition is not None else sorted(partitions)
     return {p: offsets.get(p, 0) for p in chosen}
+
+
+# -- reshard ------------------------------------------------------------------------------------------
+
+
+def reshard_queue(args: argparse.Namespace) -> int:
+    """`Cluster.reshard`: YTsaurus' unmount, `reshard_table`, mount; old partitions keep their rows and indexes."""
+    if not 1 <= args.tablets <= MAX_TABLET_COUNT:
+        raise CliError(f"--tablets must be from 1 to {MAX_TABLET_COUNT} (YTsaurus' tablet limit), got {args.tablets}")
+    cluster = open_cluster(args)
+    before = len(cluster.get_tablet_infos(args.path))  # names the path, or the kind of a table that is no queue
+    shown = Shown()
+    if before == args.tablets:
+        print(shown.line(f"{args.path} has {before} partition(s) already; nothing to do"))
+        return 0
+    cluster.reshard(args.path, args.tablets)
+    if args.tablets > before:
+        print(shown.line(f"resharded {args.path} from {before} to {args.tablets} partitions: partitions "
+                         f"{_span(before, args.tablets)} added, empty; running yt queries read them from their "
+                         "consumer's offsets (0 unless moved), without a restart"))
+    else:
+        print(shown.line(f"resharded {args.path} from {before} to {args.tablets} partitions: partitions "
+                         f"{_span(args.tablets, before)} removed (every row of theirs was trimmed); a query whose "
+                         "checkpoint read them stops with QueueReshardedError: restart it with a new "
+                         "checkpointLocation"))
+    return 0
+
+
+def _span(first: int, end: int) -> str:
+    return str(first) if end - first == 1 else f"{first}-{end - 1}"

@@ -50,6 +50,8 @@ def findings(query: str, facts: Mapping[str, Any], heal_command: HealCommand) ->
 
 
 def _desync(queue: str, desync: Mapping[str, Any], heal: str) -> list[tuple[Severity, str, str]]:
+    if desync.get("removed_partitions"):
+        return [_resharded(queue, desync)]
     if desync.get("problem"):
         return [(Severity.ACTION, f"{queue}: desync unknown: {desync['problem']}",
                  "fix the checkpoint location, queue or consumer named above (watch: / --queue / --consumer)")]
@@ -95,6 +97,17 @@ def _desync(queue: str, desync: Mapping[str, Any], heal: str) -> list[tuple[Seve
                     f"register the consumer as vital (opsd consumer register {queue} {consumer} --vital) so trimming "
                     "waits for it, and restart the query with a new checkpointLocation (it starts at the consumer)"))
     return out
+
+
+def _resharded(queue: str, desync: Mapping[str, Any]) -> tuple[Severity, str, str]:
+    """Tablets the checkpoint has read were removed from the queue: the source refuses to go on
+    (`QueueReshardedError`); only a new checkpoint, starting at the consumer, gets past it."""
+    removed = ", ".join(str(p) for p in desync["removed_partitions"])
+    return (Severity.ACTION, f"{queue}: the checkpoint has read partitions {removed}, which the queue no longer has "
+            "(a reshard to fewer tablets): the query stops with QueueReshardedError",
+            "restart the query with a new checkpointLocation: it starts where the consumer "
+            f"{desync.get('consumer')} stands. To scale a queue under a running query, only add tablets "
+            f"(opsd queue reshard {queue} --tablets N, N above the current count): they are read without a restart")
 
 
 def _lag(facts: Mapping[str, Any]) -> list[tuple[Severity, str, str]]:

@@ -15,7 +15,9 @@ from streaming_core.offsets import unread_rows
 @dataclass(frozen=True)
 class PartitionPositions:
     """One partition. `previous_next` is the end of the batch before the committed one (None when unknown),
-    `planned_next` the end of a planned batch not committed yet (None when there is none)."""
+    `planned_next` the end of a planned batch not committed yet (None when there is none). `added`: the committed
+    checkpoint does not name the partition (the queue gained it since, by a reshard): the query starts it where the
+    consumer stands, so `checkpoint_next` is the consumer's offset."""
 
     partition: int
     checkpoint_next: int
@@ -24,6 +26,7 @@ class PartitionPositions:
     consumer_offset: int
     row_count: int
     trimmed_row_count: int
+    added: bool = False
 
     @property
     def next_row(self) -> int:
@@ -40,7 +43,8 @@ class PartitionPositions:
 class QueuePositions:
     """One queue of one query, where its positions came from (`checkpoint` location or `progress`), and any problem
     that makes its partitions unknowable (`problem`, with `partitions` empty). `timestamped`: the queue has the
-    `$timestamp` column."""
+    `$timestamp` column. `removed_partitions`: partitions the checkpoint has read that the queue no longer has (its
+    tablets were removed by a reshard; the problem says so)."""
 
     query: str
     queue: str
@@ -52,6 +56,7 @@ class QueuePositions:
     query_stopped: bool = False
     problem: str | None = None
     timestamped: bool = False
+    removed_partitions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class PartitionDesync:
         f = self.facts
         return {"state": self.state, "difference_rows": self.difference_rows, "checkpoint_next": f.checkpoint_next,
                 "consumer_offset": f.consumer_offset, "row_count": f.row_count,
-                "trimmed_row_count": f.trimmed_row_count}
+                "trimmed_row_count": f.trimmed_row_count, "added": f.added}
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class QueueDesync:
         f = self.facts
         return {"consumer": f.consumer, "source": f.source, "state": self.state,
                 "committed_batch": f.committed_batch, "planned_batch": f.planned_batch, "problem": f.problem,
+                "removed_partitions": f.removed_partitions,
                 "partitions": {p.facts.partition: p for p in self.partitions}}
 
 

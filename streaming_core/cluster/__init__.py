@@ -25,10 +25,12 @@ from .errors import (
     InvalidUriError,
     NoSuchPathError,
     NotRegisteredError,
+    QueueReshardedError,
     RowError,
     SchemaError,
     TrimmedRowsError,
     UnreachableClusterError,
+    UntrimmedTabletsError,
     VitalConsumerError,
     YsonBindingsError,
 )
@@ -36,9 +38,10 @@ from .schema import Column, TableSchema
 
 __all__ = [
     "AlreadyExistsError", "BeyondQueueEndError", "Cluster", "ClusterError", "Column", "ConflictError",
-    "InvalidUriError", "NoSuchPathError", "NodeInfo", "NotRegisteredError", "Registration", "RowError", "SchemaError",
-    "TableSchema", "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "VitalConsumerError",
-    "YsonBindingsError", "connect", "default_uri", "resolve_uri", "yt_proxy", "yt_uri",
+    "InvalidUriError", "NoSuchPathError", "NodeInfo", "NotRegisteredError", "QueueReshardedError", "Registration",
+    "RowError", "SchemaError", "TableSchema", "TabletInfo", "Transaction", "TrimmedRowsError",
+    "UnreachableClusterError", "UntrimmedTabletsError", "VitalConsumerError", "YsonBindingsError", "connect",
+    "default_uri", "resolve_uri", "yt_proxy", "yt_uri",
 ]
 
 #: Root of the embedded cluster when neither the URI nor `OPSD_CLUSTER_ROOT` names one.

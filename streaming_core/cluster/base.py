@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import SchemaError, VitalConsumerError
+from .errors import SchemaError, UntrimmedTabletsError, VitalConsumerError
 from .schema import TableSchema
 
 #: YTsaurus' limit on the tablets of one table (`MaxTabletCount`); the embedded cluster keeps it too.
@@ -248,6 +248,35 @@ class Cluster(abc.ABC):
         `QUEUE_CONSUMER_PARTITIONS` on a consumer), as YTsaurus returns it; None when it is not served: a cluster
         without a Queue Agent (the embedded cluster has none), or an object the agent does not watch (yet)."""
         return None
+
+    def reshard(self, path: str, tablet_count: int) -> None:
+        """Give an ordered table `tablet_count` tablets: YTsaurus' `reshard_table` with `tablet_count`, between an
+        unmount and a mount. Existing tablets keep their rows, row indexes and trim; added tablets start empty.
+
+        Fewer tablets remove the last ones, and only when every row of theirs is trimmed (`UntrimmedTabletsError`
+        naming them, and nothing changes, otherwise): rows never move between tablets. A running `yt` query reads
+        added tablets from its consumer's offsets; one whose checkpoint has read a removed tablet stops with
+        `QueueReshardedError`.
+        """
+        if isinstance(tablet_count, bool) or not isinstance(tablet_count, int) \
+                or not 1 <= tablet_count <= MAX_TABLET_COUNT:
+            raise SchemaError(f"{path}: tablet_count must be an integer from 1 to {MAX_TABLET_COUNT} (YTsaurus' "
+                              f"limit), got {tablet_count!r}")
+        require_kind(self, path, ORDERED)
+        self.check_removable(path, tablet_count)
+        self._reshard(path, tablet_count)
+
+    def check_removable(self, path: str, tablet_count: int) -> None:
+        """`UntrimmedTabletsError` if resharding `path` to `tablet_count` tablets would remove a tablet that still
+        holds rows."""
+        untrimmed = {t.tablet_index: (t.trimmed_row_count, t.total_row_count) for t in self.get_tablet_infos(path)
+                     if t.tablet_index >= tablet_count and t.trimmed_row_count < t.total_row_count}
+        if untrimmed:
+            raise UntrimmedTabletsError.of(path, tablet_count, untrimmed)
+
+    @abc.abstractmethod
+    def _reshard(self, path: str, tablet_count: int) -> None:
+        """The backend's reshard of an ordered table (see `reshard`), atomic: all of it happens or none."""
 
     # -- consumers --------------------------------------------------------------------------------
 

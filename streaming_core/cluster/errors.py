@@ -51,6 +51,27 @@ class BeyondQueueEndError(ClusterError):
     written later below it, so nothing reads past it and nothing moves a consumer there (Kafka's `failOnDataLoss`)."""
 
 
+class QueueReshardedError(ClusterError):
+    """A queue's tablets changed in a way a running query cannot follow: partitions its checkpoint has read are gone
+    (the queue was resharded to fewer tablets). Tablets added to a queue are followed without this error."""
+
+
+class UntrimmedTabletsError(ClusterError):
+    """A reshard to fewer tablets would drop tablets that still hold rows: like YTsaurus, only tablets whose every row
+    is trimmed can be removed (rows are never moved between tablets)."""
+
+    @classmethod
+    def of(cls, path: str, tablet_count: int, untrimmed: dict[int, tuple[int, int]]) -> UntrimmedTabletsError:
+        """The error for resharding `path` to `tablet_count` tablets while `untrimmed` (`{tablet: (trimmed, total)}`)
+        still hold rows `[trimmed, total)`."""
+        held = ", ".join(f"tablet {t} rows [{trimmed}, {total})" for t, (trimmed, total) in sorted(untrimmed.items()))
+        first = min(untrimmed)
+        return cls(f"{path}: cannot reshard to {tablet_count} tablets: the tablets it would remove still hold rows "
+                   f"({held}); nothing changed. Only fully trimmed tablets can be removed: let every consumer read "
+                   f"them, trim them (opsd queue trim {path} --partition {first} --count {untrimmed[first][1]}), then "
+                   f"reshard again")
+
+
 class NotRegisteredError(ClusterError):
     """The consumer is not registered for the queue."""
 

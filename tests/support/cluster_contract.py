@@ -27,6 +27,7 @@ from streaming_core.cluster import (
     SchemaError,
     TabletInfo,
     TrimmedRowsError,
+    UntrimmedTabletsError,
     VitalConsumerError,
     connect,
 )
@@ -312,6 +313,66 @@ class ClusterContract:
             cluster.insert_rows(queue, data_rows(1), tablet_index=5)
         with pytest.raises(ClusterError, match="tablet 7"):
             list(cluster.read_tablet(queue, 7, 0, 0))
+
+    # -- resharding (YTsaurus' reshard_table of an ordered table) ------------------------------------
+
+    def test_more_tablets_keep_the_old_rows_indexes_and_trim_and_start_empty(self, cluster: Cluster,
+                                                                              queue: str) -> None:
+        cluster.insert_rows(queue, data_rows(3), tablet_index=0)
+        cluster.insert_rows(queue, data_rows(2, start=3), tablet_index=1)
+        cluster.trim_rows(queue, 0, 1)
+
+        cluster.reshard(queue, 4)
+        cluster.insert_rows(queue, data_rows(1, start=10), tablet_index=0)
+        cluster.insert_rows(queue, data_rows(2, start=20), tablet_index=3)
+
+        assert cluster.get(queue + "/@tablet_count") == 4
+        assert cluster.get_tablet_infos(queue) == [TabletInfo(0, 4, 1), TabletInfo(1, 2, 0), TabletInfo(2, 0, 0),
+                                                   TabletInfo(3, 2, 0)]
+        assert [(r["$row_index"], r["n"]) for r in read_all(cluster, queue, 0, service_columns=True)] == [
+            (1, 1), (2, 2), (3, 10)]
+        assert [(r["$tablet_index"], r["$row_index"], r["n"]) for r in read_all(
+            cluster, queue, 3, service_columns=True)] == [(3, 0, 20), (3, 1, 21)]
+
+    def test_added_tablets_are_partitions_of_the_consumer(self, cluster: Cluster, queue: str,
+                                                           consumer: str) -> None:
+        cluster.insert_rows(queue, data_rows(2), tablet_index=1)
+        cluster.advance_consumer(consumer, queue, 1, None, 1)
+        cluster.reshard(queue, 3)
+        cluster.insert_rows(queue, data_rows(3, start=5), tablet_index=2)
+
+        cluster.advance_consumer(consumer, queue, 2, 0, 2)
+
+        assert cluster.get_consumer_offsets(consumer, queue) == {1: 1, 2: 2}
+        assert cluster.pull_consumer(consumer, queue, None, 2).column("n").to_pylist() == [7]
+
+    def test_fewer_tablets_remove_only_fully_trimmed_ones_and_a_new_one_starts_empty(self, cluster: Cluster,
+                                                                                     queue: str) -> None:
+        cluster.reshard(queue, 4)
+        cluster.insert_rows(queue, data_rows(5), tablet_index=3)
+
+        with pytest.raises(UntrimmedTabletsError) as err:
+            cluster.reshard(queue, 2)
+        assert queue in str(err.value) and "tablet 3 rows [0, 5)" in str(err.value)
+        assert f"opsd queue trim {queue} --partition 3 --count 5" in str(err.value)
+        assert [t.total_row_count for t in cluster.get_tablet_infos(queue)] == [0, 0, 0, 5]
+
+        cluster.trim_rows(queue, 3, 5)
+        cluster.reshard(queue, 3)
+        assert [t.tablet_index for t in cluster.get_tablet_infos(queue)] == [0, 1, 2]
+        cluster.reshard(queue, 4)
+        assert cluster.get_tablet_infos(queue)[3] == TabletInfo(3, 0, 0)
+        cluster.insert_rows(queue, data_rows(1), tablet_index=3)  # the table is writable after every reshard
+
+    def test_reshard_takes_a_queue_and_a_tablet_count_within_the_limit(self, cluster: Cluster, root: str,
+                                                                       queue: str) -> None:
+        for count in (0, 10_001, True):
+            with pytest.raises(SchemaError, match="tablet_count must be an integer from 1 to 10000"):
+                cluster.reshard(queue, count)
+        table = self.make_table(cluster, f"{root}/sorted", KV_SCHEMA, dynamic=True)
+        with pytest.raises(SchemaError, match=f"{table}: expected ordered_dynamic"):
+            cluster.reshard(table, 2)
+        assert len(cluster.get_tablet_infos(queue)) == 2
 
     # -- consumers ----------------------------------------------------------------------------------
 

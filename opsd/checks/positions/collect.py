@@ -28,7 +28,7 @@ from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePosi
 from streaming_core.checkpoint import Checkpoint, read_checkpoint
 from streaming_core.cluster import Cluster, ClusterError, TabletInfo, connect
 from streaming_core.cluster.schema import TIMESTAMP
-from streaming_core.offsets import QueueOffset
+from streaming_core.offsets import QueueOffset, removed_partitions
 from streaming_core.options import CONSUMER_PATH
 
 log = structlog.get_logger(__name__)
@@ -123,9 +123,11 @@ def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | No
                                f"but {cluster.uri} is {cluster.name!r}")
     committed = cluster.get_consumer_offsets(consumer, queue)  # before the counters (module docstring)
     infos = cluster.get_tablet_infos(queue)
-    if sorted(ends.committed.partitions) != [t.tablet_index for t in infos]:
-        return _problem(facts, f"{source}: the checkpoint has partitions {sorted(ends.committed.partitions)} but "
-                               f"{queue} has {len(infos)} tablets")
+    removed = removed_partitions(ends.committed.partitions, len(infos))
+    if removed:
+        return replace(_problem(facts, f"{source}: the checkpoint has read partitions {removed}, but {queue} now has "
+                                       f"{len(infos)} tablets: they were removed by a reshard to fewer tablets, and "
+                                       "the query stops with QueueReshardedError"), removed_partitions=tuple(removed))
     schemas = {} if schemas is None else schemas
     if queue not in schemas:
         schemas[queue] = TIMESTAMP in cluster.get_schema(queue).names
@@ -134,14 +136,19 @@ def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | No
 
 def partitions(infos: Sequence[TabletInfo], ends: Ends, committed: Mapping[int, int]
                ) -> tuple[PartitionPositions, ...]:
+    """Each tablet's positions; a tablet the committed checkpoint does not name (added since) starts, as the source
+    starts it, where the consumer stands."""
     def next_row(offset: QueueOffset | None, p: int) -> int | None:
         return None if offset is None or p not in offset.partitions else offset.partitions[p] + 1
 
-    return tuple(
-        PartitionPositions(t.tablet_index, next_row(ends.committed, t.tablet_index) or 0,
-                       next_row(ends.before, t.tablet_index), next_row(ends.planned, t.tablet_index),
-                       committed.get(t.tablet_index, 0), t.total_row_count, t.trimmed_row_count)
-        for t in infos)
+    def position(t: TabletInfo) -> PartitionPositions:
+        consumer = committed.get(t.tablet_index, 0)
+        checkpoint = next_row(ends.committed, t.tablet_index)
+        return PartitionPositions(t.tablet_index, consumer if checkpoint is None else checkpoint,
+                                  next_row(ends.before, t.tablet_index), next_row(ends.planned, t.tablet_index),
+                                  consumer, t.total_row_count, t.trimmed_row_count, added=checkpoint is None)
+
+    return tuple(position(t) for t in infos)
 
 
 def _problem(facts: QueuePositions, problem: str) -> QueuePositions:

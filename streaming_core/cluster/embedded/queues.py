@@ -16,7 +16,7 @@ import numpy as np  # pyarrow imports it anyway; builds index columns ~100x fast
 import pyarrow as pa
 
 from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, ROWS, TabletInfo
-from ..errors import ClusterError, SchemaError, TrimmedRowsError
+from ..errors import ClusterError, SchemaError, TrimmedRowsError, UntrimmedTabletsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
 from . import consumers
 from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
@@ -35,7 +35,8 @@ from .sqlite_store import (
 
 
 class QueueMixin:
-    """`get_tablet_infos`, `read_tablet` and `trim_rows` of `EmbeddedCluster` (appends: `tables.insert`)."""
+    """`get_tablet_infos`, `read_tablet` and `trim_rows` of `EmbeddedCluster` (appends: `tables.insert`; reshards:
+    `tree`, with `reshard_tablets`)."""
 
     _store: Store
     _conn: sqlite3.Connection
@@ -83,10 +84,23 @@ class QueueMixin:
 # -- storage of a queue's tablets, for the other roles (each takes the connection to run on) -------------
 
 
-def create_tablets(conn: sqlite3.Connection, path: str, tablet_count: int) -> None:
-    """Empty tablets for a new ordered table."""
-    for tablet in range(tablet_count):
-        conn.execute("INSERT INTO tablets VALUES (?, ?, 0, 0)", (path, tablet))
+def create_tablets(conn: sqlite3.Connection, path: str, tablet_count: int, first: int = 0) -> None:
+    """Empty tablets `[first, tablet_count)`: all of a new ordered table's, or those a reshard adds."""
+    conn.executemany("INSERT INTO tablets VALUES (?, ?, 0, 0)", [(path, t) for t in range(first, tablet_count)])
+
+
+def reshard_tablets(conn: sqlite3.Connection, path: str, old_count: int, new_count: int) -> None:
+    """From `old_count` tablets to `new_count` as YTsaurus reshards an ordered table: tablets below both counts keep
+    their rows, indexes and trim; added tablets start empty; removed ones must be fully trimmed
+    (`UntrimmedTabletsError`, nothing changed)."""
+    untrimmed = {t: (trimmed, total) for t, total, trimmed in conn.execute(
+        "SELECT tablet, total, trimmed FROM tablets WHERE path=? AND tablet >= ? AND trimmed < total",
+        (path, new_count))}
+    if untrimmed:
+        raise UntrimmedTabletsError.of(path, new_count, untrimmed)
+    conn.execute("DELETE FROM tablets WHERE path=? AND tablet >= ?", (path, new_count))
+    delete_chunks(conn, "chunks", "path=? AND tablet >= ?", (path, new_count))
+    create_tablets(conn, path, new_count, first=old_count)
 
 
 def drop(conn: sqlite3.Connection, path: str) -> None:

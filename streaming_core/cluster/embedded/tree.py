@@ -69,6 +69,18 @@ class TreeMixin:
                 for drop in (queues.drop, sorted_store.drop, tables.drop_static, consumers.drop_registrations):
                     drop(conn, p)
 
+    def _reshard(self, path: str, tablet_count: int) -> None:
+        """`Cluster.reshard`: the tablets (`queues.reshard_tablets`) and the `tablet_count` attribute in one write
+        transaction, so readers and writers see the old tablets or the new ones (no unmount is needed here)."""
+        path = normalize_path(path)
+        with WriteTxn(self._conn) as conn:
+            node_type, attrs, _ = node(conn, path)
+            if table_kind(attrs) != ORDERED:
+                raise SchemaError(f"{path}: expected {ORDERED} table, found {table_kind(attrs) or node_type}")
+            queues.reshard_tablets(conn, path, attrs["tablet_count"], tablet_count)
+            attrs["tablet_count"] = tablet_count
+            conn.execute("UPDATE nodes SET attrs=? WHERE path=?", (json.dumps(attrs), path))
+
     def node_info(self, path: str) -> NodeInfo:
         """From the stored attributes alone: callers branch on type, kind and schema, never on the computed
         `row_count`, which costs a sorted table a merge of all its runs (`get(path + "/@row_count")` has it)."""

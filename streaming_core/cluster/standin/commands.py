@@ -11,6 +11,10 @@ applied at commit, all or nothing; reads inside it see the last committed state.
 parent); Cypress calls inside it (create, remove, set) apply at once — a simplification no caller here relies on.
 Cypress file nodes (checkpoints that SPYT's file system writes) are files under the embedded cluster's root, as
 the embedded cluster maps `yt:///` paths for Spark.
+
+Dynamic tables are mounted from their creation; `unmount_table` / `mount_table` switch a table's `@tablet_state`
+(the state is the proxy's, kept while it runs). As in YTsaurus, `reshard_table` needs the table unmounted, and rows
+of an unmounted table are neither written nor read, nor are its tablet counters (`TABLET_NOT_MOUNTED`).
 """
 
 from __future__ import annotations
@@ -29,13 +33,13 @@ import pyarrow.compute as pc
 import yt.yson as yson
 
 from ..base import MAP_NODE, ORDERED, PULL_ROWS, READ_BATCH_BYTES, SORTED, TABLE, Cluster
-from ..embedded import EmbeddedCluster
+from ..embedded import EmbeddedCluster, normalize_path
 from ..errors import AlreadyExistsError, ClusterError, NoSuchPathError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
 from ..yson_values import plain
 from ..ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt_rows, to_yt_rows
 from . import query as ql
-from .errors import NO_SUCH_TRANSACTION, BadRequest, YtCodedError
+from .errors import GENERIC, NO_SUCH_TRANSACTION, TABLET_NOT_MOUNTED, BadRequest, YtCodedError
 from .queue_agent import ATTRIBUTES as QUEUE_AGENT_ATTRIBUTES
 from .queue_agent import QueueAgent
 
@@ -96,6 +100,7 @@ class Commands:
         self.queue_agent = QueueAgent(self.cluster, cluster_name)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}
+        self._unmounted: set[str] = set()
         self._lock = threading.Lock()
         self.handlers: dict[str, tuple[Descriptor, Callable[..., Any]]] = {}
         for descriptor, handler in self._table():
@@ -128,7 +133,8 @@ class Commands:
             ("get", False, self.get), ("list", False, self.list), ("exists", False, self.exists),
             ("create", True, self.create), ("remove", True, self.remove),
             ("move", True, self.move), ("lock", True, self.lock),
-            ("mount_table", True, self.mount), ("unmount_table", True, self.mount),
+            ("mount_table", True, self.mount), ("unmount_table", True, self.unmount),
+            ("reshard_table", True, self.reshard_table),
             ("get_tablet_infos", False, self.get_tablet_infos), ("trim_rows", True, self.trim_rows),
             ("start_transaction", True, self.start_transaction),
             ("commit_transaction", True, self.commit_transaction),
@@ -185,8 +191,9 @@ class Commands:
         if not attrs.get("dynamic"):
             return sizes
         count = int(attrs.get("tablet_count") or 1)
-        return {**sizes, "tablet_state": "mounted", "tablet_count": count,
-                "tablets": [{"index": i, "state": "mounted"} for i in range(count)]}
+        state = "unmounted" if normalize_path(path) in self._unmounted else "mounted"
+        return {**sizes, "tablet_state": state, "tablet_count": count,
+                "tablets": [{"index": i, "state": state} for i in range(count)]}
 
     def list(self, p: Mapping[str, Any]) -> Any:
         path = _path(p)
@@ -247,7 +254,33 @@ class Commands:
         return {"lock_id": _new_id(), "node_id": self.node_id(path), "revision": 1}
 
     def mount(self, p: Mapping[str, Any]) -> None:
-        self._require_node(_path(p))
+        path = _path(p)
+        self._require_node(path)
+        with self._lock:
+            self._unmounted.discard(normalize_path(path))
+
+    def unmount(self, p: Mapping[str, Any]) -> None:
+        path = _path(p)
+        self._require_node(path)
+        with self._lock:
+            self._unmounted.add(normalize_path(path))
+
+    def _require_mounted(self, path: str) -> None:
+        if normalize_path(path) in self._unmounted:
+            raise YtCodedError(TABLET_NOT_MOUNTED, f"Table {path} is not mounted")
+
+    def reshard_table(self, p: Mapping[str, Any]) -> None:
+        """`reshard_table` of a whole ordered table to `tablet_count` tablets (`Cluster.reshard`), unmounted."""
+        path = _path(p)
+        given = [name for name in ("pivot_keys", "first_tablet_index", "last_tablet_index", "uniform",
+                                   "enable_slicing", "trimmed_row_counts") if p.get(name) is not None]
+        if given or p.get("tablet_count") is None:
+            raise BadRequest(f"{path}: the stand-in reshards a whole ordered table by tablet_count only"
+                             + (f" (not {', '.join(given)})" if given else ""))
+        self._require_node(path)
+        if normalize_path(path) not in self._unmounted:
+            raise YtCodedError(GENERIC, "Cannot reshard table since not all of its tablets are in \"unmounted\" state")
+        self.cluster.reshard(path, int(p["tablet_count"]))
 
     def _require_node(self, path: str) -> None:
         if not self.cluster.exists(path) and self._disk(path) is None:
@@ -284,6 +317,7 @@ class Commands:
     # -- queues and tables ------------------------------------------------------------------------------------
 
     def get_tablet_infos(self, p: Mapping[str, Any]) -> Any:
+        self._require_mounted(_path(p))
         infos = self.cluster.get_tablet_infos(_path(p))
         wanted = [int(i) for i in p.get("tablet_indexes") or range(len(infos))]
         return {"tablets": [{"total_row_count": infos[i].total_row_count,
@@ -299,6 +333,7 @@ class Commands:
         except ql.QueryError as e:
             raise BadRequest(str(e)) from None
         info = self.cluster.node_info(q.path)
+        self._require_mounted(q.path)
         schema = TableSchema.from_yt(info.attributes["schema"])
         if info.kind == ORDERED:
             tables: Iterable[pa.Table] = self._queue_rows(q)
@@ -328,6 +363,7 @@ class Commands:
 
     def insert_rows(self, p: Mapping[str, Any], rows: Rows | pa.Table) -> None:
         path = _path(p)
+        self._require_mounted(path)
         table = _input_table(self.cluster.get_schema(path), rows)
         if TABLET_INDEX in table.column_names:
             tablets = table.column(TABLET_INDEX)
@@ -349,6 +385,7 @@ class Commands:
 
     def pull_consumer(self, p: Mapping[str, Any]) -> Rowset:
         queue = str(p["queue_path"])
+        self._require_mounted(queue)
         offset = None if p.get("offset") is None else int(p["offset"])
         table = self.cluster.pull_consumer(
             str(p["consumer_path"]), queue, offset, int(p["partition_index"]),
@@ -358,6 +395,7 @@ class Commands:
 
     def pull_queue(self, p: Mapping[str, Any]) -> Rowset:
         queue, tablet = str(p["queue_path"]), int(p["partition_index"])
+        self._require_mounted(queue)
         info = self.cluster.get_tablet_infos(queue)[tablet]
         lower = max(int(p["offset"]), info.trimmed_row_count)
         upper = min(info.total_row_count, lower + int(p.get("max_row_count") or PULL_ROWS))

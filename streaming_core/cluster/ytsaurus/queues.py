@@ -1,23 +1,39 @@
-"""Ordered dynamic tables (queues) over YTsaurus: tablet counters, bounded range reads and trimming."""
+"""Ordered dynamic tables (queues) over YTsaurus: tablet counters, bounded range reads, trimming and resharding.
+
+A reshard unmounts the table for a moment; tablet counters asked for meanwhile (a running query plans its next batch)
+wait for the mount, for at most the client's retry bound, as the client itself waits in its reads and writes.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
+from yt.common import YtError
 
 from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, TabletInfo, require_kind
 from ..errors import ClusterError, NoSuchPathError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema
-from .client import WIRE_RAW
+from .client import WIRE_RAW, retry_seconds
 from .rows import split_batches
 from .wire import SERVICE_COLUMNS, decode_wire
 
+#: How often tablet counters are asked for again while a table's tablets are unmounted or changing.
+TABLETS_MOVING_POLL_SECONDS = 0.2
+
+T = TypeVar("T")
+
+
+def tablets_moving(err: YtError) -> bool:
+    """A YTsaurus error of tablets being unmounted, resharded or mounted: it passes."""
+    return err.is_tablet_not_mounted() or err.is_no_such_tablet() or err.is_tablet_in_intermediate_state()
+
 
 class QueueMixin:
-    """`get_tablet_infos`, `read_tablet` and `trim_rows` of `YtsaurusCluster` (appends: `insert_rows`)."""
+    """`get_tablet_infos`, `read_tablet`, `trim_rows` and `reshard` of `YtsaurusCluster` (appends: `insert_rows`)."""
 
     _client: Any
     _errors: Callable[[str], AbstractContextManager[None]]
@@ -28,8 +44,13 @@ class QueueMixin:
         except NoSuchPathError:
             require_kind(self, path, ORDERED)  # a table of another kind is named as such; else the path is missing
             raise
-        with self._errors(path):
-            infos = self._client.get_tablet_infos(path, list(range(count)))["tablets"]
+        counts = [count]  # the count read above; on a retry (a reshard meanwhile) the table's own again
+
+        def infos_now() -> list[Any]:
+            tablets = counts.pop() if counts else int(self._client.get(path + "/@tablet_count"))
+            return self._client.get_tablet_infos(path, list(range(tablets)))["tablets"]
+
+        infos = self._while_tablets_move(path, infos_now)
         return [
             TabletInfo(tablet_index=i, total_row_count=int(info["total_row_count"]),
                        trimmed_row_count=int(info["trimmed_row_count"]))
@@ -110,3 +131,25 @@ class QueueMixin:
         with self._errors(path):
             self._client.trim_rows(path, tablet_index, trimmed_row_count)
 
+    def _while_tablets_move(self, path: str, call: Callable[[], T]) -> T:
+        """`call()`, tried again while the table's tablets are unmounted or changing (`tablets_moving`), for at most
+        the client's retry bound (`OPSD_YT_RETRY_SECONDS`); other errors, and the last one, as ours."""
+        deadline = time.monotonic() + retry_seconds()
+        with self._errors(path):
+            while True:
+                try:
+                    return call()
+                except YtError as err:
+                    if not tablets_moving(err) or time.monotonic() >= deadline:
+                        raise
+                time.sleep(TABLETS_MOVING_POLL_SECONDS)
+
+    def _reshard(self, path: str, tablet_count: int) -> None:
+        """Unmount, `reshard_table` with `tablet_count`, mount, each waited for: YTsaurus reshards unmounted tablets
+        only. The table is mounted again even when the reshard fails, so a refused reshard leaves it usable."""
+        with self._errors(path):
+            self._client.unmount_table(path, sync=True)
+            try:
+                self._client.reshard_table(path, tablet_count=tablet_count, sync=True)
+            finally:
+                self._client.mount_table(path, sync=True)

@@ -27,7 +27,12 @@ per partition on 2 cores); they are not fitted to anything the tuner does.
    `ROW_SECONDS` x rows (slept, rows not stored); 10 batches of 2 tasks x 400k rows, tuned (from 50000) against
    the default 50000: `rows_ratio` (goal >= 1.0) and `max_call_rows` (<= 100000).
 
-Run: `python -m bench.autotune` (add `--no-spark` to skip scenario 1). Last line: one JSON object.
+6. Row width (real Spark, `bench.autotune_memory --width`, skipped with `--no-spark`): the workload of scenario 1
+   over rows whose width grows 10x mid-stream (100 bytes, then 1 KB, 200k of each per partition, a queue with
+   `$cumulative_data_weight`), run with a row cap that is safe for the narrow rows alone, with that row cap and a
+   byte cap, and tuned (mode apply) from the row cap alone: `width_*_oom_failures` (goal 0 with the byte cap).
+
+Run: `python -m bench.autotune` (add `--no-spark` to skip scenarios 1 and 6). Last line: one JSON object.
 """
 
 from __future__ import annotations
@@ -268,9 +273,9 @@ def embedded() -> Any:
         yield cluster
 
 
-def scenario_memory() -> dict[str, Any]:
-    """Scenario 1 in a child process (its own 512m driver): see `bench.autotune_memory`."""
-    done = subprocess.run([sys.executable, "-m", "bench.autotune_memory"], capture_output=True, text=True,
+def scenario_memory(*flags: str) -> dict[str, Any]:
+    """Scenario 1 (6 with `--width`) in a child process (its own 512m drivers): see `bench.autotune_memory`."""
+    done = subprocess.run([sys.executable, "-m", "bench.autotune_memory", *flags], capture_output=True, text=True,
                           timeout=3600)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
@@ -290,11 +295,17 @@ def main() -> None:
         steady = scenario_steady(cluster, fresh)
         writes = scenario_sink(cluster, fresh)
     memory = {} if "--no-spark" in sys.argv else scenario_memory()
+    width = {} if "--no-spark" in sys.argv else scenario_memory("--width")
     print(f"{'scenario':58} {'value':>14} {'goal':>10}")
     if memory:
         for key in ("uncapped_oom_failures", "uncapped_drained", "oom_failures", "tuned_drained",
                     "tuned_driver_died_of_oom"):
             print(f"{'1 (real Spark) ' + key:58} {memory.get(key, memory.get('memory_error', '-'))!s:>14}")
+    if width:
+        for key in ("width_rows_only_oom_failures", "width_byte_cap_oom_failures", "width_byte_cap_drained",
+                    "width_tuned_oom_failures", "width_tuned_drained"):
+            goal = "0" if key in ("width_byte_cap_oom_failures", "width_tuned_oom_failures") else ""
+            print(f"{'6 (real Spark) ' + key:58} {width.get(key, width.get('memory_error', '-'))!s:>14} {goal:>10}")
     print(f"{'2 (simulated) best fixed cap of the sweep, drain (s)':58} {drain['best_fixed_seconds']:>14.0f}")
     for name, seconds in drain["tuned_seconds"].items():
         print(f"{'2 (simulated) tuner, cap ' + name.replace('_', ' ') + ', drain (s)':58} {seconds:>14.0f}")
@@ -309,7 +320,8 @@ def main() -> None:
     print(f"{'5 largest insert call (rows)':58} {writes['max_call_rows']:>14,} {'<= 100000':>10}")
     print(json.dumps({
         "bench": "autotune", "simulated": ["drain", "settle", "steady"],
-        **{k: memory[k] for k in memory},
+        **{k: memory[k] for k in memory}, **{k: width[k] for k in width if k != "memory_error"},
+        **({"width_error": width["memory_error"]} if "memory_error" in width else {}),
         "drain_ratio": drain["drain_ratio"], "drain_ratio_no_oom_check": drain["drain_ratio_no_oom_check"],
         "drain_ratio_by_start": drain["drain_ratio_by_start"],
         "drain_goal": DRAIN_GOAL, "best_fixed_cap": drain["best_fixed_cap"],

@@ -195,6 +195,12 @@ def memory_row(matcher: str, who: str) -> Row:
                   Target(f"opsd_oom_safe_max_rows_per_partition{{{matcher}}}", who + "safe"),
                   Target(f"opsd_tuning_max_rows_per_partition{{{matcher}}}", who + "in force"),
               ), unit="suffix:rows"),
+        Panel("Safe max_bytes_per_partition",
+              "Largest byte cap (YTsaurus data weight per partition) that keeps every pool's OOM risk under the "
+              "target whatever the rows' width, against the byte cap in force.", (
+                  Target(f"opsd_oom_safe_max_partition_bytes{{{matcher}}}", who + "safe"),
+                  Target(f"opsd_tuning_max_partition_bytes{{{matcher}}}", who + "in force"),
+              ), unit="bytes"),
         Panel("Memory failures", "Failures whose cause is memory, by the pool the failure blames.", (
             Target(f"sum by (query, pool) (increase(opsd_memory_failures_total{{{matcher}}}[$__rate_interval]))",
                    who + "{{pool}}"),
@@ -209,6 +215,9 @@ def tuning_row(matcher: str, who: str) -> Row:
         knob_panel("max_rows_per_partition", "opsd_tuning_max_rows_per_partition", "max_rows_per_partition",
                    "Read limit per partition in force for the query's source (tuning document, else the option)",
                    matcher, who),
+        knob_panel("max_bytes_per_partition", "opsd_tuning_max_partition_bytes", "max_bytes_per_partition",
+                   "Byte limit per partition in force for the query's source (tuning document, else the option)",
+                   matcher, who, unit="bytes"),
         knob_panel("dynBatchSize", "opsd_tuning_dyn_batch_size", "dyn_batch_size",
                    "Rows per insert in force for the query's yt sink (tuning document, else the option or conf)",
                    matcher, who),
@@ -228,13 +237,14 @@ def tuning_row(matcher: str, who: str) -> Row:
     ))
 
 
-def knob_panel(title: str, in_force: str, knob: str, description: str, matcher: str, who: str) -> Panel:
+def knob_panel(title: str, in_force: str, knob: str, description: str, matcher: str, who: str,
+               unit: str = "suffix:rows") -> Panel:
     """A live-tuning knob: the value in force, the auto-tuner's recommendation and its bounds."""
     return Panel(title, f"{description}, the auto-tuner's recommendation and its bounds.", (
         Target(f"{in_force}{{{matcher}}}", who + "in force"),
         Target(f'opsd_autotune_recommended{{{matcher}, knob="{knob}"}}', who + "recommended"),
         Target(f'opsd_autotune_bound{{{matcher}, knob="{knob}"}}', who + "{{bound}}"),
-    ), unit="suffix:rows", width=8)
+    ), unit=unit, width=8)
 
 
 def overview_rows() -> tuple[Row, ...]:

@@ -8,6 +8,7 @@ whole queue into one batch.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ FORMAT = "yt"
 PATH = "path"
 CONSUMER_PATH = "consumer_path"
 MAX_ROWS_PER_PARTITION = "max_rows_per_partition"
+MAX_BYTES_PER_PARTITION = "max_bytes_per_partition"
 INCLUDE_SERVICE_COLUMNS = "include_service_columns"
 PARSING_TYPE_V3 = "parsing_type_v3"
 # Sink options.
@@ -56,14 +58,17 @@ DEFAULT_DYN_BATCH_SIZE = 50_000
 SRC_TABLET_INDEX = "__spyt_streaming_src_tablet_index"
 SRC_ROW_INDEX = "__spyt_streaming_src_row_index"
 
-_SOURCE_KEYS = {PATH, CONSUMER_PATH, MAX_ROWS_PER_PARTITION, INCLUDE_SERVICE_COLUMNS, PARSING_TYPE_V3,
-                CLUSTER, TUNING_PATH}
+_SOURCE_KEYS = {PATH, CONSUMER_PATH, MAX_ROWS_PER_PARTITION, MAX_BYTES_PER_PARTITION, INCLUDE_SERVICE_COLUMNS,
+                PARSING_TYPE_V3, CLUSTER, TUNING_PATH}
 _SINK_KEYS = {PATH, WRITE_TYPE_V3, DYN_BATCH_SIZE, TRANSACTIONAL, CLUSTER, TUNING_PATH, CHECKPOINT_LOCATION,
               QUERY_NAME, SORT_COLUMNS, UNIQUE_KEYS, OPTIMIZE_FOR, SAVE_MODE}
 #: Spark's save modes (`df.write.mode(...)`), lower-cased, with their aliases.
 SAVE_MODES = {"append": "append", "overwrite": "overwrite", "errorifexists": "errorifexists",
               "error": "errorifexists", "default": "errorifexists", "ignore": "ignore"}
 OPTIMIZE_FOR_VALUES = ("scan", "lookup")
+#: Units a byte size may carry (`16m`, `64MiB`, `1g`): binary multiples, as Spark's byte-size confs read them.
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_BYTE_SIZE = re.compile(r"(\d+)\s*(?:([kmgt])i?b?|b)?", re.IGNORECASE)
 
 
 def parse_bool(name: str, value: Any) -> bool:
@@ -84,6 +89,19 @@ def parse_positive_int(name: str, value: Any) -> int:
         raise ValueError(f"option {name!r} must be a positive integer, got {value!r}") from None
     if number < 1:
         raise ValueError(f"option {name!r} must be a positive integer, got {value!r}")
+    return number
+
+
+def parse_byte_size(name: str, value: Any) -> int:
+    """A positive number of bytes: an integer, or one with a binary unit (`16m`, `64MiB`, `1g`: Spark's spelling)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        match = _BYTE_SIZE.fullmatch(str(value).strip())
+        number = int(match.group(1)) * _BYTE_UNITS[(match.group(2) or "").lower()] if match else 0
+    if number < 1:
+        raise ValueError(f"option {name!r} must be a positive number of bytes (e.g. 16777216, 16m or 64MiB), "
+                         f"got {value!r}")
     return number
 
 
@@ -147,6 +165,12 @@ def configured_max_rows_per_partition(options: Mapping[str, Any]) -> int | None:
     return None if value is None else parse_positive_int(MAX_ROWS_PER_PARTITION, value)
 
 
+def configured_max_bytes_per_partition(options: Mapping[str, Any]) -> int | None:
+    """The source's configured per-partition byte cap (option `max_bytes_per_partition`); None = no cap."""
+    value = options.get(MAX_BYTES_PER_PARTITION)
+    return None if value is None else parse_byte_size(MAX_BYTES_PER_PARTITION, value)
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Options of `spark.read[Stream].format("yt")`."""
@@ -155,6 +179,7 @@ class SourceOptions:
     cluster: str
     consumer_path: str | None = None
     max_rows_per_partition: int | None = None
+    max_bytes_per_partition: int | None = None
     include_service_columns: bool = False
     parsing_type_v3: bool = False
     tuning_path: str | None = None
@@ -173,6 +198,7 @@ class SourceOptions:
             cluster=_cluster(options, session),
             consumer_path=consumer,
             max_rows_per_partition=configured_max_rows_per_partition(options),
+            max_bytes_per_partition=configured_max_bytes_per_partition(options),
             include_service_columns=parse_bool(INCLUDE_SERVICE_COLUMNS, options.get(INCLUDE_SERVICE_COLUMNS, False)),
             parsing_type_v3=parse_bool(PARSING_TYPE_V3, options.get(PARSING_TYPE_V3,
                                                                      session.get(CONF_READ_TYPE_V3, False))),

@@ -14,12 +14,19 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
+from .admission import byte_capped_end
 from .cluster import BeyondQueueEndError, Cluster, ClusterError, NotRegisteredError, QueueReshardedError, connect
 from .cluster.base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, SORTED, STATIC, require_kind
-from .cluster.schema import is_composite
+from .cluster.schema import CUMULATIVE_DATA_WEIGHT, is_composite
 from .consumer import advance_consumer
 from .log import get_logger
 from .offsets import (
@@ -31,7 +38,7 @@ from .offsets import (
     removed_partitions,
 )
 from .options import INCLUDE_SERVICE_COLUMNS, SourceOptions
-from .tuning import max_rows_in_force, read_tuning
+from .tuning import max_bytes_in_force, max_rows_in_force, read_tuning
 from .types import arrow_schema_for_spark, conform
 
 log = get_logger(__name__)
@@ -108,19 +115,22 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
 
     Notes
     -----
-    Admission control: `getDefaultReadLimit` always returns `ReadMaxRows`, which this source reads as
-    "apply the per-partition cap in force" (the tuning document's, else `max_rows_per_partition`), so
-    opsd can impose a cap live even on a query started without one. `ReadAllAvailable` from the engine
-    is obeyed. Offsets are checked against the queue's tablets at every batch: tablets added to the queue (a reshard
-    to more tablets) are read from the next batch on, from the consumer's offsets (or 0); partitions the checkpoint
-    has read that the queue no longer has stop the query (`QueueReshardedError`), as does a partition with fewer rows
-    than the checkpoint read (`BeyondQueueEndError`).
+    Admission control: `getDefaultReadLimit` returns `ReadMaxRows`, or `ReadMaxBytes` when only
+    `max_bytes_per_partition` is configured; this source reads either as "apply the per-partition caps in force"
+    (the tuning document's `max_rows_per_partition` and `max_bytes_per_partition`, else the options'; each
+    partition's batch ends where the first of them binds, `streaming_core.admission`), so opsd can impose a cap live
+    even on a query started without one. `ReadAllAvailable` from the engine is obeyed. Offsets are checked against
+    the queue's tablets at every batch: tablets added to the queue (a reshard to more tablets) are read from the next
+    batch on, from the consumer's offsets (or 0); partitions the checkpoint has read that the queue no longer has stop
+    the query (`QueueReshardedError`), as does a partition with fewer rows than the checkpoint read
+    (`BeyondQueueEndError`).
     """
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         super().__init__(options, schema)
         self._target: dict[int, int] | None = None
         self._latest: dict[int, int] | None = None
+        self._has_cumulative: bool | None = None
 
     def _consumer_path(self) -> str | None:
         return self.options.consumer_path
@@ -157,16 +167,26 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         return self._offset(self._consumer_last_read(partition_count))
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_bytes_per_partition and not self.options.max_rows_per_partition:
+            return ReadMaxBytes(self.options.max_bytes_per_partition)
         return ReadMaxRows(self.options.max_rows_per_partition or UNCAPPED)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Called first under `availableNow`: rows written after this point are left for later runs."""
         self._target = self._upper()
 
-    def cap(self) -> int | None:
-        """The per-partition row cap in force: the tuning document's, else the option's."""
+    def caps(self) -> tuple[int | None, int | None]:
+        """The per-partition row and byte caps in force: the tuning document's, else the options' (None: no cap)."""
         tuning = read_tuning(self.cluster, self.options.tuning_path)
-        return max_rows_in_force(tuning, self.options.max_rows_per_partition)
+        return (max_rows_in_force(tuning, self.options.max_rows_per_partition),
+                max_bytes_in_force(tuning, self.options.max_bytes_per_partition))
+
+    def _byte_capped(self, begin: dict[int, int], end: dict[int, int], max_bytes: int) -> dict[int, int]:
+        """Each partition's end moved back to where its rows reach `max_bytes` (`streaming_core.admission`)."""
+        if self._has_cumulative is None:
+            self._has_cumulative = CUMULATIVE_DATA_WEIGHT in self.cluster.get_schema(self.options.path).names
+        return {p: byte_capped_end(self.cluster, self.options.path, p, begin[p], e, max_bytes, self._has_cumulative)
+                for p, e in end.items()}
 
     def _beyond_end(self, upper: dict[int, int], **offsets: dict[int, int]) -> None:
         """`BeyondQueueEndError` for the first partition where one of `offsets` (last read rows, by whose they are:
@@ -201,8 +221,11 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         self._latest = upper
         if self._target is not None:  # a partition added since availableNow began has nothing to read in this run
             upper = {p: min(u, self._target.get(p, -1)) for p, u in upper.items()}
-        cap = None if isinstance(limit, ReadAllAvailable) else self.cap()
-        return self._offset(batch_end(begin, upper, cap))
+        if isinstance(limit, ReadAllAvailable):
+            return self._offset(batch_end(begin, upper, None))
+        max_rows, max_bytes = self.caps()
+        end = batch_end(begin, upper, max_rows)
+        return self._offset(self._byte_capped(begin, end, max_bytes) if max_bytes else end)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """The queue's end as last seen, so Spark's progress shows how far behind the query is."""

@@ -5,6 +5,9 @@ architecture), so a value changed at run time must travel through storage they a
 document node in the cluster. The source reads it at every `latestOffset`, the sink at every `write()`;
 the option or Spark conf value is the starting point and the fallback.
 
+The source's keys are `max_rows_per_partition` and `max_bytes_per_partition` (each partition's batch stops at
+whichever binds first), the sink's `dyn_batch_size`.
+
 This module is the one owner of the rules both sides share: where a query's document is by default, and which
 value is in force (the document's, else the fallback, and for `dyn_batch_size` never above YTsaurus' rows per
 tablet transaction). The source, the sink and opsd all call it.
@@ -15,7 +18,7 @@ A missing or malformed document never fails a query: the fallback is used and th
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from .cluster import Cluster, ClusterError
 from .cluster.base import DOCUMENT, MAX_ROWS_PER_TABLET_TRANSACTION
@@ -29,6 +32,10 @@ def default_tuning_path(consumer_path: str | None) -> str | None:
     return f"{consumer_path}_tuning" if consumer_path else None
 
 
+#: The document's tuned values (positive integers; a missing one means "use the option / conf value").
+KNOBS = ("max_rows_per_partition", "max_bytes_per_partition", "dyn_batch_size")
+
+
 @dataclass(frozen=True)
 class Tuning:
     """Values in force for one query; None means "use the option / conf value"."""
@@ -37,17 +44,19 @@ class Tuning:
     dyn_batch_size: int | None = None
     updated_at: float | None = None
     reason: str | None = None
+    max_bytes_per_partition: int | None = None
 
     @classmethod
     def from_document(cls, value: object, path: str) -> Tuning:
         if not isinstance(value, dict):
             raise ValueError(f"tuning document {path} must be a map, got {type(value).__name__}")
-        for key in ("max_rows_per_partition", "dyn_batch_size"):
+        for key in KNOBS:
             v = value.get(key)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
                 raise ValueError(f"tuning document {path}: {key} must be a positive integer, got {v!r}")
-        return cls(value.get("max_rows_per_partition"), value.get("dyn_batch_size"),
-                   value.get("updated_at"), value.get("reason"))
+        return cls(max_rows_per_partition=value.get("max_rows_per_partition"),
+                   dyn_batch_size=value.get("dyn_batch_size"), updated_at=value.get("updated_at"),
+                   reason=value.get("reason"), max_bytes_per_partition=value.get("max_bytes_per_partition"))
 
 
 def read_tuning(cluster: Cluster, path: str | None) -> Tuning:
@@ -68,24 +77,26 @@ def max_rows_in_force(tuning: Tuning, fallback: int | None) -> int | None:
     return tuning.max_rows_per_partition or fallback
 
 
+def max_bytes_in_force(tuning: Tuning, fallback: int | None) -> int | None:
+    """The source's per-partition byte cap: the document's, else the option's (None = no byte cap)."""
+    return tuning.max_bytes_per_partition or fallback
+
+
 def dyn_batch_size_in_force(tuning: Tuning, fallback: int) -> int:
     """The sink's rows per insert call: the document's, else the option / conf, never above the transaction limit."""
     return min(tuning.dyn_batch_size or fallback, MAX_ROWS_PER_TABLET_TRANSACTION)
 
 
 def write_tuning(cluster: Cluster, path: str, *, max_rows_per_partition: int | None = None,
-                 dyn_batch_size: int | None = None, reason: str | None = None) -> Tuning:
+                 dyn_batch_size: int | None = None, max_bytes_per_partition: int | None = None,
+                 reason: str | None = None) -> Tuning:
     """Set values in the document (creating it), keeping the ones not given. Returns what is in force."""
-    given = {"max_rows_per_partition": max_rows_per_partition, "dyn_batch_size": dyn_batch_size}
-    Tuning.from_document({k: v for k, v in given.items() if v is not None}, path)  # names a bad value, writes nothing
+    given = {"max_rows_per_partition": max_rows_per_partition, "max_bytes_per_partition": max_bytes_per_partition,
+             "dyn_batch_size": dyn_batch_size}
+    given = {k: v for k, v in given.items() if v is not None}
+    Tuning.from_document(given, path)  # names a bad value, writes nothing
     current = read_tuning(cluster, path)
-    tuning = Tuning(
-        max_rows_per_partition=current.max_rows_per_partition if max_rows_per_partition is None
-        else max_rows_per_partition,
-        dyn_batch_size=current.dyn_batch_size if dyn_batch_size is None else dyn_batch_size,
-        updated_at=time.time(),
-        reason=reason,
-    )
+    tuning = replace(current, **given, updated_at=time.time(), reason=reason)
     if cluster.exists(path):
         cluster.set(path, asdict(tuning))
     else:

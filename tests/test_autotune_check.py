@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
 from opsd.checks.autotune.collect import memory_limit
 from opsd.checks.positions.collect import PositionsCollector
+from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import PartitionLag, QueryLag
@@ -79,6 +80,25 @@ def test_apply_writes_the_raise_to_the_tuning_document_and_logs_exports_it(clust
     assert recorder.status.get("p").autotune["max_rows_per_partition"].decision.recommended == 12_500
     # The next run waits for batches planned after the change.
     assert check.run()[0].reason == "stabilising"
+
+
+def test_the_oom_checks_safe_byte_cap_is_written_as_the_byte_cap_and_read_back_as_in_force(cluster_uri, yt_root, yt,
+                                                                                           recorder):
+    cfg = config(cluster_uri, yt_root, max_rows_per_partition="10000")
+    check = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(cfg))
+    run_batches(recorder, [10_000] * 3)
+    recorder.record_oom("p", risk=0.4, batch_bytes=2e7, safe_max_rows_per_partition=40_000,
+                        safe_max_bytes_per_partition=48 << 20, target_risk=0.7)
+    check.run()
+    tuning = read_tuning(yt, f"{yt_root}/c_tuning")
+    assert (tuning.max_bytes_per_partition, tuning.max_rows_per_partition) == (48 << 20, 20_000)
+    sample = recorder.metrics.registry.get_sample_value
+    assert sample("opsd_autotune_decisions_total", {"query": "p", "knob": "max_bytes_per_partition",
+                                                    "direction": "up", "reason": "memory_bound"}) == 1
+    assert sample("opsd_oom_safe_max_partition_bytes", {"query": "p"}) == 48 << 20
+    TuningCheck(recorder, cfg).run()
+    assert sample("opsd_tuning_max_partition_bytes", {"query": "p"}) == 48 << 20
+    assert recorder.status.get("p").max_bytes_per_partition == 48 << 20
 
 
 def test_recommend_mode_writes_nothing(cluster_uri, yt_root, yt, recorder):

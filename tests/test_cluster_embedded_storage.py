@@ -213,3 +213,12 @@ class TestEarlierLayouts:
             with cluster.transaction() as tx:
                 assert tx.publish_table("//old/static", "//old/queue") == 4
             assert cluster.get_tablet_infos("//old/queue")[0].total_row_count == 8
+
+    def test_a_root_of_the_earlier_layout_stamps_cumulative_data_weight_on_new_queues(self, old_root):
+        with connect(f"local://{old_root}") as cluster:
+            cluster.create("table", "//old/weighed", attributes={"dynamic": True, "schema": [
+                {"name": "data", "type": "string"}, {"name": "$cumulative_data_weight", "type": "int64"}]})
+            cluster.insert_rows("//old/weighed", [{"data": "abc"}, {"data": "de"}])
+            weights = [r["$cumulative_data_weight"] for b in cluster.read_tablet("//old/weighed", 0, 0, 2)
+                       for r in b.to_pylist()]
+        assert weights == [12, 23]  # 1 + 8 (the column) + the payload, running

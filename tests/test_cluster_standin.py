@@ -282,3 +282,19 @@ class TestWireFormats:
             sent = [(s.input_format, s.status) for s in proxy.served if s.command == "insert_rows"]
             assert sent == [("arrow", 400), ("yson", 200), ("yson", 200)]
             assert cluster.get_tablet_infos("//tmp/yson-in")[0].total_row_count == 6
+
+
+class TestQueries:
+    def test_in_picks_single_rows_and_a_malformed_in_is_refused_saying_what_the_standin_answers(
+            self, standin_cluster) -> None:
+        standin_cluster.create("table", "//tmp/in_query/q", recursive=True, attributes={
+            "dynamic": True, "schema": [{"name": "n", "type": "int64"}]})
+        standin_cluster.insert_rows("//tmp/in_query/q", [{"n": n} for n in range(10)])
+        client = standin_cluster._client
+        picked = client.select_rows("[$row_index], [n] FROM [//tmp/in_query/q] WHERE [$tablet_index] = 0 AND "
+                                    "[$row_index] IN (7, 2, 9)")
+        assert sorted((r["$row_index"], r["n"]) for r in picked) == [(2, 2), (7, 7), (9, 9)]
+        for query in ("[n] FROM [//tmp/in_query/q] WHERE [$row_index] IN 7, 2",
+                      "[n] FROM [//tmp/in_query/q] WHERE [$row_index] IN (7, 2"):
+            with pytest.raises(Exception, match="expected"):
+                list(client.select_rows(query))

@@ -148,6 +148,19 @@ def test_a_query_stopped_for_good_and_one_near_a_memory_limit_need_action(capsys
     assert "30%" not in flat, "a query far from its limits gets no memory finding"
 
 
+def test_a_query_near_a_memory_limit_is_advised_the_byte_cap_which_holds_whatever_the_rows_width(capsys,
+                                                                                                monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
+    recorder.status.update("wide", active=True, max_rows_per_partition=50_000, max_bytes_per_partition=64 << 20)
+    recorder.record_oom("wide", risk=1.2, batch_bytes=4e8, safe_max_rows_per_partition=20_000, target_risk=0.7,
+                        safe_max_bytes_per_partition=16 << 20)
+    code, out = doctor_of_daemon(capsys, recorder)
+    flat = " ".join(out.split())
+    assert code == 1
+    assert f"max_bytes_per_partition <= {16 << 20} (now {64 << 20}" in flat
+
+
 def advised_commands(advice: str) -> list[list[str]]:
     """The `opsd ...` commands an advice names, as argument lists."""
     return [shlex.split(command) for command in re.findall(r"\(opsd ([^;)]*)", advice)]

@@ -97,7 +97,10 @@ def test_a_query_that_never_ran_starts_capped_by_the_models_safe_cap(yt, started
 
     tuner.before_start("p")
     tuning = read_tuning(yt, document)
-    assert tuning.max_rows_per_partition == cap and tuning.reason == "autotune: first_batch_safe"
+    assert tuning.max_rows_per_partition == cap
+    assert recorder.status.get("p").autotune["max_rows_per_partition"].decision.reason == "first_batch_safe"
+    # and memory's own guard, the byte cap, at the model's safe bytes (the row cap's bound at any row width)
+    assert tuning.max_bytes_per_partition == verdict.safe_max_bytes_per_partition
 
 
 def test_the_supervisor_asks_the_oom_check_first_and_a_failing_hook_stops_nothing(yt, started):
@@ -141,7 +144,10 @@ def test_a_restart_after_a_memory_failure_observes_the_failure_before_the_tuner_
     assert recorder.metrics.registry.get_sample_value(
         "opsd_memory_failures_total", {"query": "p", "pool": "jvm_heap"}) == 1
     tuner.before_start("p", OOM)
-    assert read_tuning(yt, document).max_rows_per_partition <= after.safe_max_rows_per_partition
+    cut = read_tuning(yt, document)
+    # the byte cap guards memory: cut under the bound the failure taught, whatever the rows' width
+    assert cut.max_bytes_per_partition <= after.safe_max_bytes_per_partition
+    assert cut.max_rows_per_partition < cap
 
 
 class FinishedQuery:

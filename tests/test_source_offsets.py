@@ -21,7 +21,7 @@ from streaming_core.offsets import (
     removed_partitions,
 )
 from streaming_core.options import SourceOptions
-from streaming_core.tuning import Tuning, read_tuning, write_tuning
+from streaming_core.tuning import Tuning, max_bytes_in_force, read_tuning, write_tuning
 from streaming_core.types import arrow_schema_for_spark, conform, read_schema, spark_schema, spark_type
 from tests.support.source import COMPOSITE_COLUMNS
 
@@ -105,6 +105,12 @@ class TestOptions:
         assert (options.max_rows_per_partition, options.include_service_columns, options.parsing_type_v3) == (
             1000, True, True)
 
+    @pytest.mark.parametrize(("value", "parsed"), [("4096", 4096), ("16m", 16 << 20), ("64MiB", 64 << 20),
+                                                   ("1 GB", 1 << 30), ("8k", 8192), ("100b", 100)])
+    def test_the_byte_cap_takes_bytes_or_a_binary_unit(self, value, parsed):
+        assert parse(max_bytes_per_partition=value).max_bytes_per_partition == parsed
+        assert parse().max_bytes_per_partition is None
+
     def test_parsing_type_v3_defaults_to_the_session_conf(self):
         assert parse({"spark.yt.read.typeV3.enabled": "true"}).parsing_type_v3 is True
         assert parse({"spark.yt.read.typeV3.enabled": "true"}, parsing_type_v3="false").parsing_type_v3 is False
@@ -126,6 +132,12 @@ class TestOptions:
         ({"cluster": "http://proxy"}, "cluster"),
         ({"cluster": "local://relative/root"}, "cluster"),
         ({"tuning_path": "x"}, "tuning_path"),
+        ({"max_bytes_per_partition": "lots"}, "max_bytes_per_partition"),
+        ({"max_bytes_per_partition": "0"}, "max_bytes_per_partition"),
+        ({"max_bytes_per_partition": "-16m"}, "max_bytes_per_partition"),
+        ({"max_bytes_per_partition": "1.5g"}, "max_bytes_per_partition"),
+        ({"max_bytes_per_partition": "16q"}, "max_bytes_per_partition"),
+        ({"max_bytes_per_partition": ""}, "max_bytes_per_partition"),
     ])
     def test_bad_option_is_an_error_naming_it(self, options, named):
         with pytest.raises(ValueError, match=f"'{named}'"):
@@ -197,7 +209,7 @@ class TestTuning:
         assert read_tuning(yt, None) == Tuning()
 
     @pytest.mark.parametrize("value", [[1, 2], {"max_rows_per_partition": -3}, {"max_rows_per_partition": "10"},
-                                       {"dyn_batch_size": True}])
+                                       {"dyn_batch_size": True}, {"max_bytes_per_partition": "16m"}])
     def test_malformed_document_is_ignored(self, yt, yt_root, value):
         path = f"{yt_root}/tuning"
         yt.create("document", path, attributes={"value": value})
@@ -205,7 +217,8 @@ class TestTuning:
 
     @pytest.mark.parametrize(("values", "named"), [
         ({"max_rows_per_partition": 0}, "max_rows_per_partition"), ({"dyn_batch_size": -1}, "dyn_batch_size"),
-        ({"max_rows_per_partition": 10, "dyn_batch_size": 0}, "dyn_batch_size")])
+        ({"max_rows_per_partition": 10, "dyn_batch_size": 0}, "dyn_batch_size"),
+        ({"max_bytes_per_partition": 0}, "max_bytes_per_partition")])
     def test_writing_a_value_that_is_not_positive_is_refused_and_stores_nothing(self, yt, yt_root, values, named):
         path = f"{yt_root}/t/tuning"
         write_tuning(yt, path, max_rows_per_partition=500)
@@ -220,6 +233,15 @@ class TestTuning:
         tuning = read_tuning(yt, path)
         assert (tuning.max_rows_per_partition, tuning.dyn_batch_size) == (500, 200)
         assert tuning.updated_at is not None
+
+    def test_the_byte_cap_is_a_key_of_its_own_in_force_over_the_option(self, yt, yt_root):
+        path = f"{yt_root}/b/tuning"
+        write_tuning(yt, path, max_rows_per_partition=500)
+        assert max_bytes_in_force(read_tuning(yt, path), 1 << 20) == 1 << 20
+        write_tuning(yt, path, max_bytes_per_partition=4096, reason="rows grew wide")
+        tuning = read_tuning(yt, path)
+        assert (tuning.max_rows_per_partition, tuning.max_bytes_per_partition) == (500, 4096)
+        assert (max_bytes_in_force(tuning, 1 << 20), max_bytes_in_force(Tuning(), None)) == (4096, None)
 
 
 def test_malformed_composite_type_is_a_schema_error_naming_the_column():

@@ -156,7 +156,7 @@ class TestConsumer:
 
 class TestErrors:
     @pytest.mark.parametrize(("option", "value"), [
-        ("max_rows_per_partiton", "10"), ("max_rows_per_partition", "many"),
+        ("max_rows_per_partiton", "10"), ("max_rows_per_partition", "many"), ("max_bytes_per_partition", "lots"),
         ("include_service_columns", "sure"), ("parsing_type_v3", "yes please"), ("cluster", "ftp://x"),
     ])
     def test_bad_option_fails_at_load_naming_it(self, spark, queue, option, value):

@@ -303,7 +303,7 @@ class RestartPolicy(_Model):
 
 
 class AutotuneSettings(_Model):
-    """The auto-tuner of one query's `max_rows_per_partition` and `dyn_batch_size` (`opsd.checks.autotune`)."""
+    """The auto-tuner of one query's row and byte caps and `dyn_batch_size` (`opsd.checks.autotune`)."""
 
     mode: Literal["off", "recommend", "apply"] | None = Field(
         None, description="off; recommend: metrics and logs only; apply: write the tuning document; null = apply "
@@ -332,6 +332,13 @@ class AutotuneSettings(_Model):
         2, description="batches planned after a change that must complete before the next change of the knob")
     history_batches: PositiveInt = Field(
         10, description="recent batches fitted for the batch-duration-versus-size relation")
+    byte_cap: bool = Field(
+        True, description="guard memory with max_bytes_per_partition, set to the OOM check's safe byte cap (it holds "
+                          "whatever the rows' width); max_rows_per_partition then follows the batch duration only")
+    min_bytes_per_partition: PositiveInt = Field(
+        1 << 20, description="lower bound of max_bytes_per_partition (bytes of YTsaurus data weight)")
+    max_bytes_per_partition: PositiveInt = Field(
+        1 << 30, description="upper bound of max_bytes_per_partition (bytes of YTsaurus data weight)")
     min_dyn_batch_size: PositiveInt = Field(1000, description="lower bound of dyn_batch_size")
     max_dyn_batch_size: PositiveInt = Field(
         MAX_ROWS_PER_TABLET_TRANSACTION,
@@ -345,6 +352,8 @@ class AutotuneSettings(_Model):
     def _ordered_bounds(self) -> AutotuneSettings:
         if self.min_rows_per_partition > self.max_rows_per_partition:
             raise ValueError("min_rows_per_partition must not exceed max_rows_per_partition")
+        if self.min_bytes_per_partition > self.max_bytes_per_partition:
+            raise ValueError("min_bytes_per_partition must not exceed max_bytes_per_partition")
         if self.min_dyn_batch_size > self.max_dyn_batch_size:
             raise ValueError("min_dyn_batch_size must not exceed max_dyn_batch_size")
         return self

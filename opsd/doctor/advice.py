@@ -129,9 +129,16 @@ def _memory(facts: Mapping[str, Any]) -> list[tuple[Severity, str, str]]:
     if risk is None or risk < OOM_RISK_HIGH:
         return []
     safe, cap = facts.get("safe_max_rows_per_partition"), facts.get("max_rows_per_partition")
-    advice = (f"set max_rows_per_partition <= {safe} (now {cap or 'unlimited'}) in the query's tuning document, or "
-              "let the auto-tuner apply it (autotune.mode: apply)" if safe
-              else "give the query more memory (spark.driver.memory / executor memory): even a small batch is at risk")
+    safe_bytes, cap_bytes = facts.get("safe_max_bytes_per_partition"), facts.get("max_bytes_per_partition")
+    if safe_bytes:
+        advice = (f"set max_bytes_per_partition <= {safe_bytes} (now {cap_bytes or 'unlimited'}; it holds whatever "
+                  f"the rows' width, max_rows_per_partition <= {safe} only at the width of the rows read last) in the "
+                  "query's tuning document, or let the auto-tuner apply it (autotune.mode: apply)")
+    elif safe:
+        advice = (f"set max_rows_per_partition <= {safe} (now {cap or 'unlimited'}) in the query's tuning document, "
+                  "or let the auto-tuner apply it (autotune.mode: apply)")
+    else:
+        advice = "give the query more memory (spark.driver.memory / executor memory): even a small batch is at risk"
     return [(Severity.ACTION, f"the next batch is predicted to need {risk:.0%} of a memory pool's limit "
              f"(opsd_oom_risk; 100% = out of memory)", advice)]
 

@@ -236,21 +236,28 @@ class Recorder:
             log.info("query_progressing_again", query=query)
 
     def record_tuning(
-        self, query: str, *, max_rows_per_partition: int | None = None, dyn_batch_size: int | None = None
+        self, query: str, *, max_rows_per_partition: int | None = None, dyn_batch_size: int | None = None,
+        max_bytes_per_partition: int | None = None,
     ) -> None:
         """Current live-tuning values of a query (None leaves a value unchanged); a change is logged."""
         previous = self.status.get(query) or QueryStatus(query)
         if max_rows_per_partition is not None:
             self.status.update(query, max_rows_per_partition=max_rows_per_partition)
             self.metrics.tuning_max_rows_per_partition.labels(query=query).set(max_rows_per_partition)
+        if max_bytes_per_partition is not None:
+            self.status.update(query, max_bytes_per_partition=max_bytes_per_partition)
+            self.metrics.tuning_max_partition_bytes.labels(query=query).set(max_bytes_per_partition)
         if dyn_batch_size is not None:
             self.status.update(query, dyn_batch_size=dyn_batch_size)
             self.metrics.tuning_dyn_batch_size.labels(query=query).set(dyn_batch_size)
         current = self.status.get(query) or previous
-        if (current.max_rows_per_partition, current.dyn_batch_size) != (previous.max_rows_per_partition,
-                                                                        previous.dyn_batch_size):
+
+        def values(s: QueryStatus) -> tuple[int | None, ...]:
+            return s.max_rows_per_partition, s.max_bytes_per_partition, s.dyn_batch_size
+
+        if values(current) != values(previous):
             log.info("tuning_in_force", query=query, max_rows_per_partition=current.max_rows_per_partition,
-                     dyn_batch_size=current.dyn_batch_size)
+                     max_bytes_per_partition=current.max_bytes_per_partition, dyn_batch_size=current.dyn_batch_size)
 
     def record_desync(self, desync: QueueDesync) -> None:
         """One queue's desync (the desync check's result); logs `desync_state_changed` for every partition whose
@@ -379,15 +386,18 @@ class Recorder:
             m.oom_observed_peak_bytes.labels(**labels).set(observed_peak_bytes)
 
     def record_oom(self, query: str, *, risk: float, batch_bytes: float, safe_max_rows_per_partition: int | None,
-                   target_risk: float, verdict: OomVerdict | None = None) -> None:
-        """The OOM check's verdict for a query's next batch: its highest risk over the pools and the safe cap, and
-        the verdict per pool with its confidence (`verdict`) for `/status`."""
+                   target_risk: float, verdict: OomVerdict | None = None,
+                   safe_max_bytes_per_partition: int | None = None) -> None:
+        """The OOM check's verdict for a query's next batch: its highest risk over the pools and the safe caps (rows
+        and bytes), and the verdict per pool with its confidence (`verdict`) for `/status`."""
         previous = self.status.get(query)
         self.status.update(query, oom_risk=risk, safe_max_rows_per_partition=safe_max_rows_per_partition,
-                           oom=verdict)
+                           safe_max_bytes_per_partition=safe_max_bytes_per_partition, oom=verdict)
         self.metrics.oom_batch_bytes.labels(query=query).set(batch_bytes)
         if safe_max_rows_per_partition is not None:
             self.metrics.oom_safe_max_rows_per_partition.labels(query=query).set(safe_max_rows_per_partition)
+        if safe_max_bytes_per_partition is not None:
+            self.metrics.oom_safe_max_partition_bytes.labels(query=query).set(safe_max_bytes_per_partition)
         if risk > target_risk and not (previous and previous.oom_risk is not None and previous.oom_risk > target_risk):
             log.warning("oom_risk_high", query=query, risk=round(risk, 3), batch_bytes=int(batch_bytes),
                         safe_max_rows_per_partition=safe_max_rows_per_partition)

@@ -307,10 +307,12 @@ class OomVerdict:
     batch_bytes: float
     safe_max_rows_per_partition: int | None
     pools: tuple[PoolVerdict, ...] = ()
+    safe_max_bytes_per_partition: int | None = None
 
     def to_json(self) -> Mapping[str, Any]:
         return {"risk": self.risk, "confidence": self.confidence, "exceed_probability": self.exceed_probability,
                 "batch_bytes": self.batch_bytes, "safe_max_rows_per_partition": self.safe_max_rows_per_partition,
+                "safe_max_bytes_per_partition": self.safe_max_bytes_per_partition,
                 "pools": {p.pool: p for p in self.pools}}
 
 

@@ -54,6 +54,7 @@ class QueryStatus:
     stalled: bool = False
     trigger_interval_seconds: float | None = None
     max_rows_per_partition: int | None = None
+    max_bytes_per_partition: int | None = None
     dyn_batch_size: int | None = None
     # Per queue: the desync check's result and the last heal; the lag check's result (backlog, lag, drain).
     desync: Mapping[str, DesyncEntry] | None = None
@@ -64,6 +65,7 @@ class QueryStatus:
     autotune: Mapping[str, TunerDecision] | None = None
     oom_risk: float | None = None
     safe_max_rows_per_partition: int | None = None
+    safe_max_bytes_per_partition: int | None = None
     # The OOM check's verdict per pool: expected peak, its interval at the confidence, probability over the limit.
     oom: OomVerdict | None = None
 

@@ -228,10 +228,16 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "Current max_rows_per_partition read limit of the query.",
         _Q,
     ),
+    MetricDefinition(
+        "opsd_tuning_max_partition_bytes", _G,
+        "Current max_bytes_per_partition read limit of the query (YTsaurus data weight per partition and batch).",
+        _Q, "bytes",
+    ),
     MetricDefinition("opsd_tuning_dyn_batch_size", _G, "Current dynBatchSize of the query's yt sink.", _Q),
     MetricDefinition(
         "opsd_autotune_recommended", _G,
-        "The auto-tuner's latest recommended value of a knob (max_rows_per_partition, dyn_batch_size); applied "
+        "The auto-tuner's latest recommended value of a knob (max_rows_per_partition, max_bytes_per_partition, "
+        "dyn_batch_size); applied "
         "in mode apply, only shown in mode recommend.",
         ("query", "knob"),
     ),
@@ -242,7 +248,8 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
     ),
     MetricDefinition(
         "opsd_autotune_decisions_total", _C,
-        "Auto-tuner decisions by knob (max_rows_per_partition, dyn_batch_size; planned_batch: a failed run's "
+        "Auto-tuner decisions by knob (max_rows_per_partition, max_bytes_per_partition, dyn_batch_size; "
+        "planned_batch: a failed run's "
         "batch planned again, or not), direction (up, down, hold) and reason.",
         ("query", "knob", "direction", "reason"),
     ),
@@ -296,6 +303,12 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "opsd_oom_safe_max_rows_per_partition", _G,
         "Largest max_rows_per_partition that keeps the OOM risk of every pool under the target.",
         _Q,
+    ),
+    MetricDefinition(
+        "opsd_oom_safe_max_partition_bytes", _G,
+        "Largest max_bytes_per_partition (YTsaurus data weight) that keeps the OOM risk of every pool under the "
+        "target.",
+        _Q, "bytes",
     ),
     MetricDefinition(
         "opsd_memory_failures_total", _C,
@@ -375,6 +388,7 @@ class Metrics:
         self.consumer_processing_lag_seconds: Family = made["opsd_consumer_processing_lag_seconds"]
         self.consumer_disposition: Family = made["opsd_consumer_disposition"]
         self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
+        self.tuning_max_partition_bytes: Family = made["opsd_tuning_max_partition_bytes"]
         self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]
         self.autotune_recommended: Family = made["opsd_autotune_recommended"]
         self.autotune_bound: Family = made["opsd_autotune_bound"]
@@ -389,6 +403,7 @@ class Metrics:
         self.oom_observed_peak_bytes: Family = made["opsd_oom_observed_peak_bytes"]
         self.oom_batch_bytes: Family = made["opsd_oom_batch_bytes"]
         self.oom_safe_max_rows_per_partition: Family = made["opsd_oom_safe_max_rows_per_partition"]
+        self.oom_safe_max_partition_bytes: Family = made["opsd_oom_safe_max_partition_bytes"]
         self.memory_failures: Family = made["opsd_memory_failures_total"]
         self.listener_events: Family = made["opsd_listener_events_total"]
         self.listener_dropped_events: Family = made["opsd_listener_dropped_events_total"]

@@ -215,6 +215,14 @@ class Cluster(abc.ABC):
         Raises `TrimmedRowsError` when part of the range is already trimmed.
         """
 
+    @abc.abstractmethod
+    def read_rows_at(self, path: str, tablet_index: int, row_indexes: Sequence[int], *,
+                     columns: Sequence[str] | None = None) -> pa.Table:
+        """Single rows of one tablet picked by index, in one call: a `$row_index` column, then `columns` (all when
+        None), in row-index order. Rows trimmed or not written yet are left out (never an error). What the source's
+        byte cap probes (`streaming_core.admission`). YTsaurus: `select_rows` with `[$row_index] IN (...)`.
+        """
+
     def trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int, *,
                   past_vital_consumers: bool = False) -> None:
         """Drop rows `[0, trimmed_row_count)` of a tablet. Trimming never goes backwards.

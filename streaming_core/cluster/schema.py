@@ -38,6 +38,11 @@ _OLD_TO_V3 = {"boolean": "bool", "any": "yson"}
 TABLET_INDEX = "$tablet_index"
 ROW_INDEX = "$row_index"
 TIMESTAMP = "$timestamp"
+#: A queue's system column that the cluster fills on write: the data weight of the tablet's rows up to and including
+#: this one, since the tablet was created (`streaming_core.cluster.data_weight`). Rows (a, b] weigh cdw[b] - cdw[a].
+CUMULATIVE_DATA_WEIGHT = "$cumulative_data_weight"
+#: System columns a queue's schema may declare, which the cluster fills on write (a writer's values are ignored).
+STAMPED_COLUMNS = (TIMESTAMP, CUMULATIVE_DATA_WEIGHT)
 
 #: The consumer table schema YTsaurus queue agents expect (`treat_as_queue_consumer`), for every backend.
 CONSUMER_SCHEMA = [

@@ -261,6 +261,28 @@ class ClusterContract:
         stamps = [r["$timestamp"] for r in read_all(cluster, path, 0)]
         assert all(isinstance(s, int) and s > 0 for s in stamps)
 
+    def test_cumulative_data_weight_is_the_running_data_weight_of_each_tablet(self, cluster: Cluster,
+                                                                             root: str) -> None:
+        schema = [*NUMBERED_SCHEMA, {"name": "$cumulative_data_weight", "type": "int64"}]
+        path = self.make_queue(cluster, f"{root}/queue", schema, tablets=2)
+        cluster.insert_rows(path, [{"n": 0, "data": "ab"}, {"n": 1, "data": None}], tablet_index=0)
+        cluster.insert_rows(path, [{"n": 2, "data": "x" * 1000}], tablet_index=1)
+        cluster.insert_rows(path, [{"n": 3, "data": "abcd", "$cumulative_data_weight": 7}], tablet_index=0)
+        # YTsaurus' data weight: 1 per row + 8 per integer (n and the column itself) + a string's length; null 0
+        assert [r["$cumulative_data_weight"] for r in read_all(cluster, path, 0)] == [19, 19 + 17, 36 + 21]
+        assert [r["$cumulative_data_weight"] for r in read_all(cluster, path, 1)] == [1017]
+
+    def test_read_rows_at_picks_single_rows_and_leaves_out_trimmed_and_unwritten_ones(self, cluster: Cluster,
+                                                                                        queue: str) -> None:
+        cluster.insert_rows(queue, data_rows(40), tablet_index=1)
+        cluster.trim_rows(queue, 1, 5)
+        picked = cluster.read_rows_at(queue, 1, [39, 2, 17, 5, 40, 17])
+        assert picked.column_names == ["$row_index", "n", "data"]
+        assert picked.to_pylist() == [{"$row_index": r, "n": r, "data": f"row-{r}"} for r in (5, 17, 39)]
+        only = cluster.read_rows_at(queue, 1, [6], columns=["data"])
+        assert only.to_pylist() == [{"$row_index": 6, "data": "row-6"}]
+        assert cluster.read_rows_at(queue, 0, [0, 1]).num_rows == 0
+
     def test_trim_drops_the_head_and_counts_it(self, cluster: Cluster, queue: str) -> None:
         cluster.insert_rows(queue, data_rows(10), tablet_index=0)
         cluster.trim_rows(queue, 0, 4)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_ROWS, Decision, Direction, Replan
+from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_BYTES, MAX_ROWS, Decision, Direction, Replan
 from streaming_core.checkpoint import drop_planned_batch
 from streaming_core.cluster import Cluster
 from streaming_core.tuning import write_tuning
@@ -26,7 +26,8 @@ def apply(cluster: Cluster, source_document: str | None, sink_document: str | No
     for d in decisions:
         if d.direction == Direction.HOLD:
             continue
-        path = source_document if d.knob == MAX_ROWS else sink_document if d.knob == DYN_BATCH_SIZE else None
+        path = source_document if d.knob in (MAX_ROWS, MAX_BYTES) else sink_document if d.knob == DYN_BATCH_SIZE \
+            else None
         if path is None:
             log.warning("autotune_no_document", query=d.query, knob=d.knob)
             continue

@@ -17,7 +17,16 @@ import structlog
 
 from opsd.checks.autotune.apply import apply, replan
 from opsd.checks.autotune.collect import AutotuneTarget, collect, replan_policy
-from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_ROWS, Replan, TunerMemory, decide, decide_replan, remember
+from opsd.checks.autotune.decide import (
+    DYN_BATCH_SIZE,
+    MAX_BYTES,
+    MAX_ROWS,
+    Replan,
+    TunerMemory,
+    decide,
+    decide_replan,
+    remember,
+)
 from opsd.checks.autotune.evaluate import Evaluation, evaluate
 from opsd.checks.history.apply import HistoryLog
 from opsd.checks.history.decide import replan_entries, tuner_entries
@@ -142,4 +151,6 @@ def bounds(target: AutotuneTarget, knob: str) -> tuple[int, int]:
     s = target.settings
     if knob == DYN_BATCH_SIZE:
         return s.min_dyn_batch_size, s.max_dyn_batch_size
+    if knob == MAX_BYTES:
+        return s.min_bytes_per_partition, s.max_bytes_per_partition
     return s.min_rows_per_partition, s.max_rows_per_partition

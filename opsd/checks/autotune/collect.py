@@ -3,8 +3,9 @@ time to drain (the lag check's result), OOM risk and safe cap and its last failu
 the listener and the checks record them), the values in force (read like the tuning check reads them) and the sink's
 write statistics of the last batch (`streaming_core.write_stats`).
 
-The OOM check records `oom_risk` (0..1) and `safe_max_rows_per_partition` on the query's status; until it
-does, both are unknown (`MemoryLimit()`) and the tuner is conservative about them (`opsd.checks.autotune.decide`).
+The OOM check records `oom_risk` (0..1), `safe_max_rows_per_partition` and `safe_max_bytes_per_partition` on the
+query's status; until it does, they are unknown (`MemoryLimit()`) and the tuner is conservative about them
+(`opsd.checks.autotune.decide`).
 
 After a failure, the batch the checkpoint holds planned and uncommitted (`Uncommitted`), with why planning it again
 could lose or duplicate output, if it could (`ReplanPolicy`): a stateful query's state or a sink that holds the
@@ -102,7 +103,9 @@ def memory_limit(status: QueryStatus | None) -> MemoryLimit:
     if status is None:
         return MemoryLimit()
     risk, cap = status.oom_risk, status.safe_max_rows_per_partition  # the OOM check's (None until it ran)
-    return MemoryLimit(None if risk is None else float(risk), None if cap is None else int(cap))
+    safe_bytes = status.safe_max_bytes_per_partition
+    return MemoryLimit(None if risk is None else float(risk), None if cap is None else int(cap),
+                       None if safe_bytes is None else int(safe_bytes))
 
 
 def uncommitted(cluster: Cluster, policy: ReplanPolicy) -> Uncommitted | None:
@@ -169,6 +172,7 @@ def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None
         query=target.query,
         mode=target.mode,
         max_rows_per_partition=in_force.max_rows_per_partition,
+        max_bytes_per_partition=in_force.max_bytes_per_partition,
         dyn_batch_size=in_force.dyn_batch_size,
         batches=batches(status),
         reads_queue=target.tuning.source_document is not None,

@@ -1,7 +1,23 @@
 """Decide the auto-tuner's values. Pure: the evaluation, the tuner's memory of earlier decisions and the settings
 in, decisions out.
 
-`max_rows_per_partition`, first rule that applies:
+Rows for time, bytes for memory. A row cap is safe for memory only at the width of the rows it was judged on; rows
+that grow 10x wide make it 10x too large before the OOM check has seen one of them. The byte cap
+(`max_bytes_per_partition`, which the source applies at planning time, `streaming_core.admission`) holds whatever the
+width, so with `byte_cap` on (the default) memory is guarded in bytes and the row cap follows the batch duration.
+
+`max_bytes_per_partition` (with `byte_cap`), first rule that applies:
+1. the query failed of memory (a failure not handled before): cut at once to `memory_cut` x the byte cap (or x the
+   OOM check's safe byte cap when there is none), to the safe byte cap if smaller, and remember the failed size as a
+   ceiling never to be reached again;
+2. the OOM check has no safe byte cap yet: hold;
+3. no byte cap in force, or one over the safe byte cap: set it to the safe byte cap at once;
+4. a safe byte cap more than `hysteresis` above the byte cap (the batches measured left room): raise toward it, at
+   most `max_step_up` x, below the memory ceiling;
+5. else hold. All within `min_bytes_per_partition` .. `max_bytes_per_partition`.
+
+`max_rows_per_partition`, first rule that applies (with a byte cap in force, rules 2 and 4 and the safe cap's bound
+on raises are the byte cap's business and left out):
 1. the query failed of memory (a failure not handled before): cut at once to `memory_cut` x the largest batch's
    rows per partition (or x the cap), and remember that size as a ceiling never to be reached again;
 2. OOM risk at or over the threshold: cut at once to `memory_cut` x the cap (to the safe cap if smaller), once per
@@ -41,7 +57,7 @@ from opsd.observe.results import Decision, Direction, TuneReason
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
 
-MAX_ROWS, DYN_BATCH_SIZE = "max_rows_per_partition", "dyn_batch_size"
+MAX_ROWS, MAX_BYTES, DYN_BATCH_SIZE = "max_rows_per_partition", "max_bytes_per_partition", "dyn_batch_size"
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,8 @@ class TunerMemory:
     handled_failure: str | None = None
     #: The batch whose write statistics were last judged.
     judged_write_batch: int | None = None
+    #: A byte cap at which a batch failed of memory: raises stay below it.
+    bytes_ceiling: int | None = None
 
 
 def failed_size(facts: Facts) -> int | None:
@@ -81,6 +99,9 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
               "backlog_rows": facts.backlog_rows,
               "time_to_drain_seconds": facts.time_to_drain_seconds, "oom_risk": risk, "safe_cap": safe}
     low, high = settings.min_rows_per_partition, settings.max_rows_per_partition
+    byte_guard = facts.max_bytes_per_partition is not None  # it guards memory: the risk and the safe cap are its
+    if byte_guard:
+        safe = None
     if safe is not None:
         high = max(low, min(high, safe))
 
@@ -91,7 +112,7 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
         return to((failed_size(facts) or settings.start_rows_per_partition) * settings.memory_cut,
                   TuneReason.MEMORY_FAILURE)
     changed = memory.rows_changed_after
-    if risk is not None and risk >= settings.risk_threshold and cap is not None:
+    if risk is not None and risk >= settings.risk_threshold and cap is not None and not byte_guard:
         if changed is not None and (newest is None or newest.batch_id <= changed):
             # Cut already, and no batch since: the risk is still the planned batch's.
             return to(None, TuneReason.STABILISING)
@@ -122,6 +143,31 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
     if rows.over_target and rows.ideal_rows < cap * (1 - settings.hysteresis):
         return to(max(rows.ideal_rows, cap * settings.max_step_down), TuneReason.SLOW_BATCHES)
     return to(None, TuneReason.WITHIN_TARGET)
+
+
+def decide_bytes(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
+    facts = evaluation.facts
+    cap, safe, risk = facts.max_bytes_per_partition, facts.memory.safe_max_bytes_per_partition, facts.memory.risk
+    inputs = {"safe_bytes": safe, "oom_risk": risk, "bytes_ceiling": memory.bytes_ceiling,
+              "safe_rows": facts.memory.safe_max_rows_per_partition}
+    low, high = settings.min_bytes_per_partition, settings.max_bytes_per_partition
+
+    def to(value: float | None, reason: str) -> Decision:
+        return Decision(facts.query, MAX_BYTES, cap, cap if value is None else _clamp(value, low, high), reason, inputs)
+
+    if evaluation.rows.memory_failure and facts.failed_run != memory.handled_failure and (cap or safe):
+        return to(min((cap or safe) * settings.memory_cut, safe or cap), "memory_failure")
+    if safe is None:
+        return to(None, "no_memory_model")
+    if memory.bytes_ceiling is not None:
+        safe = min(safe, int(memory.bytes_ceiling * settings.memory_cut))
+    if cap is None:
+        return to(safe, "memory_bound")
+    if cap > safe:
+        return to(safe, "safe_cap")
+    if safe > cap * (1 + settings.hysteresis):
+        return to(min(safe, cap * settings.max_step_up), "memory_headroom")
+    return to(None, "within_safe_cap")
 
 
 def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
@@ -180,6 +226,8 @@ def decide(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettin
     found = []
     if facts.reads_queue:
         found.append(decide_rows(evaluation, memory, settings))
+        if settings.byte_cap:
+            found.append(decide_bytes(evaluation, memory, settings))
     if facts.dyn_batch_size is not None:
         found.append(decide_write(evaluation, memory, settings))
     return tuple(found)
@@ -194,6 +242,9 @@ def remember(memory: TunerMemory, decisions: tuple[Decision, ...], evaluation: E
         if d.knob == MAX_ROWS and d.reason == TuneReason.MEMORY_FAILURE:
             known = [x for x in (failed_size(facts), memory.rows_ceiling) if x]
             memory = replace(memory, handled_failure=facts.failed_run, rows_ceiling=min(known) if known else None)
+        if d.knob == MAX_BYTES and d.reason == "memory_failure":
+            known = [x for x in (d.current or facts.memory.safe_max_bytes_per_partition, memory.bytes_ceiling) if x]
+            memory = replace(memory, handled_failure=facts.failed_run, bytes_ceiling=min(known) if known else None)
         if d.knob == MAX_ROWS and applied and d.direction != Direction.HOLD:
             memory = replace(memory, rows_changed_after=newest if newest is not None else -2)
         if d.knob == DYN_BATCH_SIZE and facts.write is not None:

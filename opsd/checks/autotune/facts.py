@@ -31,6 +31,8 @@ class MemoryLimit:
 
     risk: float | None = None
     safe_max_rows_per_partition: int | None = None
+    #: The largest byte cap (data weight per partition) it judges safe, whatever the rows' width (None = unknown).
+    safe_max_bytes_per_partition: int | None = None
 
 
 @dataclass(frozen=True)
@@ -70,3 +72,5 @@ class Facts:
     #: The largest rows per insert call the sink would use (the configured upper bound, clamped by the
     #: rows-per-transaction rule of `streaming_core.tuning`).
     dyn_batch_size_ceiling: int | None = None
+    #: The byte cap in force (None: none, or not a yt source).
+    max_bytes_per_partition: int | None = None

@@ -24,12 +24,13 @@ from typing import Any
 import structlog
 
 from opsd.checks.oom.collect import (
+    RowSizes,
     SparkRest,
     batch_usage,
     execution_region,
     next_partitions,
     pool_limits,
-    sample_bytes_per_row,
+    sample_row_sizes,
     stage_facts,
 )
 from opsd.checks.oom.evaluate import (
@@ -79,8 +80,8 @@ class _QueryMemory:
     #: The failed run (its run id, else its termination time or text) last observed: a failure is observed once.
     last_failed_run: str | float | None = None
     last_evaluation: Evaluation | None = None
-    #: Bytes per row of the rows the last batch read, and those rows (a new batch's rows are sampled again).
-    bytes_per_row: tuple[tuple[PartitionOffsets, ...], float | None] | None = None
+    #: Sizes per row of the rows the last batch read, and those rows (a new batch's rows are sampled again).
+    row_sizes: tuple[tuple[PartitionOffsets, ...], RowSizes | None] | None = None
 
 
 class OomCheck:
@@ -125,21 +126,20 @@ class OomCheck:
             found = {}
             with connect(self.positions.cluster_uri) as cluster:
                 for name, status in queries.items():
-                    bytes_per_row = self._bytes_per_row(cluster, status, reading)
-                    if bytes_per_row is None:
+                    sizes = self._row_sizes(cluster, status, reading)
+                    if sizes is None:
                         continue
-                    found[name] = self._evaluate(status, bytes_per_row, stages)
+                    found[name] = self._evaluate(status, sizes, stages)
             return found
 
-    def _bytes_per_row(self, cluster: Cluster, status: QueryStatus, reading: Reading) -> float | None:
-        """Bytes per row of the rows the query's last batch read: sampled once per batch (the rows do not change)."""
+    def _row_sizes(self, cluster: Cluster, status: QueryStatus, reading: Reading) -> RowSizes | None:
+        """Sizes per row of the rows the query's last batch read: sampled once per batch (the rows do not change)."""
         memory = self.memory.setdefault(status.name, _QueryMemory())
-        if memory.bytes_per_row is None or memory.bytes_per_row[0] != status.partitions:
+        if memory.row_sizes is None or memory.row_sizes[0] != status.partitions:
             positions = reading.of(status.name)
-            sampled = sample_bytes_per_row(cluster, status.partitions,
-                                           trimmed=positions.trimmed() if positions else None)
-            memory.bytes_per_row = (status.partitions, sampled)
-        return memory.bytes_per_row[1]
+            sampled = sample_row_sizes(cluster, status.partitions, trimmed=positions.trimmed() if positions else None)
+            memory.row_sizes = (status.partitions, sampled)
+        return memory.row_sizes[1]
 
     def before_start(self, query: str, failure: str | None = None) -> Evaluation | None:
         """The verdict for the first batch of a run the runner is about to start (`failure`: why the last run
@@ -158,23 +158,27 @@ class OomCheck:
     def _before_start(self, status: QueryStatus) -> Evaluation | None:
         with connect(self.positions.cluster_uri) as cluster:
             if status.partitions:  # it ran: the next batch starts where the last one ended
-                bytes_per_row = sample_bytes_per_row(cluster, status.partitions)
-                stages = self.rest.stages() if bytes_per_row is not None else []
+                sizes = sample_row_sizes(cluster, status.partitions)
+                stages = self.rest.stages() if sizes is not None else []
             elif status.name in self.sources:  # it never read: from its consumer, with the rows ahead of it
                 queue, consumer, tuning = self.sources[status.name]
                 partitions = next_partitions(cluster, queue, consumer)
-                bytes_per_row = sample_bytes_per_row(cluster, partitions, ahead=True)
-                cap = collect_tuning(cluster, tuning).max_rows_per_partition  # the cap its first batch is planned by
-                status, stages = replace(status, partitions=tuple(partitions), max_rows_per_partition=cap), []
+                sizes = sample_row_sizes(cluster, partitions, ahead=True)
+                caps = collect_tuning(cluster, tuning)  # the caps its first batch is planned by
+                status, stages = replace(status, partitions=tuple(partitions),
+                                         max_rows_per_partition=caps.max_rows_per_partition,
+                                         max_bytes_per_partition=caps.max_bytes_per_partition), []
             else:
                 return None
-        return None if bytes_per_row is None else self._evaluate(status, bytes_per_row, stages)
+        return None if sizes is None else self._evaluate(status, sizes, stages)
 
-    def _evaluate(self, status: QueryStatus, bytes_per_row: float, stages: Stages) -> Evaluation:
+    def _evaluate(self, status: QueryStatus, sizes: RowSizes, stages: Stages) -> Evaluation:
         memory = self.memory.setdefault(status.name, _QueryMemory())
+        bytes_per_row = sizes.arrow_bytes
         self._observe_batch(status, memory, bytes_per_row, stages)
         self._observe_failure(status, memory)
-        batch = planned_batch(status.partitions, status.max_rows_per_partition, bytes_per_row)
+        batch = planned_batch(status.partitions, status.max_rows_per_partition, bytes_per_row,
+                              status.max_bytes_per_partition, sizes.arrow_per_weight)
         state = (status.last_progress or {}).get("state_memory_bytes") or 0.0
         result = evaluate(status.name, batch, self.limits, memory.observations, self.target_risk, self.settings,
                           state_bytes=state, baselines=self.sampler.idle() if self.sampler else None,
@@ -188,6 +192,7 @@ class OomCheck:
                                           limit_bytes=pool.limit_bytes, observed_peak_bytes=pool.observed_peak_bytes)
         self.recorder.record_oom(status.name, risk=result.risk, batch_bytes=batch.bytes, target_risk=self.target_risk,
                                  safe_max_rows_per_partition=result.safe_max_rows_per_partition,
+                                 safe_max_bytes_per_partition=result.safe_max_bytes_per_partition,
                                  verdict=verdict(result, sampled=self.sampler is not None))
         return result
 
@@ -232,6 +237,7 @@ def verdict(evaluation: Evaluation, *, sampled: bool) -> OomVerdict:
     return OomVerdict(
         risk=evaluation.risk, confidence=evaluation.confidence, exceed_probability=evaluation.exceed_probability,
         batch_bytes=evaluation.batch.bytes, safe_max_rows_per_partition=evaluation.safe_max_rows_per_partition,
+        safe_max_bytes_per_partition=evaluation.safe_max_bytes_per_partition,
         pools=tuple(PoolVerdict(
             pool=p.pool, risk=p.risk, predicted_peak_bytes=p.predicted_peak_bytes,
             peak_interval_bytes=(p.peak_low_bytes, p.peak_bound_bytes), exceed_probability=p.exceed_probability,

@@ -19,7 +19,8 @@ process tree, see `opsd.config.spark`). A batch's peak per pool is the highest o
 ran: executor metrics are per process, so queries sharing executors share their peaks (conservative).
 
 Bytes per row are measured on the queue itself: the Arrow size of a sample of the rows the query read last,
-through the cluster interface's `read_tablet` (both backends). Spark's input metrics do not help: a Python data
+through the cluster interface's `read_tablet` (both backends), and their YTsaurus data weight beside it (what the
+source's byte cap counts). Spark's input metrics do not help: a Python data
 source reports no input bytes, and progress carries rows only.
 """
 
@@ -37,6 +38,7 @@ from opsd.checks.oom.evaluate import DIRECT, DRIVER_RESULT, HEAP, PYTHON_WORKER,
 from opsd.checks.oom.sampler import PoolWindow
 from opsd.observe.progress import PartitionOffsets
 from streaming_core.cluster import Cluster
+from streaming_core.cluster.data_weight import row_data_weights
 
 #: The executor metric that measures each pool (`peakExecutorMetrics` keys) when the sampler does not.
 POOL_METRICS = {
@@ -168,12 +170,32 @@ def batch_usage(facts: StageFacts, sampled: Mapping[str, PoolWindow] | None) -> 
     return BatchUsage(pools, facts.execution_bytes, facts.spilled_bytes > 0)
 
 
+@dataclass(frozen=True)
+class RowSizes:
+    """Per row of a sample: its Arrow bytes (what the OOM model counts) and its YTsaurus data weight (what the
+    source's byte cap counts)."""
+
+    arrow_bytes: float
+    data_weight: float
+
+    @property
+    def arrow_per_weight(self) -> float:
+        return self.arrow_bytes / self.data_weight if self.data_weight > 0 else 1.0
+
+
 def sample_bytes_per_row(cluster: Cluster, partitions: Sequence[PartitionOffsets], max_rows: int = SAMPLE_ROWS, *,
                          ahead: bool = False, trimmed: Mapping[str, Mapping[int, int]] | None = None) -> float | None:
-    """Arrow bytes per row of up to `max_rows` rows spread over the partitions: the rows last read, or with `ahead`
-    the next rows to read (a query about to start). None when none is readable (nothing read yet, nothing ahead,
-    or trimmed away). `trimmed`: the trimmed row counts per queue and partition the cycle's positions hold; the
-    counters of a queue they do not hold are read here."""
+    """Arrow bytes per row of `sample_row_sizes`' sample; None when none is readable."""
+    sizes = sample_row_sizes(cluster, partitions, max_rows, ahead=ahead, trimmed=trimmed)
+    return None if sizes is None else sizes.arrow_bytes
+
+
+def sample_row_sizes(cluster: Cluster, partitions: Sequence[PartitionOffsets], max_rows: int = SAMPLE_ROWS, *,
+                     ahead: bool = False, trimmed: Mapping[str, Mapping[int, int]] | None = None) -> RowSizes | None:
+    """Arrow bytes and data weight per row of up to `max_rows` rows spread over the partitions: the rows last read,
+    or with `ahead` the next rows to read (a query about to start). None when none is readable (nothing read yet,
+    nothing ahead, or trimmed away). `trimmed`: the trimmed row counts per queue and partition the cycle's
+    positions hold; the counters of a queue they do not hold are read here."""
     trimmed = dict(trimmed or {})
     spans = []
     per_partition = max(1, max_rows // max(1, len(partitions)))
@@ -190,12 +212,13 @@ def sample_bytes_per_row(cluster: Cluster, partitions: Sequence[PartitionOffsets
             lower, upper = max(part.end + 1 - per_partition, first), part.end + 1
         if lower < upper:
             spans.append((part.queue, part.partition, lower, upper))
-    rows = nbytes = 0
+    rows = nbytes = weight = 0
     for queue, partition, lower, upper in spans:
         for batch in cluster.read_tablet(queue, partition, lower, upper, max_rows=upper - lower):
             rows += batch.num_rows
             nbytes += batch.nbytes
-    return nbytes / rows if rows else None
+            weight += int(row_data_weights(batch).sum())
+    return RowSizes(nbytes / rows, weight / rows) if rows else None
 
 
 def next_partitions(cluster: Cluster, queue: str, consumer: str) -> list[PartitionOffsets]:

@@ -23,7 +23,11 @@ The envelope is the upper bound of the peak at `confidence` (one-sided); risk = 
 1.0 means the next batch may run out of the pool with probability 1 - confidence or more. `exceed_probability` is
 the model's probability that the peak passes the limit. Before any observation the prior alone predicts, a
 conservative point guess with the prior noise only. The largest safe `max_rows_per_partition` is the cap under
-which a batch that fills every partition keeps every pool's bound under the target.
+which a batch that fills every partition keeps every pool's bound under the target, at the bytes per row of the rows
+read last; the largest safe `max_bytes_per_partition` is the same bound in bytes, which holds whatever the rows'
+width: rows that grow 10x wide make the row cap 10x too large, never the byte cap. The planned batch honours both
+caps, as the source does (`streaming_core.admission`). The model counts Arrow bytes; the byte cap counts YTsaurus'
+data weight, so the sample's ratio of the two converts one into the other.
 """
 
 from __future__ import annotations
@@ -160,11 +164,14 @@ class PeakModel:
 
 @dataclass(frozen=True)
 class PlannedBatch:
-    """The next batch as the source will plan it: rows per partition under the cap, and bytes."""
+    """The next batch as the source will plan it: rows per partition under the row cap, and bytes (Arrow) under the
+    byte cap (data weight, `arrow_per_weight` Arrow bytes each)."""
 
     rows_per_partition: Mapping[tuple[str, int], int]  # (queue, partition) -> rows
     bytes_per_row: float
     max_rows_per_partition: int | None
+    max_bytes_per_partition: int | None = None
+    arrow_per_weight: float = 1.0
 
     @property
     def rows(self) -> int:
@@ -172,7 +179,14 @@ class PlannedBatch:
 
     @property
     def bytes(self) -> float:
-        return self.rows * self.bytes_per_row
+        return sum(self.partition_bytes(rows) for rows in self.rows_per_partition.values())
+
+    def partition_bytes(self, rows: int) -> float:
+        """Arrow bytes of a partition's `rows` under the byte cap (a row wider than the cap is read alone)."""
+        planned = rows * self.bytes_per_row
+        if self.max_bytes_per_partition is None or rows == 0:
+            return planned
+        return min(planned, max(self.bytes_per_row, self.max_bytes_per_partition * self.arrow_per_weight))
 
 
 @dataclass(frozen=True)
@@ -215,6 +229,8 @@ class Evaluation:
     target_risk: float
     safe_max_rows_per_partition: int | None  # None: no pool is limited, or no partition is known
     confidence: float = ModelSettings.confidence
+    #: The byte cap (data weight) with the same bound; None as the row cap.
+    safe_max_bytes_per_partition: int | None = None
 
     @property
     def risk(self) -> float:
@@ -227,16 +243,18 @@ class Evaluation:
         return max((p.exceed_probability for p in self.pools), default=0.0)
 
 
-def planned_batch(partitions: Sequence[PartitionOffsets], cap: int | None, bytes_per_row: float) -> PlannedBatch:
+def planned_batch(partitions: Sequence[PartitionOffsets], cap: int | None, bytes_per_row: float,
+                  max_bytes: int | None = None, arrow_per_weight: float = 1.0) -> PlannedBatch:
     """The next batch by the source's rule `end_i = min(start_i + cap, upper_i)`, per queue, from where the last
-    batch ended and the latest offsets it saw (partitions missing either are left out)."""
+    batch ended and the latest offsets it saw (partitions missing either are left out), each partition's bytes under
+    the byte cap `max_bytes` (data weight)."""
     rows: dict[tuple[str, int], int] = {}
     for queue in {p.queue for p in partitions}:
         known = [p for p in partitions if p.queue == queue and p.end is not None and p.latest is not None]
         start = {p.partition: p.end for p in known}
         end = batch_end(start, {p.partition: p.latest for p in known}, cap)
         rows.update({(queue, i): end[i] - start[i] for i in start})
-    return PlannedBatch(rows, bytes_per_row, cap)
+    return PlannedBatch(rows, bytes_per_row, cap, max_bytes, arrow_per_weight)
 
 
 def observations_of(batch_id: int, batch_bytes: float, usage: BatchUsage, state_bytes: float = 0.0
@@ -323,9 +341,19 @@ def evaluate(query: str, batch: PlannedBatch, limits: Mapping[str, float],
         model = fit(seen, limit, settings, pool, baseline, execution_region_bytes)
         pools.append(_judge(pool, limit, floor, model, batch.bytes, settings,
                             None if last is None or last.failed else last.peak_bytes))
-    cap = safe_max_rows_per_partition(pools, len(batch.rows_per_partition), batch.bytes_per_row, target_risk,
-                                      settings)
-    return Evaluation(query, batch, tuple(pools), target_risk, cap, settings.confidence)
+    partitions = len(batch.rows_per_partition)
+    cap = safe_max_rows_per_partition(pools, partitions, batch.bytes_per_row, target_risk, settings)
+    allowed = safe_batch_bytes(pools, target_risk, settings) if partitions else None
+    safe_bytes = None if allowed is None else max(0, math.floor(allowed / partitions / batch.arrow_per_weight))
+    return Evaluation(query, batch, tuple(pools), target_risk, cap, settings.confidence, safe_bytes)
+
+
+def safe_batch_bytes(pools: Iterable[PoolRisk], target_risk: float, settings: ModelSettings = ModelSettings()
+                     ) -> float | None:
+    """The largest batch (Arrow bytes) that keeps each pool's bound <= target x its limit; 0 when even an empty batch
+    is over it; None when no pool bounds the batch."""
+    allowed = [_largest_batch(pool, target_risk * pool.limit_bytes, settings.z) for pool in pools]
+    return min((a for a in allowed if a is not None), default=None)
 
 
 def safe_max_rows_per_partition(pools: Iterable[PoolRisk], partitions: int, bytes_per_row: float,
@@ -334,12 +362,8 @@ def safe_max_rows_per_partition(pools: Iterable[PoolRisk], partitions: int, byte
     0 when even an empty batch is over it; None when no partition is known or no pool bounds the batch."""
     if partitions <= 0 or bytes_per_row <= 0:
         return None
-    caps = []
-    for pool in pools:
-        allowed = _largest_batch(pool, target_risk * pool.limit_bytes, settings.z)
-        if allowed is not None:
-            caps.append(max(0, math.floor(allowed / (bytes_per_row * partitions))))
-    return min(caps, default=None)
+    allowed = safe_batch_bytes(pools, target_risk, settings)
+    return None if allowed is None else max(0, math.floor(allowed / (bytes_per_row * partitions)))
 
 
 def finding(evaluation: Evaluation) -> str | None:

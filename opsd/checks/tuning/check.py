@@ -25,5 +25,6 @@ class TuningCheck:
             found = [collect(cluster, s) for s in self.sources]
         for values in found:
             self.recorder.record_tuning(values.query, max_rows_per_partition=values.max_rows_per_partition,
+                                        max_bytes_per_partition=values.max_bytes_per_partition,
                                         dyn_batch_size=values.dyn_batch_size)
         return {v.query: (v.max_rows_per_partition, v.dyn_batch_size) for v in found}

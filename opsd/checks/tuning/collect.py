@@ -11,8 +11,12 @@ from dataclasses import dataclass
 
 from opsd.config.models import PipelineConfig
 from streaming_core.cluster import Cluster
-from streaming_core.options import configured_dyn_batch_size, configured_max_rows_per_partition
-from streaming_core.tuning import dyn_batch_size_in_force, max_rows_in_force, read_tuning
+from streaming_core.options import (
+    configured_dyn_batch_size,
+    configured_max_bytes_per_partition,
+    configured_max_rows_per_partition,
+)
+from streaming_core.tuning import dyn_batch_size_in_force, max_bytes_in_force, max_rows_in_force, read_tuning
 
 
 @dataclass(frozen=True)
@@ -24,15 +28,17 @@ class TuningSources:
     sink_document: str | None
     max_rows_per_partition: int | None
     dyn_batch_size: int | None
+    max_bytes_per_partition: int | None = None
 
 
 @dataclass(frozen=True)
 class TuningInForce:
-    """The values the pipeline's source and sink use at their next batch (None: not a yt source / sink)."""
+    """The values the pipeline's source and sink use at their next batch (None: not a yt source / sink, or no cap)."""
 
     query: str
     max_rows_per_partition: int | None
     dyn_batch_size: int | None
+    max_bytes_per_partition: int | None = None
 
 
 def sources_for(pipeline: PipelineConfig, spark_conf: dict[str, str]) -> TuningSources:
@@ -43,6 +49,7 @@ def sources_for(pipeline: PipelineConfig, spark_conf: dict[str, str]) -> TuningS
         sink_document=pipeline.sink_tuning_path(),
         max_rows_per_partition=configured_max_rows_per_partition(pipeline.source.options) if yt_source else None,
         dyn_batch_size=configured_dyn_batch_size(pipeline.sink.options, spark_conf) if yt_sink else None,
+        max_bytes_per_partition=configured_max_bytes_per_partition(pipeline.source.options) if yt_source else None,
     )
 
 
@@ -53,4 +60,5 @@ def collect(cluster: Cluster, sources: TuningSources) -> TuningInForce:
         else read_tuning(cluster, sources.sink_document)
     max_rows = max_rows_in_force(source_doc, sources.max_rows_per_partition)
     batch = None if sources.dyn_batch_size is None else dyn_batch_size_in_force(sink_doc, sources.dyn_batch_size)
-    return TuningInForce(sources.query, max_rows, batch)
+    max_bytes = max_bytes_in_force(source_doc, sources.max_bytes_per_partition)
+    return TuningInForce(sources.query, max_rows, batch, max_bytes)

@@ -1,25 +1,27 @@
 """Ordered dynamic tables (queues) of the embedded cluster: tablets, appends, range reads and trimming.
 
 Each tablet's counters are a row of the `tablets` SQL table (`total`: the next row index, `trimmed`:
-rows below it are gone); its rows are Arrow IPC chunks in `chunks`, keyed by their first row index (the
-bytes in `sqlite_store`'s `blobs`, so that `place` appends a published chunk without writing it again).
-This module is the only one that touches those two SQL tables.
+rows below it are gone, `data_weight`: the data weight of every row written so far, kept for queues whose schema has
+`$cumulative_data_weight`, which appends stamp from it); its rows are Arrow IPC chunks in `chunks`, keyed by their
+first row index (the bytes in `sqlite_store`'s `blobs`, so that `place` appends a published chunk without writing it
+again). This module is the only one that touches those two SQL tables.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np  # pyarrow imports it anyway; builds index columns ~100x faster than from Python ints
 import pyarrow as pa
 
 from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, ROWS, TabletInfo
+from ..data_weight import row_data_weights
 from ..errors import ClusterError, SchemaError, TrimmedRowsError, UntrimmedTabletsError
-from ..schema import ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
+from ..schema import CUMULATIVE_DATA_WEIGHT, ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
 from . import consumers
-from .arrow_chunks import rebatch, slices, split_by_tablet, tablet_targets
+from .arrow_chunks import int64_array, rebatch, slices, split_by_tablet, tablet_targets
 from .nodes import normalize_path, table
 from .sqlite_store import (
     STORED_CHUNK_BYTES,
@@ -58,14 +60,38 @@ class QueueMixin:
             if consumer_path is not None:
                 consumers.require_registration(conn, normalize_path(consumer_path), path)
             _check_range(conn, path, tablet_index, lower, upper, attrs["tablet_count"])
-            wanted = list(columns) if columns is not None else schema.names
-            missing = sorted(set(wanted) - set(schema.names))
-            if missing:
-                raise SchemaError(f"{path}: no columns {missing} in schema {schema.names}")
+            wanted = _columns(path, schema, columns)
             pieces = _range_pieces(conn, path, tablet_index, lower, upper, wanted, service_columns)
             yield from rebatch(pieces, max_rows, max_bytes)
         finally:
             conn.close()
+
+    def read_rows_at(self, path, tablet_index, row_indexes, *, columns=None) -> pa.Table:
+        path = normalize_path(path)
+        conn = self._store.open()
+        try:
+            conn.execute("BEGIN")
+            _, schema, attrs = table(conn, path, ORDERED)
+            total, trimmed = tablet_counters(conn, path, tablet_index, attrs["tablet_count"])
+            wanted = _columns(path, schema, columns)
+            rows = sorted({int(r) for r in row_indexes if trimmed <= int(r) < total})
+            chunks = conn.execute("SELECT first_row, row_count FROM chunks WHERE path=? AND tablet=? "
+                                  "AND first_row + row_count > ? AND first_row <= ? ORDER BY first_row",
+                                  (path, tablet_index, rows[0] if rows else 0, rows[-1] if rows else -1)).fetchall()
+            pieces = []
+            for first, count in chunks:
+                inside = [r for r in rows if first <= r < first + count]
+                if inside:
+                    (data,) = conn.execute(f"SELECT {chunk_bytes('chunks')} FROM chunks WHERE path=? AND tablet=? "
+                                           "AND first_row=?", (path, tablet_index, first)).fetchone()
+                    picked = decode_batch(data).select(wanted).take(int64_array(np.array(inside) - first))
+                    pieces.append(picked.add_column(0, ROW_INDEX, int64_array(np.array(inside))))
+        finally:
+            conn.close()
+        if not pieces:
+            empty = schema.arrow_schema()
+            return pa.schema([pa.field(ROW_INDEX, pa.int64()), *(empty.field(c) for c in wanted)]).empty_table()
+        return pa.concat_tables(pieces)
 
     def _trim_rows(self, path: str, tablet_index: int, trimmed_row_count: int) -> None:
         path = normalize_path(path)
@@ -86,7 +112,8 @@ class QueueMixin:
 
 def create_tablets(conn: sqlite3.Connection, path: str, tablet_count: int, first: int = 0) -> None:
     """Empty tablets `[first, tablet_count)`: all of a new ordered table's, or those a reshard adds."""
-    conn.executemany("INSERT INTO tablets VALUES (?, ?, 0, 0)", [(path, t) for t in range(first, tablet_count)])
+    conn.executemany("INSERT INTO tablets (path, tablet, total, trimmed) VALUES (?, ?, 0, 0)",
+                     [(path, t) for t in range(first, tablet_count)])
 
 
 def reshard_tablets(conn: sqlite3.Connection, path: str, old_count: int, new_count: int) -> None:
@@ -118,7 +145,8 @@ def row_count(conn: sqlite3.Connection, path: str) -> int:
 
 def append(conn: sqlite3.Connection, path: str, schema: TableSchema, attrs: dict, rows: ROWS,
            tablet_index: int | None) -> None:
-    """Append rows to their tablets (see `Cluster.insert_rows`), stamping `$timestamp` if the schema has it."""
+    """Append rows to their tablets (see `Cluster.insert_rows`), stamping `$timestamp` and `$cumulative_data_weight`
+    if the schema has them."""
     tablets = tablet_targets(rows, path, attrs["tablet_count"], tablet_index)
     data = to_arrow_table(schema, rows, path)
     if TIMESTAMP in schema.names:
@@ -126,8 +154,21 @@ def append(conn: sqlite3.Connection, path: str, schema: TableSchema, attrs: dict
         stamp = pa.scalar(time.time_ns() // 1000, data.schema.field(idx).type)
         data = data.set_column(idx, TIMESTAMP, pa.repeat(stamp, data.num_rows))
     for tablet, part in split_by_tablet(data, tablets, attrs["tablet_count"]):
+        if CUMULATIVE_DATA_WEIGHT in schema.names:
+            part = _stamp_data_weight(conn, path, tablet, part, schema.names.index(CUMULATIVE_DATA_WEIGHT))
         pieces = list(slices(part, STORED_CHUNK_ROWS, STORED_CHUNK_BYTES))
         place(conn, path, [tablet], [put_blob(conn, encode_batch(p)) for p in pieces], [p.num_rows for p in pieces])
+
+
+def _stamp_data_weight(conn: sqlite3.Connection, path: str, tablet: int, part: pa.Table, idx: int) -> pa.Table:
+    """The rows with `$cumulative_data_weight` filled from the tablet's running total (which moves past them)."""
+    (before,) = conn.execute("SELECT data_weight FROM tablets WHERE path=? AND tablet=?", (path, tablet)).fetchone()
+    stamped = part.set_column(idx, CUMULATIVE_DATA_WEIGHT, int64_array(np.zeros(part.num_rows)))  # counts its 8 bytes
+    cumulative = before + np.cumsum(row_data_weights(stamped))
+    conn.execute("UPDATE tablets SET data_weight=? WHERE path=? AND tablet=?",
+                 (int(cumulative[-1]) if len(cumulative) else before, path, tablet))
+    field = part.schema.field(idx)
+    return part.set_column(idx, field, int64_array(cumulative).cast(field.type))
 
 
 def place(conn: sqlite3.Connection, path: str, tablets: list[int], blobs: list[int], counts: list[int]) -> None:
@@ -152,6 +193,15 @@ def tablet_counters(conn: sqlite3.Connection, path: str, tablet: int, tablet_cou
     if not isinstance(tablet, int) or not 0 <= tablet < tablet_count:
         raise ClusterError(f"{path}: no tablet {tablet!r} (the table has {tablet_count} tablets)")
     return conn.execute("SELECT total, trimmed FROM tablets WHERE path=? AND tablet=?", (path, tablet)).fetchone()
+
+
+def _columns(path: str, schema: TableSchema, columns: Sequence[str] | None) -> list[str]:
+    """The columns a read asks for (all when None); `SchemaError` for one the table does not have."""
+    wanted = list(columns) if columns is not None else schema.names
+    missing = sorted(set(wanted) - set(schema.names))
+    if missing:
+        raise SchemaError(f"{path}: no columns {missing} in schema {schema.names}")
+    return wanted
 
 
 def _check_range(conn: sqlite3.Connection, path: str, tablet: int, lower: int, upper: int, count: int) -> None:

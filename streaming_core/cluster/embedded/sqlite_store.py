@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS nodes (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tablets (
     path TEXT NOT NULL, tablet INTEGER NOT NULL, total INTEGER NOT NULL, trimmed INTEGER NOT NULL,
-    PRIMARY KEY (path, tablet)
+    data_weight INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (path, tablet)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS chunks (
     path TEXT NOT NULL, tablet INTEGER NOT NULL, first_row INTEGER NOT NULL, row_count INTEGER NOT NULL,
@@ -59,10 +59,12 @@ CREATE TABLE IF NOT EXISTS registrations (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS blobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 """
-#: The table added last: a database without it (new, or of an earlier layout) gets the missing tables.
-_NEWEST_TABLE = "blobs"
+#: The table and column added last: a database without them (new, or of an earlier layout) gets the missing tables
+#: and columns.
+_NEWEST = ("tablets", "data_weight")
 #: Columns that tables of earlier layouts lack (`ALTER TABLE ... ADD COLUMN` rewrites no row).
-_ADDED_COLUMNS = {"chunks": ("blob INTEGER",), "static_chunks": ("row_count INTEGER", "blob INTEGER")}
+_ADDED_COLUMNS = {"chunks": ("blob INTEGER",), "static_chunks": ("row_count INTEGER", "blob INTEGER"),
+                  "tablets": ("data_weight INTEGER NOT NULL DEFAULT 0",)}
 
 
 class Store:
@@ -97,7 +99,7 @@ class Store:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name=?", (_NEWEST_TABLE,)).fetchone():
+        if not conn.execute("SELECT 1 FROM pragma_table_info(?) WHERE name=?", _NEWEST).fetchone():
             with WriteTxn(conn):  # several processes may get here at once: each re-checks under the lock
                 for statement in filter(str.strip, _DDL.split(";")):
                     conn.execute(statement)

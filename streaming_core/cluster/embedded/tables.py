@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, ROWS, SORTED, STATIC
-from ..schema import TIMESTAMP, TableSchema, to_arrow_table
+from ..schema import STAMPED_COLUMNS, TableSchema, to_arrow_table
 from . import queues, sorted_store
 from .arrow_chunks import rebatch, slices
 from .nodes import normalize_path, table
@@ -108,14 +108,15 @@ def publish(conn: sqlite3.Connection, source: str, path: str) -> int:
 
     Staged rows are already in the target's Arrow schema, so each chunk's blob is placed on a tablet
     (ordered) or becomes a piece of one new run (sorted): a few small rows change, the rows' bytes are
-    neither decoded nor written again. Only when the stored form differs (another schema, a `$timestamp`
-    column to stamp, chunks of an earlier layout without a blob) are the rows inserted, chunk by chunk.
+    neither decoded nor written again. Only when the stored form differs (another schema, a `$timestamp` or
+    `$cumulative_data_weight` column to stamp, chunks of an earlier layout without a blob) are the rows inserted,
+    chunk by chunk.
     `source` is left empty.
     """
     _, staged, _ = table(conn, source, STATIC)
     kind, schema, attrs = table(conn, path, ORDERED, SORTED)
     chunks = conn.execute("SELECT blob, row_count FROM static_chunks WHERE path=? ORDER BY seq", (source,)).fetchall()
-    if staged.arrow_schema() != schema.arrow_schema() or TIMESTAMP in schema.names \
+    if staged.arrow_schema() != schema.arrow_schema() or set(STAMPED_COLUMNS) & set(schema.names) \
             or any(blob is None for blob, _ in chunks):
         rows = 0
         for batch in rebatch(_static_pieces(conn, source), READ_BATCH_ROWS, READ_BATCH_BYTES):

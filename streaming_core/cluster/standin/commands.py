@@ -347,7 +347,13 @@ class Commands:
         infos = self.cluster.get_tablet_infos(q.path)
         tablet = q.equal(TABLET_INDEX)
         bounds = q.bounds(ROW_INDEX) or (0, float("inf"))
+        picked = q.among(ROW_INDEX)
         for info in infos if tablet is None else infos[int(tablet):int(tablet) + 1]:
+            if picked is not None:  # single rows (the source's byte cap probes them), not the range between
+                rows = self.cluster.read_rows_at(q.path, info.tablet_index, [int(r) for r in picked])
+                yield rows.add_column(0, TABLET_INDEX, pa.repeat(pa.scalar(info.tablet_index, pa.int64()),
+                                                                 rows.num_rows))
+                continue
             lower = max(info.trimmed_row_count, int(bounds[0]))
             upper = min(info.total_row_count, bounds[1] + 1)
             if lower < upper:
@@ -603,6 +609,8 @@ def _selected(table: pa.Table, q: ql.Query) -> pa.Table:
     for condition in q.conditions:
         column = table.column(condition.column)
         holds = pc.and_(pc.greater_equal(column, condition.low), pc.less_equal(column, condition.high))
+        if condition.among is not None:
+            holds = pc.and_(holds, pc.is_in(column, value_set=pa.array(condition.among, column.type)))
         mask = holds if mask is None else pc.and_(mask, holds)
     if mask is not None:
         table = table.filter(mask)

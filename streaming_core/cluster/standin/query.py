@@ -1,9 +1,9 @@
 """The subset of the YT query language the stand-in answers: what `YtsaurusCluster` sends to `select_rows`.
 
 `<columns> FROM [<path>] [WHERE <condition> [AND <condition>]...]`, where columns are `*` or `[name]`s separated
-by commas, and a condition is `[name] = <literal>` or `[name] BETWEEN <literal> AND <literal>` (inclusive), with
-integer or double-quoted string literals (backslash escapes). Anything else is refused with an error that says so:
-the stand-in is a test double of the proxy, not a query engine.
+by commas, and a condition is `[name] = <literal>`, `[name] BETWEEN <literal> AND <literal>` (inclusive) or
+`[name] IN (<literal>, ...)`, with integer or double-quoted string literals (backslash escapes). Anything else is
+refused with an error that says so: the stand-in is a test double of the proxy, not a query engine.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _TOKEN = re.compile(r"""\s*(?:(?P<column>\[[^\]]+\])|(?P<string>"(?:[^"\\]|\\.)*")|(?P<int>-?\d+)|(?P<word>[A-Za-z_]+)
-                        |(?P<punct>[=,*]))""", re.VERBOSE)
+                        |(?P<punct>[=,*()]))""", re.VERBOSE)
 
 
 class QueryError(ValueError):
@@ -22,9 +22,12 @@ class QueryError(ValueError):
 
 @dataclass(frozen=True)
 class Condition:
+    """`low <= column <= high`, and with `among` the column's value is one of those too."""
+
     column: str
     low: Any
     high: Any
+    among: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,12 @@ class Query:
 
     def equal(self, column: str) -> Any:
         """The value an `=` condition pins `column` to, or None."""
-        return next((c.low for c in self.conditions if c.column == column and c.low == c.high), None)
+        return next((c.low for c in self.conditions if c.column == column and c.low == c.high and c.among is None),
+                    None)
+
+    def among(self, column: str) -> tuple[Any, ...] | None:
+        """The values an `IN` condition allows `column`, or None."""
+        return next((c.among for c in self.conditions if c.column == column and c.among is not None), None)
 
     def bounds(self, column: str) -> tuple[Any, Any] | None:
         return next(((c.low, c.high) for c in self.conditions if c.column == column), None)
@@ -97,8 +105,16 @@ def _expect(tokens: list[tuple[str, Any]], kind: str, text: str) -> Any:
 def _keyword(tokens: list[tuple[str, Any]], word: str, text: str) -> None:
     if not tokens or tokens[0][0] != "word" or tokens[0][1].upper() != word:
         raise QueryError(f"query {text!r}: expected {word}; the stand-in answers only "
-                         f"`cols FROM [path] WHERE [c] = v AND [c] BETWEEN a AND b`")
+                         f"`cols FROM [path] WHERE [c] = v AND [c] BETWEEN a AND b AND [c] IN (v, ...)`")
     tokens.pop(0)
+
+
+def _after(tokens: list[tuple[str, Any]], punct: str, text: str) -> list[tuple[str, Any]]:
+    """The tokens after the punctuation `punct`, which must come next."""
+    if not tokens or tokens[0] != ("punct", punct):
+        raise QueryError(f"query {text!r}: expected {punct!r} at {tokens[0][1] if tokens else 'the end'!r}")
+    tokens.pop(0)
+    return tokens
 
 
 def _literal(tokens: list[tuple[str, Any]], text: str) -> Any:
@@ -113,6 +129,14 @@ def _condition(tokens: list[tuple[str, Any]], text: str) -> Condition:
         tokens.pop(0)
         value = _literal(tokens, text)
         return Condition(column, value, value)
+    if tokens and tokens[0][0] == "word" and tokens[0][1].upper() == "IN":
+        tokens.pop(0)
+        values = [_literal(_after(tokens, "(", text), text)]
+        while tokens and tokens[0] == ("punct", ","):
+            tokens.pop(0)
+            values.append(_literal(tokens, text))
+        _after(tokens, ")", text)
+        return Condition(column, min(values), max(values), tuple(values))
     _keyword(tokens, "BETWEEN", text)
     low = _literal(tokens, text)
     _keyword(tokens, "AND", text)

@@ -94,6 +94,21 @@ class QueueMixin:
             yield from split_batches(rows if service_columns else rows.drop_columns(list(SERVICE_COLUMNS)), max_bytes)
             start += rows.num_rows
 
+    def read_rows_at(self, path: str, tablet_index: int, row_indexes: Sequence[int], *,
+                     columns: Sequence[str] | None = None) -> pa.Table:
+        schema = self.get_schema(path)
+        if columns is not None:
+            schema = TableSchema(tuple(schema.column(c) for c in columns))
+        rows = sorted({int(r) for r in row_indexes})
+        if not rows:
+            return decode_wire(schema, b"", service_columns=[ROW_INDEX])
+        names = ", ".join(f"[{n}]" for n in [ROW_INDEX, *schema.names])
+        query = (f"{names} FROM [{path}] WHERE [{TABLET_INDEX}] = {int(tablet_index)}"
+                 f" AND [{ROW_INDEX}] IN ({', '.join(map(str, rows))})")
+        with self._errors(path):
+            raw = self._client.select_rows(query, **WIRE_RAW).read()
+        return decode_wire(schema, raw, service_columns=[ROW_INDEX]).sort_by(ROW_INDEX)
+
     def _pull_range(
         self, consumer_path: str, path: str, schema: TableSchema, tablet_index: int, start: int, stop: int,
         max_bytes: int,

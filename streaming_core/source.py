@@ -215,8 +215,8 @@ def beyond_end_error(options: SourceOptions, partition: int, past: dict[str, int
     named = {"checkpoint": "the checkpoint", "consumer": f"the consumer {consumer}"}
     where = "; ".join(f"{named[whose]} is at row {last + 1} (last read {last})" for whose, last in past.items())
     if "checkpoint" in past:
-        fix = (f"Stop the query, move the consumer to the first row to read (opsd consumer seek {queue} {consumer} "
-               f"--offset 0) and restart the query with a new checkpointLocation")
+        fix = (f"Stop the query, move the consumer to the queue's first row (opsd consumer seek {queue} {consumer} "
+               f"--to trim --past-checkpoint) and restart the query with a new checkpointLocation")
     else:
         fix = (f"Stop the query, move the consumer back to the checkpoint (opsd consumer seek {queue} {consumer} "
                f"--partition {partition} --offset {checkpoint_next}) and restart it")

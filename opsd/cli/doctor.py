@@ -22,6 +22,7 @@ from rich.table import Table
 from opsd.checks.positions.collect import QueryTarget
 from opsd.cli.common import DEFAULT_URL
 from opsd.config.load import load_config
+from opsd.doctor.advice import Naming
 from opsd.doctor.diagnose import diagnose
 from opsd.doctor.gather import from_config, from_status, from_targets
 from opsd.doctor.report import Report
@@ -65,21 +66,21 @@ def examine(args: argparse.Namespace) -> Report:
         config = load_config(args.config)
         with connect(args.cluster or config.cluster) as cluster:
             queries = from_config(cluster, config, time.time())
-        return diagnose(args.config, queries, lambda q: f"opsd desync heal {q} --config {args.config}")
+        return diagnose(args.config, queries, Naming.of_config(args.config, args.cluster or config.cluster))
     if args.checkpoint:
         target = QueryTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
         with connect(args.cluster) as cluster:
             queries = from_targets(cluster, [target], time.time())
         flags = "".join(f" --{k} {v}" for k, v in (("queue", args.queue), ("consumer", args.consumer),
                                                     ("cluster", args.cluster)) if v)
-        return diagnose(args.checkpoint, queries, lambda q: f"opsd desync heal --checkpoint {q}{flags}")
+        return diagnose(args.checkpoint, queries, Naming.of_checkpoint(flags, args.cluster))
     url = (args.url or DEFAULT_URL).rstrip("/")
     try:
         with urllib.request.urlopen(url + "/status", timeout=5) as response:
             document = json.load(response)
     except (urllib.error.URLError, OSError) as e:
         raise ConnectionError(f"no opsd daemon answers at {url}: {e}") from None
-    return diagnose(url, from_status(document), lambda q: f"opsd desync heal {q} --config <the daemon's config>")
+    return diagnose(url, from_status(document), Naming.of_config("<the daemon's config>"))
 
 
 def queries_table(report: Report, shown: Shown) -> Table:

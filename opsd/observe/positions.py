@@ -40,7 +40,8 @@ class PartitionPositions:
 class QueuePositions:
     """One queue of one query, where its positions came from (`checkpoint` location or `progress`), and any problem
     that makes its partitions unknowable (`problem`, with `partitions` empty). `timestamped`: the queue has the
-    `$timestamp` column."""
+    `$timestamp` column. `vital`: the consumer's registration for the queue is vital (a trim waits for it); None when
+    it is not registered or was not read."""
 
     query: str
     queue: str
@@ -52,6 +53,7 @@ class QueuePositions:
     query_stopped: bool = False
     problem: str | None = None
     timestamped: bool = False
+    vital: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -80,12 +80,15 @@ def collect_checkpoint(cluster: Cluster, target: QueryTarget, checkpoint: Checkp
             committed_batch=checkpoint.committed_batch,
             planned_batch=planned.batch_id if planned else None,
         )
-        facts = queue_positions(cluster, target.query, queue, target.consumer, checkpoint.location, ends, schemas)
         if checkpoint.committed is not None and ends.committed is None:
             read = ", ".join(q.path for q in checkpoint.committed.sources if q is not None) or "no yt queue"
-            facts = _problem(facts, f"{checkpoint.location}: batch {checkpoint.committed_batch} has no offsets for "
-                                    f"{queue} (it reads {read})")
-        found.append(facts)
+            found.append(QueuePositions(target.query, queue, target.consumer or "", checkpoint.location,
+                                        ends.committed_batch, ends.planned_batch,
+                                        problem=f"{checkpoint.location}: batch {checkpoint.committed_batch} has no "
+                                                f"offsets for {queue} (it reads {read})"))
+            continue
+        found.append(queue_positions(cluster, target.query, queue, target.consumer, checkpoint.location, ends,
+                                     schemas))
     return found
 
 
@@ -116,29 +119,37 @@ def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | No
     if not consumer:
         return _problem(facts, f"{source}: the offsets of {queue} name no consumer_path (SPYT's do not): "
                                "give the consumer (watch: consumer, or --consumer)")
-    if ends.committed is None:
-        return facts
-    if ends.committed.cluster != cluster.name:
-        return _problem(facts, f"{source}: the offsets of {queue} are for cluster {ends.committed.cluster!r}, "
+    offsets = ends.committed or ends.planned
+    if offsets is not None and offsets.cluster != cluster.name:
+        return _problem(facts, f"{source}: the offsets of {queue} are for cluster {offsets.cluster!r}, "
                                f"but {cluster.uri} is {cluster.name!r}")
     committed = cluster.get_consumer_offsets(consumer, queue)  # before the counters (module docstring)
+    registrations = cluster.list_queue_consumer_registrations(queue, consumer)
     infos = cluster.get_tablet_infos(queue)
-    if sorted(ends.committed.partitions) != [t.tablet_index for t in infos]:
+    if ends.committed is not None and sorted(ends.committed.partitions) != [t.tablet_index for t in infos]:
         return _problem(facts, f"{source}: the checkpoint has partitions {sorted(ends.committed.partitions)} but "
                                f"{queue} has {len(infos)} tablets")
     schemas = {} if schemas is None else schemas
     if queue not in schemas:
         schemas[queue] = TIMESTAMP in cluster.get_schema(queue).names
-    return replace(facts, partitions=partitions(infos, ends, committed), timestamped=schemas[queue])
+    return replace(facts, partitions=partitions(infos, ends, committed), timestamped=schemas[queue],
+                   vital=any(r.vital for r in registrations) if registrations else None)
 
 
 def partitions(infos: Sequence[TabletInfo], ends: Ends, committed: Mapping[int, int]
                ) -> tuple[PartitionPositions, ...]:
+    """Each partition's positions; with nothing committed yet the query starts where the consumer stands (the
+    source's `initialOffset`), within the queue's rows: that is its checkpoint's next row."""
     def next_row(offset: QueueOffset | None, p: int) -> int | None:
         return None if offset is None or p not in offset.partitions else offset.partitions[p] + 1
 
+    def start(t: TabletInfo) -> int:
+        if ends.committed is None:
+            return min(committed.get(t.tablet_index, 0), t.total_row_count)
+        return next_row(ends.committed, t.tablet_index) or 0
+
     return tuple(
-        PartitionPositions(t.tablet_index, next_row(ends.committed, t.tablet_index) or 0,
+        PartitionPositions(t.tablet_index, start(t),
                        next_row(ends.before, t.tablet_index), next_row(ends.planned, t.tablet_index),
                        committed.get(t.tablet_index, 0), t.total_row_count, t.trimmed_row_count)
         for t in infos)

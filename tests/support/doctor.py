@@ -15,7 +15,9 @@ from opsd.cli.main import main
 
 
 def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict | str]:
-    """`opsd doctor ARGS`: (exit code, the JSON report with `--json`, else the text printed)."""
+    """`opsd doctor ARGS`: (exit code, the JSON report with `--json`, else the text printed); what was printed
+    before (a Spark query's log lines) is dropped first."""
+    capsys.readouterr()
     code = main(["doctor", *args])
     out = capsys.readouterr()
     return code, (json.loads(out.out) if "--json" in args and code != 2 else out.out + out.err)
@@ -39,7 +41,9 @@ def advised_commands(advice: str) -> list[list[str]]:
 
 def follow(capsys: pytest.CaptureFixture[str], command: list[str], cluster_uri: str | None = None
            ) -> tuple[int, str, str]:
-    """Run an advised command as written (`--cluster` added when it names none and `cluster_uri` is given)."""
+    """Run an advised command as written (`--cluster` added when it names none and `cluster_uri` is given): (exit
+    code, stdout, stderr) of the command alone (what was printed before is dropped first)."""
+    capsys.readouterr()
     extra = ["--cluster", cluster_uri] if cluster_uri and "--cluster" not in command else []
     code = main([*command, *extra])
     out = capsys.readouterr()

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from .cluster import BeyondQueueEndError, Cluster, ClusterError, NotRegisteredError, connect
+from .cluster import BeyondQueueEndError, Cluster, ClusterError, NotRegisteredError, TrimmedRowsError, connect
 from .cluster.base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, SORTED, STATIC, require_kind
 from .cluster.schema import is_composite
 from .consumer import advance_consumer
@@ -194,7 +194,12 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         begin, upper = self._begin(start)
         last = QueueOffset.from_json(end).partitions
         self._beyond_end(upper, checkpoint=last)  # a batch planned on another queue, replayed
-        return [TabletRange(p, begin[p] + 1, e + 1) for p, e in sorted(last.items()) if e > begin[p]]
+        ranges = [TabletRange(p, begin[p] + 1, e + 1) for p, e in sorted(last.items()) if e > begin[p]]
+        trimmed = {t.tablet_index: t.trimmed_row_count for t in self.cluster.get_tablet_infos(self.options.path)}
+        for r in ranges:
+            if r.tablet_index is not None and r.lower < trimmed.get(r.tablet_index, 0):
+                raise trimmed_error(self.options, r, trimmed[r.tablet_index])
+        return ranges
 
     def commit(self, end: dict[str, Any]) -> None:
         """Called when the batch after `end` is planned: acknowledge rows up to `end` in the consumer.
@@ -224,6 +229,17 @@ def beyond_end_error(options: SourceOptions, partition: int, past: dict[str, int
         f"{queue}: partition {partition}: {where}, but the queue ends at {rows} rows: the queue was recreated under "
         f"this path, or the offset is another queue's. Reading on would skip rows [{rows}, {max(past.values()) + 1}) "
         f"once they are written. {fix}")
+
+
+def trimmed_error(options: SourceOptions, batch: TabletRange, trimmed: int) -> TrimmedRowsError:
+    """The error for a batch whose first rows were trimmed before the query read them, with the way out: the
+    consumer moved to the trim (the query resumes there, with its checkpoint: the source's rule), the rows lost."""
+    p, queue, consumer = batch.tablet_index, options.path, options.consumer_path
+    gone = TrimmedRowsError.of(queue, p, batch.lower, batch.upper, trimmed)
+    return TrimmedRowsError(
+        f"{gone}: {min(trimmed, batch.upper) - batch.lower} rows lost. To go on without them, stop the query, move "
+        f"the consumer to the first row still there (opsd consumer seek {queue} {consumer} --partition {p} --to trim) "
+        "and restart it: it resumes at the consumer, with its checkpoint")
 
 
 def check_readable(cluster: Cluster, options: SourceOptions, *, streaming: bool) -> None:

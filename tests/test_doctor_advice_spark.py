@@ -29,7 +29,7 @@ def test_a_query_behind_a_trim_past_its_vital_consumer_resumes_with_its_checkpoi
     yt.trim_rows(q, 1, 15, past_vital_consumers=True)  # rows 10..14 of partition 1 gone before the query read them
     config = write_config(tmp_path / "opsd.yaml", cluster_uri, q, c, cp)
 
-    with pytest.raises(StreamingQueryException, match="TrimmedRowsError"):
+    with pytest.raises(StreamingQueryException, match="TrimmedRowsError") as failure:
         run_to_end(read_queue(spark, q, c), cp)
     code, report = doctor(capsys, "--config", str(config), "--json")
     found = finding(report, "run", "behind_trim")
@@ -39,6 +39,8 @@ def test_a_query_behind_a_trim_past_its_vital_consumer_resumes_with_its_checkpoi
     ready = follow(capsys, ["run", "--check", str(config)])
     resumed = run_to_end(read_queue(spark, q, c), cp)
 
+    assert f"5 rows lost. To go on without them, stop the query, move the consumer to the first row still there " \
+        f"(opsd consumer seek {q} {c} --partition 1 --to trim)" in str(failure.value)
     assert code == 1 and "rows [10, 15) of partition 1 were trimmed before the query read them (5 rows; although " \
         f"consumer {c} is registered as vital" in found["what"]
     assert "register" not in found["advice"], "the consumer is vital already"

@@ -184,6 +184,8 @@ class TestErrors:
             run_to_end(read_queue(spark, q, c), checkpoint_of(yt_root))
         message = str(failure.value)
         assert f"{q}: partition 1, rows [0, 5) of the requested range [0, 20) were trimmed" in message
+        assert "5 rows lost. To go on without them" in message
+        assert f"(opsd consumer seek {q} {c} --partition 1 --to trim)" in message
         assert yt.get_consumer_offsets(c, q) == {}
 
     @pytest.mark.hostile

@@ -66,6 +66,27 @@ def test_a_consumer_behind_the_checkpoint_is_healed_by_the_advised_command(yt, j
     assert code == 0 and report["queries"][location]["findings"] == []
 
 
+def test_a_lagging_consumer_with_rows_waiting_is_healed_once_the_query_is_stopped_as_advised(yt, job, cluster_uri,
+                                                                                             capsys) -> None:
+    q, c, location = job
+    consumer_at(yt, q, c, {0: 10, 1: 10})
+    yt.insert_rows(q, [{"data": "x", "n": i} for i in range(20)])  # rows waiting past the checkpoint
+
+    _, report = offline(capsys, location, cluster_uri)
+    found = finding(report, location, "lagging_one_batch")
+    [command] = advised_commands(found["advice"])
+    while_running = follow(capsys, command)
+    stopped = follow(capsys, [*command, "--stopped"])
+
+    assert "add --stopped once the query is stopped" in found["advice"]
+    assert while_running[0] == 1 and "refused_query_busy" in while_running[1]
+    assert stopped[0] == 0 and yt.get_consumer_offsets(c, q) == {0: 20, 1: 20}
+    assert offline(capsys, location, cluster_uri)[1]["queries"][location]["findings"] == []
+    # a daemon knows the query is stopped: its advice says --stopped itself
+    [daemon] = findings_of({"active": False, "desync": report["queries"][location]["facts"]["desync"]})
+    assert advised_commands(daemon.advice) == [["desync", "heal", "q", "--config", "opsd.yaml", "--stopped"]]
+
+
 @pytest.mark.parametrize("mode", ["checkpoint", "config"])
 def test_a_consumer_ahead_of_the_checkpoint_is_moved_back_by_the_advised_seek(yt, job, cluster_uri, capsys,
                                                                              tmp_path: Path, mode: str) -> None:
@@ -141,11 +162,13 @@ def test_a_query_behind_the_trim_resumes_after_the_advised_seek_with_its_own_che
     yt.insert_rows(q, [{"data": "x", "n": i} for i in range(40)])  # 40 rows per partition
     yt.trim_rows(q, 1, 25, past_vital_consumers=True)
     config = write_config(tmp_path / "opsd.yaml", cluster_uri, q, c, location)
+    fresh = write_config(tmp_path / "fresh.yaml", cluster_uri, q, c, str(tmp_path / "new-checkpoint"))
 
     code, report = doctor(capsys, "--config", str(config), "--json")
     found = finding(report, "run", "behind_trim")
     commands = advised_commands(found["advice"])
     before = follow(capsys, ["run", "--check", str(config)])
+    fresh_before = follow(capsys, ["run", "--check", str(fresh)])
     for command in commands:
         assert follow(capsys, command)[0] == 0, (command, capsys.readouterr())
 
@@ -161,6 +184,9 @@ def test_a_query_behind_the_trim_resumes_after_the_advised_seek_with_its_own_che
     assert yt.list_queue_consumer_registrations(q, c)[0].vital
     assert doctor(capsys, "--config", str(config), "--json")[1]["queries"]["run"]["findings"] == []
     assert follow(capsys, ["run", "--check", str(config)])[:2] == (0, "1 pipeline(s) checked: ready to run\n")
+    # a new checkpoint starts at the consumer: behind the trim as well before the seek, ready after it
+    assert fresh_before[0] == 1 and "rows [20, 25) of partition 1 were trimmed" in fresh_before[1]
+    assert follow(capsys, ["run", "--check", str(fresh)])[0] == 0
 
 
 def test_spyt_offsets_without_a_consumer_are_a_problem_the_advised_flag_resolves(yt, yt_root, cluster_uri, capsys,
@@ -182,8 +208,12 @@ def test_spyt_offsets_without_a_consumer_are_a_problem_the_advised_flag_resolves
 NAMING = Naming.of_config("opsd.yaml")
 
 
+def findings_of(facts: dict) -> list:
+    return findings("q", facts, NAMING)
+
+
 def kinds(facts: dict) -> list[str]:
-    return [f.kind for f in findings("q", facts, NAMING)]
+    return [f.kind for f in findings_of(facts)]
 
 
 def test_a_backlog_that_does_not_drain_is_a_finding_while_the_query_runs_only() -> None:

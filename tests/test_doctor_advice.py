@@ -155,7 +155,7 @@ def test_a_checkpoint_of_a_recreated_queue_resumes_nowhere_and_a_new_one_after_t
 
 @pytest.mark.parametrize("vital", [True, False], ids=["vital", "not-vital"])
 def test_a_query_behind_the_trim_resumes_after_the_advised_seek_with_its_own_checkpoint(
-        yt, job, cluster_uri, capsys, tmp_path: Path, vital: bool) -> None:
+        yt, job, cluster_uri, capsys, monkeypatch, tmp_path: Path, vital: bool) -> None:
     q, c, location = job
     consumer_at(yt, q, c, {0: 20, 1: 20})
     yt.register_queue_consumer(q, c, vital=vital)
@@ -165,6 +165,8 @@ def test_a_query_behind_the_trim_resumes_after_the_advised_seek_with_its_own_che
     fresh = write_config(tmp_path / "fresh.yaml", cluster_uri, q, c, str(tmp_path / "new-checkpoint"))
 
     code, report = doctor(capsys, "--config", str(config), "--json")
+    monkeypatch.setenv("COLUMNS", "400")  # the table for people, unwrapped
+    table = doctor(capsys, "--config", str(config))[1]
     found = finding(report, "run", "behind_trim")
     commands = advised_commands(found["advice"])
     before = follow(capsys, ["run", "--check", str(config)])
@@ -173,6 +175,7 @@ def test_a_query_behind_the_trim_resumes_after_the_advised_seek_with_its_own_che
         assert follow(capsys, command)[0] == 0, (command, capsys.readouterr())
 
     assert code == 1 and report["queries"]["run"]["facts"]["desync"][q]["vital"] is vital
+    assert (f"{q} (vital) 0:in_sync, 1:behind_trim" in table) is vital
     assert "rows [20, 25) of partition 1 were trimmed before the query read them (5 rows;" in found["what"]
     assert "those 5 rows are gone" in found["advice"] and "with its checkpoint" in found["advice"]
     assert commands[0] == ["consumer", "seek", q, c, "--partition", "1", "--to", "trim", "--query", "run", "--config",

@@ -80,7 +80,7 @@ def examine(args: argparse.Namespace) -> Report:
             document = json.load(response)
     except (urllib.error.URLError, OSError) as e:
         raise ConnectionError(f"no opsd daemon answers at {url}: {e}") from None
-    return diagnose(url, from_status(document), Naming.of_config("<the daemon's config>"))
+    return diagnose(url, from_status(document), Naming.of_config("CONFIG"))
 
 
 def queries_table(report: Report, shown: Shown) -> Table:
@@ -116,11 +116,13 @@ def _state(facts: dict[str, Any]) -> str:
 
 
 def _desync(facts: dict[str, Any], shown: Shown) -> str:
-    """A line per queue (each line's data escaped, newlines within it included)."""
+    """A line per queue, `(vital)` after it when its consumer is (each line's data escaped, newlines within it
+    included)."""
     parts = []
     for queue, d in (facts.get("desync") or {}).items():
         states = ", ".join(f"{p}:{x['state']}" for p, x in (d.get("partitions") or {}).items())
-        parts.append(shown.line(f"{queue} {states or d.get('problem') or ''}"))
+        vital = " (vital)" if d.get("vital") else ""
+        parts.append(shown.line(f"{queue}{vital} {states or d.get('problem') or ''}"))
     return "\n".join(parts)
 
 

@@ -1,9 +1,10 @@
 """Advice: a query's facts (the `/status` shape) into findings, each with the command to run or the value to set.
 Pure: no cluster, no clock.
 
-Every advice is meant to be followed as written, and `tests/test_doctor_advice.py` follows each one. Commands name
+Every advice is meant to be followed as written: `tests/test_doctor_advice.py` follows each one (those that only a
+running daemon sees, from their facts). Commands name
 the query the way the doctor was given it (`Naming`): `QUERY --config FILE` for a config, `--checkpoint LOCATION`
-offline, the daemon's config for a running daemon.
+offline, `CONFIG` (the daemon's config, which the doctor does not know) for a running daemon.
 
 Desync states follow `opsd.checks.desync.evaluate`; `lagging_one_batch` is the documented late acknowledgement and
 needs no action (a heal tidies it), the others do. Offsets past the queue's end and a checkpoint behind the trim are

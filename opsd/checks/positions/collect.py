@@ -9,6 +9,10 @@ only grows and the offsets only ever point at rows that existed when they were w
 never past counters read after them — unless they are another queue's (`checkpoint_ahead_of_queue`,
 `consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue.
 
+A checkpoint with nothing committed yet (a new checkpointLocation) is read as starting where the consumer stands,
+within the queue's rows (the source's `initialOffset`): a new checkpoint behind the trim or at a consumer past the
+queue's end is judged before its query fails. The consumer's registration tells whether it is `vital`.
+
 One query's failure (an unreadable checkpoint, a missing consumer) becomes that query's `problem` and never stops
 the others. `PositionsCollector.read` shares one reading between the checks of a cycle (`max_age_seconds`).
 """

@@ -96,11 +96,14 @@ def seek_consumer_offsets(args: argparse.Namespace) -> int:
     if not args.past_checkpoint:
         check_backwards(cluster, args.queue, args.consumer, target, checkpoint)
     moves = seek_consumer(cluster, args.consumer, args.queue, target, dry_run=args.dry_run)
-    listed = ", ".join(f"partition {p} {old} -> {new}" for p, (old, new) in sorted(moves.items()))
-    verb = "would move" if args.dry_run else "moved"
-    already = ", ".join(f"partition {p} at {n}" for p, n in sorted(target.items()) if p not in moves)
-    print(Shown().line(f"{args.consumer} on {args.queue}: " + "; ".join(
-        part for part in (f"{verb} {listed}" if moves else "", f"already {already}" if already else "") if part)))
+    said = []
+    if moves:
+        listed = ", ".join(f"partition {p} {old} -> {new}" for p, (old, new) in sorted(moves.items()))
+        said.append(f"{'would move' if args.dry_run else 'moved'} {listed}")
+    if set(target) - set(moves):
+        said.append("already " + ", ".join(f"partition {p} at {n}" for p, n in sorted(target.items())
+                                           if p not in moves))
+    print(Shown().line(f"{args.consumer} on {args.queue}: " + "; ".join(said)))
     return 0
 
 

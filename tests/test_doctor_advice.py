@@ -230,12 +230,12 @@ def test_a_backlog_that_does_not_drain_is_a_finding_while_the_query_runs_only() 
 
 @pytest.mark.parametrize(("facts", "fragments"), [
     ({"permanent_failure": "TrimmedRowsError: //q: partition 1, rows [20, 25) ... were trimmed", "desync": {"//q": {}}},
-     ("its consumer must be moved first (the desync finding below says how", "(opsd run --check opsd.yaml;",
+     ("(its consumer must be moved first: the desync finding below says how)", "(opsd run --check opsd.yaml;",
       "(opsd run opsd.yaml)")),
     ({"permanent_failure": "NoSuchPathError: //home/out: no such node"},
      ("(opsd run --check opsd.yaml;", "(opsd run opsd.yaml)")),
     ({"active": False, "exception_class": "BeyondQueueEndError", "error": "BeyondQueueEndError: //q"},
-     ("its consumer must be moved first", "opsd run --check opsd.yaml")),
+     ("(its consumer must be moved first: run the doctor with --config for how)", "(opsd run --check opsd.yaml;")),
     ({"crash_loop": True, "restarts": 7}, ("restart backoff is at the cap",)),
     ({"stalled": True}, ("(SIGTERM, then opsd run opsd.yaml)",)),
 ])
@@ -245,6 +245,7 @@ def test_a_failing_or_stalled_query_is_advised_the_check_and_the_restart_of_its_
 
     assert found.severity == "action" and all(f in found.advice for f in fragments), found.advice
     assert all(c[0] == "run" and c[-1] == "opsd.yaml" for c in advised_commands(found.advice))
+    assert ("(opsd run --check" in found.advice) is ("permanent_failure" in facts or "exception_class" in facts)
 
 
 def test_the_advised_cap_for_a_batch_near_its_memory_limit_brings_the_risk_under_the_alert(yt, yt_root) -> None:

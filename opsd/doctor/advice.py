@@ -63,20 +63,18 @@ def findings(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Findi
     def add(kind: str, severity: Severity, what: str, advice: str) -> None:
         found.append(Finding(query, severity, what, advice, kind))
 
-    desync_way = " (the desync finding below says how to move it)" if facts.get("desync") else ""
+    check = (f"check the fix (opsd run --check {naming.config}; exit 0 when every pipeline can start and resume "
+             "its checkpoint)")
     if facts.get("permanent_failure"):
         named = facts["permanent_failure"]
-        first = ("its consumer must be moved first" + desync_way + "; " if _named(named, DESYNC_FAILURES) else "")
         add("permanent_failure", Severity.ACTION, f"opsd stopped the query for good: {named}",
-            f"a restart would fail the same way: {first}fix what it names, check the fix (opsd run --check "
-            f"{naming.config}; exit 0 when every pipeline can start and resume), then restart opsd (opsd run "
-            f"{naming.config})")
+            f"a restart would fail the same way: fix what it names{_first_move(named, facts)}, {check}, then "
+            f"restart opsd (opsd run {naming.config})")
     elif facts.get("exception_class") and not facts.get("active"):
         error = facts.get("error") or f"{facts['exception_class']}: {_first_line(facts.get('exception'))}"
-        first = ("its consumer must be moved first" + desync_way + ", " if _named(error, DESYNC_FAILURES) else "")
         add("failed", Severity.ACTION, f"the query failed: {error}",
-            f"read the failure in opsd's log (event query_failed), fix its cause ({first}check the fix: opsd run "
-            f"--check {naming.config}); opsd restarts the query with backoff")
+            f"read the failure in opsd's log (event query_failed) and fix its cause{_first_move(error, facts)}; "
+            f"{check}; opsd restarts the query with backoff")
     if facts.get("crash_loop"):
         add("crash_loop", Severity.ACTION, f"the query is crash looping ({facts.get('restarts', 0)} restarts)",
             "its restart backoff is at the cap: fix the failure above; restarts alone will not")
@@ -200,8 +198,12 @@ def _memory(facts: Mapping[str, Any]) -> list[tuple[str, Severity, str, str]]:
              f"(opsd_oom_risk; 100% = out of memory)", advice)]
 
 
-def _named(text: str, classes: tuple[str, ...]) -> bool:
-    return any(c in text for c in classes)
+def _first_move(error: str, facts: Mapping[str, Any]) -> str:
+    """For a failure that only moving the consumer ends: say so, and where the way is."""
+    if not any(c in error for c in DESYNC_FAILURES):
+        return ""
+    return " (its consumer must be moved first" + (": the desync finding below says how)" if facts.get("desync")
+                                                    else ": run the doctor with --config for how)")
 
 
 def _names(parts: list[tuple[str, Mapping[str, Any]]]) -> str:

@@ -135,5 +135,5 @@ def test_a_query_stopped_for_good_and_one_near_a_memory_limit_need_action(capsys
     assert "opsd stopped the query for good: NoSuchPathError: //home/out: no such node" in flat
     assert "opsd run --check" in flat
     assert "predicted to need 120% of a memory pool's limit" in flat
-    assert "max_rows_per_partition <= 20000 (now 50000)" in flat
+    assert "the safe max_rows_per_partition 20000 (now 50000)" in flat
     assert "30%" not in flat, "a query far from its limits gets no memory finding"

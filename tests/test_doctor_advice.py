@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from opsd.checks.oom.evaluate import Observation, evaluate, planned_batch
+from opsd.checks.tuning.collect import collect as collect_tuning
+from opsd.checks.tuning.collect import sources_for
+from opsd.config.load import load_config
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.advice import Naming, findings
 from opsd.observe.progress import PartitionOffsets
 from opsd.observe.results import PartitionLag, QueryLag
 from opsd.observe.status import jsonable
-from streaming_core.tuning import max_rows_in_force, read_tuning, write_tuning
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
 from tests.support.cluster import QUEUE_SCHEMA
 from tests.support.doctor import advised_commands, doctor, finding, follow, write_config
@@ -219,11 +221,26 @@ def kinds(facts: dict) -> list[str]:
     return [f.kind for f in findings_of(facts)]
 
 
-def test_a_backlog_that_does_not_drain_is_a_finding_while_the_query_runs_only() -> None:
+def test_a_backlog_that_does_not_drain_is_a_finding_while_the_query_runs_only_and_its_advised_cap_is_set(
+        yt, yt_root, cluster_uri, capsys, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "opsd.yaml", cluster_uri, f"{yt_root}/queue", f"{yt_root}/consumer", "cp",
+                          name="q")
     lag = jsonable(QueryLag("q", (PartitionLag("//q", 0, 900, None),), input_rows_per_second=30.0,
                             processed_rows_per_second=10.0))
 
-    assert kinds({"active": True, "lag": lag}) == ["lag"]
+    [found] = findings("q", {"active": True, "lag": lag, "max_rows_per_partition": 500},
+                       Naming.of_config(str(config)))
+    [command] = advised_commands(found.advice)
+    _, report = doctor(capsys, "--config", str(config), "--json")
+    before = report["queries"]["q"]["facts"]["max_rows_per_partition"]
+    set_ = follow(capsys, command)
+    _, report = doctor(capsys, "--config", str(config), "--json")
+
+    assert found.kind == "lag" and "raise max_rows_per_partition (now 500)" in found.advice
+    assert command == ["tuning", "set", "q", "--config", str(config), "--max-rows-per-partition", "1000"]
+    assert (before, set_[0], report["queries"]["q"]["facts"]["max_rows_per_partition"]) == (None, 0, 1000)
+    assert kinds({"active": True, "lag": lag}) == ["lag"] and "unlimited" in findings_of({"active": True, "lag": lag})[
+        0].advice
     assert kinds({"active": False, "lag": lag}) == [], "a stopped query drains nothing, whatever its tuning"
     assert kinds({"active": False, "exception_class": "TrimmedRowsError", "lag": lag}) == ["failed"]
 
@@ -248,11 +265,14 @@ def test_a_failing_or_stalled_query_is_advised_the_check_and_the_restart_of_its_
     assert ("(opsd run --check" in found.advice) is ("permanent_failure" in facts or "exception_class" in facts)
 
 
-def test_the_advised_cap_for_a_batch_near_its_memory_limit_brings_the_risk_under_the_alert(yt, yt_root) -> None:
+def test_the_advised_cap_for_a_batch_near_its_memory_limit_brings_the_risk_under_the_alert(
+        yt, yt_root, cluster_uri, capsys, tmp_path: Path) -> None:
     mb, limit = 1024 * 1024, 512 * 1024 * 1024
     seen = {"jvm_heap": [Observation(i, s * mb, 100 * mb + 3.0 * s * mb) for i, s in enumerate((20, 60, 100, 140))]}
     waiting = [PartitionOffsets("//q", p, None, -1, 999_999) for p in (0, 1)]  # a million rows per partition
-    tuning = f"{yt_root}/tuning"
+    config = write_config(tmp_path / "opsd.yaml", cluster_uri, f"{yt_root}/queue", f"{yt_root}/consumer", "cp",
+                          name="q")
+    pipeline = load_config(config).pipelines[0]
 
     def judged(cap: int | None) -> dict:
         verdict = evaluate("q", planned_batch(waiting, cap, bytes_per_row=100), {"jvm_heap": limit}, seen)
@@ -260,10 +280,12 @@ def test_the_advised_cap_for_a_batch_near_its_memory_limit_brings_the_risk_under
                 "safe_max_rows_per_partition": verdict.safe_max_rows_per_partition}
 
     before = judged(None)
-    [found] = findings("q", before, NAMING)
-    write_tuning(yt, tuning, max_rows_per_partition=before["safe_max_rows_per_partition"], reason="doctor's advice")
-    after = judged(max_rows_in_force(read_tuning(yt, tuning), None))
+    [found] = findings("q", before, Naming.of_config(str(config)))
+    [command] = advised_commands(found.advice)
+    assert follow(capsys, command)[0] == 0
+    after = judged(collect_tuning(yt, sources_for(pipeline, {})).max_rows_per_partition)
 
+    safe = before["safe_max_rows_per_partition"]
     assert before["oom_risk"] >= OOM_RISK_HIGH and found.kind == "memory"
-    assert f"set max_rows_per_partition <= {before['safe_max_rows_per_partition']} (now unlimited)" in found.advice
-    assert after["oom_risk"] < OOM_RISK_HIGH and kinds(after) == []
+    assert command == ["tuning", "set", "q", "--config", str(config), "--max-rows-per-partition", str(safe)]
+    assert after["max_rows_per_partition"] == safe and after["oom_risk"] < OOM_RISK_HIGH and kinds(after) == []

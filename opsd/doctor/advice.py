@@ -83,8 +83,8 @@ def findings(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Findi
             "look for a hung sink or lost executors (Spark UI, executor logs); if it stays stuck, restart opsd "
             f"(SIGTERM, then opsd run {naming.config}): the query resumes from its checkpoint")
     found.extend(desync_findings(query, facts, naming))
-    found.extend(Finding(query, sev, what, advice, kind) for kind, sev, what, advice in _lag(facts))
-    found.extend(Finding(query, sev, what, advice, kind) for kind, sev, what, advice in _memory(facts))
+    found.extend(Finding(query, sev, what, advice, kind) for kind, sev, what, advice in _lag(query, facts, naming))
+    found.extend(Finding(query, sev, what, advice, kind) for kind, sev, what, advice in _memory(query, facts, naming))
     return found
 
 
@@ -170,29 +170,31 @@ def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
     return out
 
 
-def _lag(facts: Mapping[str, Any]) -> list[tuple[str, Severity, str, str]]:
+def _lag(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[str, Severity, str, str]]:
     """A backlog that does not drain, for a running query only: a stopped one drains nothing whatever its tuning."""
     lag = facts.get("lag") or {}
     if facts.get("active") is False or json_number(lag.get("time_to_drain_seconds")) != math.inf \
             or not lag.get("backlog_rows"):
         return []
     cap = facts.get("max_rows_per_partition")
-    now = f" (now {cap})" if cap else " (now unlimited)"
     arrive, read = _rate(lag.get("input_rows_per_second")), _rate(lag.get("processed_rows_per_second"))
+    more = "give the query more executors or cores"
+    advice = (f"if its batches are short, raise max_rows_per_partition (now {cap}) in its tuning document (opsd "
+              f"tuning set {query} --config {naming.config} --max-rows-per-partition {2 * cap}), else {more}" if cap
+              else f"it reads every waiting row at each batch (max_rows_per_partition unlimited): {more}")
     return [("lag", Severity.ACTION, f"the backlog of {lag['backlog_rows']} rows is not draining: rows arrive at "
-             f"{arrive}, the query reads {read}",
-             f"raise max_rows_per_partition{now} in the query's tuning document (streaming_core.tuning.write_tuning) "
-             "if batches are short, else give the query more executors or cores")]
+             f"{arrive}, the query reads {read}", advice)]
 
 
-def _memory(facts: Mapping[str, Any]) -> list[tuple[str, Severity, str, str]]:
+def _memory(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[str, Severity, str, str]]:
     """The OOM check's verdict on the next batch (`opsd.checks.oom`): risk = predicted peak / the pool's limit."""
     risk = facts.get("oom_risk")
     if risk is None or risk < OOM_RISK_HIGH:
         return []
     safe, cap = facts.get("safe_max_rows_per_partition"), facts.get("max_rows_per_partition")
-    advice = (f"set max_rows_per_partition <= {safe} (now {cap or 'unlimited'}) in the query's tuning document "
-              "(streaming_core.tuning.write_tuning), or let the auto-tuner apply it (autotune.mode: apply)" if safe
+    advice = (f"cap its batches at the safe max_rows_per_partition {safe} (now {cap or 'unlimited'}) in its tuning "
+              f"document (opsd tuning set {query} --config {naming.config} --max-rows-per-partition {safe}), or let "
+              "the auto-tuner apply it (autotune.mode: apply)" if safe
               else "give the query more memory (spark.driver.memory / executor memory): even a small batch is at risk")
     return [("memory", Severity.ACTION, f"the next batch is predicted to need {risk:.0%} of a memory pool's limit "
              f"(opsd_oom_risk; 100% = out of memory)", advice)]

@@ -24,7 +24,15 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from .admission import byte_capped_end
-from .cluster import BeyondQueueEndError, Cluster, ClusterError, NotRegisteredError, QueueReshardedError, connect
+from .cluster import (
+    BeyondQueueEndError,
+    Cluster,
+    ClusterError,
+    NotRegisteredError,
+    QueueReshardedError,
+    TrimmedRowsError,
+    connect,
+)
 from .cluster.base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, SORTED, STATIC, require_kind
 from .cluster.schema import CUMULATIVE_DATA_WEIGHT, is_composite
 from .consumer import advance_consumer
@@ -236,7 +244,12 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         begin, upper = self._begin(start)
         last = self._parse(end, len(upper)).partitions  # planned before tablets were removed: refused
         self._beyond_end(upper, checkpoint=last)  # a batch planned on another queue, replayed
-        return [TabletRange(p, begin[p] + 1, e + 1) for p, e in sorted(last.items()) if e > begin[p]]
+        ranges = [TabletRange(p, begin[p] + 1, e + 1) for p, e in sorted(last.items()) if e > begin[p]]
+        trimmed = {t.tablet_index: t.trimmed_row_count for t in self.cluster.get_tablet_infos(self.options.path)}
+        for r in ranges:
+            if r.tablet_index is not None and r.lower < trimmed.get(r.tablet_index, 0):
+                raise trimmed_error(self.options, r, trimmed[r.tablet_index])
+        return ranges
 
     def commit(self, end: dict[str, Any]) -> None:
         """Called when the batch after `end` is planned: acknowledge rows up to `end` in the consumer.
@@ -257,8 +270,8 @@ def beyond_end_error(options: SourceOptions, partition: int, past: dict[str, int
     named = {"checkpoint": "the checkpoint", "consumer": f"the consumer {consumer}"}
     where = "; ".join(f"{named[whose]} is at row {last + 1} (last read {last})" for whose, last in past.items())
     if "checkpoint" in past:
-        fix = (f"Stop the query, move the consumer to the first row to read (opsd consumer seek {queue} {consumer} "
-               f"--offset 0) and restart the query with a new checkpointLocation")
+        fix = (f"Stop the query, move the consumer to the queue's first row (opsd consumer seek {queue} {consumer} "
+               f"--to trim --past-checkpoint) and restart the query with a new checkpointLocation")
     else:
         fix = (f"Stop the query, move the consumer back to the checkpoint (opsd consumer seek {queue} {consumer} "
                f"--partition {partition} --offset {checkpoint_next}) and restart it")
@@ -278,6 +291,17 @@ def resharded_error(options: SourceOptions, removed: list[int], partition_count:
         f"on from this checkpoint. Restart the query with a new checkpointLocation: it starts where the consumer "
         f"{consumer} stands on each partition. To scale a queue under a running query, only add tablets (opsd queue "
         f"reshard {queue} --tablets N, N above the current count): they are read without a restart")
+
+
+def trimmed_error(options: SourceOptions, batch: TabletRange, trimmed: int) -> TrimmedRowsError:
+    """The error for a batch whose first rows were trimmed before the query read them, with the way out: the
+    consumer moved to the trim (the query resumes there, with its checkpoint: the source's rule), the rows lost."""
+    p, queue, consumer = batch.tablet_index, options.path, options.consumer_path
+    gone = TrimmedRowsError.of(queue, p, batch.lower, batch.upper, trimmed)
+    return TrimmedRowsError(
+        f"{gone}: {min(trimmed, batch.upper) - batch.lower} rows lost. To go on without them, stop the query, move "
+        f"the consumer to the first row still there (opsd consumer seek {queue} {consumer} --partition {p} --to trim) "
+        "and restart it: it resumes at the consumer, with its checkpoint")
 
 
 def check_readable(cluster: Cluster, options: SourceOptions, *, streaming: bool) -> None:

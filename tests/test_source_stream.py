@@ -184,6 +184,8 @@ class TestErrors:
             run_to_end(read_queue(spark, q, c), checkpoint_of(yt_root))
         message = str(failure.value)
         assert f"{q}: partition 1, rows [0, 5) of the requested range [0, 20) were trimmed" in message
+        assert "5 rows lost. To go on without them" in message
+        assert f"(opsd consumer seek {q} {c} --partition 1 --to trim)" in message
         assert yt.get_consumer_offsets(c, q) == {}
 
     @pytest.mark.hostile
@@ -200,14 +202,15 @@ class TestErrors:
 
         with pytest.raises(StreamingQueryException) as failure:
             run_to_end(read_queue(spark, q, c), cp)
-        assert main(["consumer", "seek", q, c, "--offset", "0", "--cluster", cluster_uri]) == 0
+        assert main(["consumer", "seek", q, c, "--to", "trim", "--past-checkpoint", "--cluster", cluster_uri]) == 0
         fixed = run_to_end(read_queue(spark, q, c), checkpoint_of(yt_root, "new-checkpoint"))
 
         message = str(failure.value)
         assert "BeyondQueueEndError" in message
         assert f"{q}: partition 0: the checkpoint is at row 50 (last read 49), but the queue ends at 3 rows" in message
         assert "Reading on would skip rows [3, 50) once they are written" in message
-        assert f"opsd consumer seek {q} {c} --offset 0" in message and "new checkpointLocation" in message
+        assert f"(opsd consumer seek {q} {c} --to trim --past-checkpoint)" in message
+        assert "new checkpointLocation" in message
         assert ns(fixed.rows) == list(range(1000, 1006))
 
     @pytest.mark.hostile

@@ -21,7 +21,7 @@ from opsd.config.thresholds import (
     OOM_RISK_HIGH,
     OOM_RISK_TARGET,
 )
-from opsd.doctor.advice import findings
+from opsd.doctor.advice import Naming, findings
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION, READ_BATCH_BYTES, READ_BATCH_ROWS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +98,7 @@ def test_the_oom_model_and_its_config_keys_share_their_defaults() -> None:
 ])
 def test_the_doctor_acts_from_the_alerts_oom_risk(risk: float, needs_action: bool) -> None:
     facts = {"active": True, "oom_risk": risk, "safe_max_rows_per_partition": 1000, "max_rows_per_partition": 5000}
-    memory = [f for f in findings("q", facts, lambda q: "heal") if "memory pool" in f.what]
+    memory = [f for f in findings("q", facts, Naming.of_config("opsd.yaml")) if f.kind == "memory"]
     assert bool(memory) is needs_action
 
 

@@ -1,5 +1,6 @@
 """What every `opsd` subcommand module shares: the parser and help style, the input error type, how `--cluster`
-is opened (and named in errors), how a `--schema` is read, and the daemon's default address."""
+is opened (and named in errors), how a query's checkpoint is named (`QUERY --config FILE` or `--checkpoint`), how a
+`--schema` is read, and the daemon's default address."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import os
 from typing import Any
 
+from opsd.checks.positions.collect import QueryTarget, targets_for
+from opsd.config.load import ConfigError, load_config
 from opsd.config.models import HttpSettings
 from streaming_core.cluster import Cluster, NoSuchPathError, connect, resolve_uri
 
@@ -53,6 +56,25 @@ def open_cluster(args: argparse.Namespace, *, create: bool = False) -> Cluster:
     except NoSuchPathError as e:
         wanted = getattr(args, "path", None) or getattr(args, "queue", None)
         raise NoSuchPathError(f"{wanted}: {e}" if wanted else str(e)) from None
+
+
+def resolve_target(args: argparse.Namespace, query: str = "QUERY") -> tuple[str | None, QueryTarget]:
+    """(cluster URI, target) from `QUERY --config` or `--checkpoint`; `CliError` names what is missing. `query`: how
+    the command spells the query's name (`QUERY`, `--query NAME`)."""
+    if bool(args.query) == bool(args.checkpoint):
+        raise CliError(f"name a query ({query} --config FILE) or a checkpoint (--checkpoint LOCATION), not both")
+    if args.checkpoint:
+        return args.cluster, QueryTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
+    if not args.config:
+        raise CliError(f"query {args.query!r}: give the config file that names it (--config FILE)")
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        raise CliError(str(e)) from None
+    found = [t for t in targets_for(config) if t.query == args.query]
+    if not found:
+        raise CliError(f"{args.config}: no pipeline with a checkpoint_location nor watch entry named {args.query!r}")
+    return args.cluster or config.cluster, found[0]
 
 
 def _origin(flag: str | None) -> str:

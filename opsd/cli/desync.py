@@ -25,10 +25,10 @@ from opsd.checks.desync.evaluate import evaluate
 from opsd.checks.history.apply import HistoryLog
 from opsd.checks.history.decide import heal_entries
 from opsd.checks.history.table import history_path
-from opsd.checks.positions.collect import QueryTarget, collect_target, targets_for
+from opsd.checks.positions.collect import collect_target
 from opsd.cli.blocks import Column, Item, console, view, view_width
-from opsd.cli.common import CliError
-from opsd.config.load import ConfigError, load_config
+from opsd.cli.common import resolve_target
+from opsd.config.load import load_config
 from opsd.config.models import ChecksSettings
 from opsd.observe.results import QueueDesync
 from opsd.observe.status import jsonable
@@ -62,24 +62,6 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     heal.add_argument("--stopped", action="store_true",
                       help="the query is stopped: heal even though rows are waiting past the checkpoint")
     heal.set_defaults(handler=heal_desync)
-
-
-def resolve_target(args: argparse.Namespace) -> tuple[str | None, QueryTarget]:
-    """(cluster URI, target) from `QUERY --config` or `--checkpoint`; `CliError` names what is missing."""
-    if bool(args.query) == bool(args.checkpoint):
-        raise CliError("name a query (QUERY --config FILE) or a checkpoint (--checkpoint LOCATION), not both")
-    if args.checkpoint:
-        return args.cluster, QueryTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
-    if not args.config:
-        raise CliError(f"query {args.query!r}: give the config file that names it (--config FILE)")
-    try:
-        config = load_config(args.config)
-    except ConfigError as e:
-        raise CliError(str(e)) from None
-    found = [t for t in targets_for(config) if t.query == args.query]
-    if not found:
-        raise CliError(f"{args.config}: no pipeline with a checkpoint_location nor watch entry named {args.query!r}")
-    return args.cluster or config.cluster, found[0]
 
 
 def show_desync(args: argparse.Namespace) -> int:

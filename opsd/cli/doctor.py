@@ -26,6 +26,7 @@ from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import DEFAULT_URL
 from opsd.cli.status import query_state
 from opsd.config.load import load_config
+from opsd.doctor.advice import Naming
 from opsd.doctor.diagnose import diagnose
 from opsd.doctor.gather import from_config, from_status, from_targets
 from opsd.doctor.report import Report
@@ -70,21 +71,21 @@ def examine(args: argparse.Namespace) -> Report:
         config = load_config(args.config)
         with connect(args.cluster or config.cluster) as cluster:
             queries = from_config(cluster, config, time.time())
-        return diagnose(args.config, queries, lambda q: f"opsd desync heal {q} --config {args.config}")
+        return diagnose(args.config, queries, Naming.of_config(args.config, args.cluster or config.cluster))
     if args.checkpoint:
         target = QueryTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
         with connect(args.cluster) as cluster:
             queries = from_targets(cluster, [target], time.time())
         flags = "".join(f" --{k} {v}" for k, v in (("queue", args.queue), ("consumer", args.consumer),
                                                     ("cluster", args.cluster)) if v)
-        return diagnose(args.checkpoint, queries, lambda q: f"opsd desync heal --checkpoint {q}{flags}")
+        return diagnose(args.checkpoint, queries, Naming.of_checkpoint(flags, args.cluster))
     url = (args.url or DEFAULT_URL).rstrip("/")
     try:
         with urllib.request.urlopen(url + "/status", timeout=5) as response:
             document = json.load(response)
     except (urllib.error.URLError, OSError) as e:
         raise ConnectionError(f"no opsd daemon answers at {url}: {e}") from None
-    return diagnose(url, from_status(document), lambda q: f"opsd desync heal {q} --config <the daemon's config>")
+    return diagnose(url, from_status(document), Naming.of_config("CONFIG"))
 
 
 #: Per query its facts, the state first: the table's columns, the blocks' labels.
@@ -123,7 +124,8 @@ def _state(facts: dict[str, Any]) -> str:
 
 
 def _desync(facts: dict[str, Any], shown: Shown) -> str:
-    """Per queue a line, then a line per state: the partitions in it (data escaped, newlines within it included)."""
+    """Per queue a line (`(vital)` after it when its consumer is), then a line per state: the partitions in it (data
+    escaped, newlines within it included)."""
     lines = []
     for queue, d in (facts.get("desync") or {}).items():
         if d.get("problem") or not d.get("partitions"):
@@ -132,7 +134,8 @@ def _desync(facts: dict[str, Any], shown: Shown) -> str:
         by_state: dict[str, list[str]] = {}
         for partition, p in d["partitions"].items():
             by_state.setdefault(p["state"], []).append(str(partition))
-        lines += [shown.line(queue), *(f"  {_partitions(parts)}: {in_words(DesyncState, state)}"
+        vital = " (vital)" if d.get("vital") else ""
+        lines += [shown.line(queue + vital), *(f"  {_partitions(parts)}: {in_words(DesyncState, state)}"
                                        for state, parts in by_state.items())]
     return "\n".join(lines) or "-"
 

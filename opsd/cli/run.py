@@ -18,8 +18,9 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
                + f"\n\nWith types, as one table: {MARKDOWN_PATH}; examples: examples/configs/ (in the repository).")
     run.add_argument("config", help="opsd YAML config file; its keys are listed below")
     run.add_argument("--check", action="store_true",
-                     help="check the config and each pipeline (queue, consumer, checkpoint, functions, sink table and "
-                          "schema) without starting any query; exit 1 on a problem")
+                     help="check the config and each pipeline (queue, consumer, checkpoint and whether it can resume: "
+                          "desync, trim; functions, sink table and schema) without starting any query; exit 1 on a "
+                          "problem, naming its fix")
     run.set_defaults(handler=run_command)
 
 

@@ -16,12 +16,14 @@ class Severity(StrEnum):
 
 @dataclass(frozen=True)
 class Finding:
-    """Something the doctor saw (`what`) and what to do about it (`advice`: the command to run, the value to set)."""
+    """Something the doctor saw (`what`) and what to do about it (`advice`: the command to run, the value to set);
+    `kind` names the finding for scripts (`failed`, `lag`, a desync state, ...: `opsd.doctor.advice`)."""
 
     query: str
     severity: Severity
     what: str
     advice: str
+    kind: str = ""
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,9 @@ class PartitionPositions:
 class QueuePositions:
     """One queue of one query, where its positions came from (`checkpoint` location or `progress`), and any problem
     that makes its partitions unknowable (`problem`, with `partitions` empty). `timestamped`: the queue has the
-    `$timestamp` column. `removed_partitions`: partitions the checkpoint has read that the queue no longer has (its
-    tablets were removed by a reshard; the problem says so)."""
+    `$timestamp` column. `vital`: the consumer's registration for the queue is vital (a trim waits for it); None when
+    it is not registered or was not read. `removed_partitions`: partitions the checkpoint has read that the queue no
+    longer has (its tablets were removed by a reshard; the problem says so)."""
 
     query: str
     queue: str
@@ -57,6 +58,7 @@ class QueuePositions:
     problem: str | None = None
     timestamped: bool = False
     removed_partitions: tuple[int, ...] = ()
+    vital: bool | None = None
 
 
 @dataclass(frozen=True)

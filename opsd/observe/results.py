@@ -88,7 +88,7 @@ class QueueDesync:
 
     def to_json(self) -> Mapping[str, Any]:
         f = self.facts
-        return {"consumer": f.consumer, "source": f.source, "state": self.state,
+        return {"consumer": f.consumer, "vital": f.vital, "source": f.source, "state": self.state,
                 "committed_batch": f.committed_batch, "planned_batch": f.planned_batch, "problem": f.problem,
                 "removed_partitions": f.removed_partitions,
                 "partitions": {p.facts.partition: p for p in self.partitions}}

@@ -6,6 +6,7 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,11 +14,14 @@ from pathlib import Path
 import structlog
 
 from opsd.config.load import load_config
+from opsd.doctor.advice import Naming
+from opsd.doctor.diagnose import resume_findings
 from opsd.observe.failures import Failure
 from opsd.runtime.lifecycle import running, session_for
-from opsd.runtime.preflight import preflight
+from opsd.runtime.preflight import Problem, preflight
 from opsd.telemetry.logs import configure_logging
 from opsd.telemetry.terminal import Shown
+from streaming_core.cluster import connect
 
 log = structlog.get_logger(__name__)
 
@@ -73,13 +77,21 @@ def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
 
 
 def check(config_path: str | Path) -> int:
-    """`opsd run --check`: validate the config and pre-flight every pipeline, start no query; 1 on any problem."""
+    """`opsd run --check`: validate the config, pre-flight every pipeline and check that its checkpoint can resume
+    (the doctor's desync findings: behind the trim, past the queue's end, ...), start no query; 1 on any problem,
+    each named with its fix. Spark starts only for a `yt` sink (its schema fit)."""
     config = load_config(config_path)
-    spark = session_for(config)
+    # Spark only where pre-flight needs it: the fit of a `yt` sink's schema (the query is built, not started).
+    spark = session_for(config) if any(p.sink.format == "yt" for p in config.pipelines) else None
     try:
         found = [problem for problems in preflight(config, spark).values() for problem in problems]
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
+    naming = Naming.of_config(str(config_path), config.cluster)
+    with connect(config.cluster) as cluster:
+        found += [Problem(f.query, "checkpoint", f"{f.what}; fix: {f.advice}")
+                  for f in resume_findings(cluster, config, naming, time.time())]
     shown = Shown()
     for problem in found:
         print(shown.line(f"problem: {problem}"))

@@ -6,8 +6,11 @@ States (`opsd.observe.results.DesyncState`), in rising severity (a queue's state
   only when it plans the next one, so an idle query (and an `availableNow` run) leaves exactly this;
 - `stuck`: behind the previous batch's end too: acknowledgements of two or more committed batches never
   reached the consumer while the query ran them;
-- `consumer_ahead`: beyond the checkpoint's next row: a restart would skip the rows in between;
-- `behind_trim`: the checkpoint's next row is trimmed: its next batch cannot be replayed;
+- `consumer_ahead`: beyond the checkpoint's next row and beyond the trim: a restart would skip the rows in between
+  that are still there (a consumer moved to the trim past a checkpoint behind it skips nothing that exists: the
+  query's next row is the consumer's, the source's rule, so that is `in_sync`);
+- `behind_trim`: the query's next row (the checkpoint's, or the consumer's when further) is trimmed: its next batch
+  cannot be read (`TrimmedRowsError`) until the consumer is moved to the trim (`opsd consumer seek --to trim`);
 - `consumer_ahead_of_queue`: the consumer is past the queue's last row (the queue was recreated under its path, or
   the consumer was moved by hand): rows written later below its offset would never be read;
 - `checkpoint_ahead_of_queue`: the checkpoint's next row is past the queue's last row — the queue was recreated
@@ -32,11 +35,11 @@ def partition_state(f: PartitionPositions) -> DesyncState:
         return DesyncState.CHECKPOINT_AHEAD_OF_QUEUE
     if f.consumer_offset > f.row_count:
         return DesyncState.CONSUMER_AHEAD_OF_QUEUE
-    if f.checkpoint_next < f.trimmed_row_count:
+    if f.next_row < f.trimmed_row_count:
         return DesyncState.BEHIND_TRIM
-    if f.consumer_offset > f.checkpoint_next:
+    if f.consumer_offset > max(f.checkpoint_next, f.trimmed_row_count):
         return DesyncState.CONSUMER_AHEAD
-    if f.consumer_offset == f.checkpoint_next:
+    if f.consumer_offset >= f.checkpoint_next:
         return DesyncState.IN_SYNC
     if f.previous_next is not None and f.consumer_offset < f.previous_next:
         return DesyncState.STUCK

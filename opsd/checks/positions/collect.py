@@ -9,6 +9,10 @@ only grows and the offsets only ever point at rows that existed when they were w
 never past counters read after them — unless they are another queue's (`checkpoint_ahead_of_queue`,
 `consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue.
 
+A checkpoint with nothing committed yet (a new checkpointLocation) is read as starting where the consumer stands,
+within the queue's rows (the source's `initialOffset`): a new checkpoint behind the trim or at a consumer past the
+queue's end is judged before its query fails. The consumer's registration tells whether it is `vital`.
+
 One query's failure (an unreadable checkpoint, a missing consumer) becomes that query's `problem` and never stops
 the others. `PositionsCollector.read` shares one reading between the checks of a cycle (`max_age_seconds`).
 """
@@ -80,12 +84,15 @@ def collect_checkpoint(cluster: Cluster, target: QueryTarget, checkpoint: Checkp
             committed_batch=checkpoint.committed_batch,
             planned_batch=planned.batch_id if planned else None,
         )
-        facts = queue_positions(cluster, target.query, queue, target.consumer, checkpoint.location, ends, schemas)
         if checkpoint.committed is not None and ends.committed is None:
             read = ", ".join(q.path for q in checkpoint.committed.sources if q is not None) or "no yt queue"
-            facts = _problem(facts, f"{checkpoint.location}: batch {checkpoint.committed_batch} has no offsets for "
-                                    f"{queue} (it reads {read})")
-        found.append(facts)
+            found.append(QueuePositions(target.query, queue, target.consumer or "", checkpoint.location,
+                                        ends.committed_batch, ends.planned_batch,
+                                        problem=f"{checkpoint.location}: batch {checkpoint.committed_batch} has no "
+                                                f"offsets for {queue} (it reads {read})"))
+            continue
+        found.append(queue_positions(cluster, target.query, queue, target.consumer, checkpoint.location, ends,
+                                     schemas))
     return found
 
 
@@ -116,14 +123,14 @@ def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | No
     if not consumer:
         return _problem(facts, f"{source}: the offsets of {queue} name no consumer_path (SPYT's do not): "
                                "give the consumer (watch: consumer, or --consumer)")
-    if ends.committed is None:
-        return facts
-    if ends.committed.cluster != cluster.name:
-        return _problem(facts, f"{source}: the offsets of {queue} are for cluster {ends.committed.cluster!r}, "
+    offsets = ends.committed or ends.planned
+    if offsets is not None and offsets.cluster != cluster.name:
+        return _problem(facts, f"{source}: the offsets of {queue} are for cluster {offsets.cluster!r}, "
                                f"but {cluster.uri} is {cluster.name!r}")
     committed = cluster.get_consumer_offsets(consumer, queue)  # before the counters (module docstring)
+    registrations = cluster.list_queue_consumer_registrations(queue, consumer)
     infos = cluster.get_tablet_infos(queue)
-    removed = removed_partitions(ends.committed.partitions, len(infos))
+    removed = [] if ends.committed is None else removed_partitions(ends.committed.partitions, len(infos))
     if removed:
         return replace(_problem(facts, f"{source}: the checkpoint has read partitions {removed}, but {queue} now has "
                                        f"{len(infos)} tablets: they were removed by a reshard to fewer tablets, and "
@@ -131,22 +138,27 @@ def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | No
     schemas = {} if schemas is None else schemas
     if queue not in schemas:
         schemas[queue] = TIMESTAMP in cluster.get_schema(queue).names
-    return replace(facts, partitions=partitions(infos, ends, committed), timestamped=schemas[queue])
+    return replace(facts, partitions=partitions(infos, ends, committed), timestamped=schemas[queue],
+                   vital=any(r.vital for r in registrations) if registrations else None)
 
 
 def partitions(infos: Sequence[TabletInfo], ends: Ends, committed: Mapping[int, int]
                ) -> tuple[PartitionPositions, ...]:
-    """Each tablet's positions; a tablet the committed checkpoint does not name (added since) starts, as the source
-    starts it, where the consumer stands."""
+    """Each tablet's positions. The checkpoint's next row is where the query reads on: with nothing committed yet, where
+    the consumer stands (the source's `initialOffset`), within the queue's rows; a tablet the committed checkpoint does
+    not name (added since by a reshard) starts, as the source starts it, where the consumer stands."""
     def next_row(offset: QueueOffset | None, p: int) -> int | None:
         return None if offset is None or p not in offset.partitions else offset.partitions[p] + 1
 
     def position(t: TabletInfo) -> PartitionPositions:
         consumer = committed.get(t.tablet_index, 0)
         checkpoint = next_row(ends.committed, t.tablet_index)
-        return PartitionPositions(t.tablet_index, consumer if checkpoint is None else checkpoint,
-                                  next_row(ends.before, t.tablet_index), next_row(ends.planned, t.tablet_index),
-                                  consumer, t.total_row_count, t.trimmed_row_count, added=checkpoint is None)
+        added = ends.committed is not None and checkpoint is None
+        if checkpoint is None:
+            checkpoint = consumer if added else min(consumer, t.total_row_count)
+        return PartitionPositions(t.tablet_index, checkpoint, next_row(ends.before, t.tablet_index),
+                                  next_row(ends.planned, t.tablet_index), consumer, t.total_row_count,
+                                  t.trimmed_row_count, added=added)
 
     return tuple(position(t) for t in infos)
 

@@ -92,8 +92,9 @@ def test_a_pipeline_that_can_never_start_is_refused_and_named_while_the_others_r
     assert [(e["event"], e["query"]) for e in naming] == [("query_failed", "trimmed")], naming
     assert naming[0]["error"] == ("TrimmedRowsError: //home/f/trimmed: partition 0, rows [0, 50) of the requested "
                                   "range [0, 100) were trimmed before they were read")
+    # Neither Spark's Java frames nor the failure's Python traceback (its `raise` line), in JSON or raw from a child.
     assert not [line for line in above_debug if "\tat org.apache" in line or "\\tat org.apache" in line
-                or "Traceback" in line]
+                or "raise TrimmedRowsError" in line], [line for line in above_debug if not line.startswith("{")]
     traces = [e for e in events if e["event"] == "query_failure_trace"]
     assert [(e["level"], e["query"]) for e in traces] == [("debug", "trimmed")]
     assert "\tat org.apache.spark" in traces[0]["exception"]

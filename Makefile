@@ -75,9 +75,12 @@ clean:
 # The image's lock files (Dockerfile): every runtime dependency with the `spyt` extra, and the build tools, pinned with
 # their hashes by pip-compile. pip-tools runs in a venv of its own (its `build` dependency conflicts with checkov's).
 LOCK_VENV := .lock-venv
+# The image's Python (the Dockerfile's FROM), whatever PYTHON is: the locks are resolved for the interpreter they install
+# into (tests/test_dockerfile.py checks the two agree).
+LOCK_PYTHON := python3.11
 PIP_COMPILE := $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --no-emit-index-url \
 	--no-emit-find-links --strip-extras
 lock:
-	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q pip-tools; }
+	test -x $(LOCK_VENV)/bin/pip-compile || { $(LOCK_PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q pip-tools; }
 	$(PIP_COMPILE) --extra spyt --output-file requirements.lock pyproject.toml
 	$(PIP_COMPILE) --only-build-deps --all-build-deps --output-file requirements-build.lock pyproject.toml

@@ -1,15 +1,18 @@
 # Two entry points: `make demo` (the main job on the embedded cluster) and `make test`.
 # Both set everything up on a fresh machine: Java check, apt packages, venv, Python packages.
 
+# Python 3.11, 3.12 or 3.13: `make test PYTHON=python3.13`. Each Python has its own venv (.venv for the default).
 PYTHON ?= python3.11
-VENV := .venv
+VENV ?= $(if $(filter python3.11,$(PYTHON)),.venv,.venv-$(notdir $(PYTHON)))
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# Two stamps: the runtime dependencies (all `make demo` needs), then the development tools on top (`make test`).
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+STAMP := $(VENV)/.installed-dev
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: demo test test-fast lint bench setup java system-packages clean lock
 
-demo: setup
+demo: java $(RUNTIME_STAMP)
 	$(VENV)/bin/opsd demo $(DEMO_ARGS)
 
 # The whole suite: the quick lane on every core, then the tests that start Spark or an external program, one at a time
@@ -44,11 +47,14 @@ java:
 	  echo "       Install it with: sudo apt-get install -y openjdk-17-jre-headless"; \
 	  echo "       (or set JAVA_HOME and put \$$JAVA_HOME/bin on PATH)"; exit 1; }
 
-$(STAMP): pyproject.toml
+$(RUNTIME_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(STAMP): $(RUNTIME_STAMP)
 	$(PY) -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $@
 
 # promtool and the Prometheus server are used by the tests (Debian package `prometheus`), and Alertmanager by the
 # alert fidelity matrix (Debian package `prometheus-alertmanager`, binary `prometheus-alertmanager`); tmux is the
@@ -69,9 +75,12 @@ clean:
 # The image's lock files (Dockerfile): every runtime dependency with the `spyt` extra, and the build tools, pinned with
 # their hashes by pip-compile. pip-tools runs in a venv of its own (its `build` dependency conflicts with checkov's).
 LOCK_VENV := .lock-venv
+# The image's Python (the Dockerfile's FROM), whatever PYTHON is: the locks are resolved for the interpreter they install
+# into (tests/test_dockerfile.py checks the two agree).
+LOCK_PYTHON := python3.11
 PIP_COMPILE := $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --no-emit-index-url \
 	--no-emit-find-links --strip-extras
 lock:
-	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q pip-tools; }
+	test -x $(LOCK_VENV)/bin/pip-compile || { $(LOCK_PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q pip-tools; }
 	$(PIP_COMPILE) --extra spyt --output-file requirements.lock pyproject.toml
 	$(PIP_COMPILE) --only-build-deps --all-build-deps --output-file requirements-build.lock pyproject.toml

@@ -447,3 +447,14 @@ pipelines:
     unknown = problems_of(tmp_path, VALID + "checks: {bogus_seconds: 30}\n")
     assert len(unknown) == 1 and unknown[0].startswith("checks.bogus_seconds: Extra inputs are not permitted (known "
                                                        "keys here: ") and "desync_seconds" in unknown[0]
+
+
+@pytest.mark.parametrize(("spark_level", "failure_lines"), [
+    ("warn", "hide"), ("error", "hide"), ("info", "show"), ("debug", "show"), ("trace", "show")])
+def test_spark_says_a_failed_task_in_its_own_lines_only_below_warn(spark_level: str, failure_lines: str) -> None:
+    """Above INFO, opsd's one query_failed line speaks for the seven lines Spark writes about one failed task."""
+    config = OpsdConfig.model_validate({
+        "logging": {"spark_level": spark_level},
+        "pipelines": [{"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]})
+
+    assert f"-Dopsd.spark.failureLines={failure_lines}" in spark_defaults(config)[JAVA_OPTIONS].split()

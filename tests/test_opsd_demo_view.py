@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import shlex
 
 import pytest
 from rich.console import Console
 
+from opsd.cli.main import build_parser
 from opsd.demo.view import (
     BAR_WIDTH,
     ROWS,
@@ -114,3 +116,11 @@ def test_the_next_steps_name_the_demos_cluster_as_text() -> None:
     assert lines[1].split()[:4] == ["opsd", "table", "read", "//home/demo/result"]
     assert lines[2].split()[:4] == ["opsd", "queue", "inspect", "//home/demo/queue"]
     assert "--cluster local:///tmp/[bold]x" in lines[1] and "\x1b" not in out.getvalue()
+
+
+def test_every_next_step_is_a_command_line_opsd_parses() -> None:
+    commands = [line.split("#")[0] for line in str(next_steps("local:///tmp/demo")).splitlines()[1:]]
+
+    parsed = [build_parser().parse_args(shlex.split(command)[1:]) for command in commands]
+    assert [args.command for args in parsed] == ["table", "queue", "run"]
+    assert parsed[2].config == "examples/configs/queue_to_table.yaml"

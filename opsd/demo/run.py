@@ -30,7 +30,7 @@ from opsd.demo.scenario import (
 from opsd.demo.view import Display, Snapshot, next_steps, summary
 from opsd.runtime.lifecycle import Running, running
 from opsd.runtime.runner import Runner
-from opsd.telemetry.logs import configure_logging
+from opsd.telemetry.logs import TRACES_LOGGER, configure_logging
 from opsd.telemetry.terminal import Shown
 from streaming_core.cluster import Cluster, TableSchema
 
@@ -52,7 +52,8 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
     producer = Producer(cluster, QUEUE, TableSchema.from_yt(QUEUE_SCHEMA), settings.rate)
     log_file.write_text("")
     with open(log_file, "a", encoding="utf-8") as log_stream, contextlib.ExitStack() as restore:
-        configure_logging("INFO", stream=log_stream, json_lines=True)
+        # The log file keeps a failure's whole trace too (the JVM's own lines about it are held back).
+        configure_logging("INFO", stream=log_stream, json_lines=True, levels={TRACES_LOGGER: "DEBUG"})
         restore.callback(configure_logging, "WARNING")
         console.print(Shown()(f"opsd demo: starting Spark; logs in {log_file}"), soft_wrap=True)
         with contextlib.ExitStack() as app_context:

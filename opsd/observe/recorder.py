@@ -35,9 +35,11 @@ from opsd.observe.results import (
     TuneReason,
 )
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
+from opsd.telemetry.logs import TRACES_LOGGER
 from opsd.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
+traces = structlog.get_logger(TRACES_LOGGER)
 
 
 class Recorder:
@@ -143,6 +145,8 @@ class Recorder:
             log.info("query_terminated", query=name, query_id=event.id)
             return
         self.metrics.query_failures.labels(query=name, exception=exception_class).inc()
+        # One line names the failure (the product's error and what it was about); Spark's whole text (Java stack,
+        # Python traceback) follows at DEBUG, once: Spark's own lines about the failed task are held back.
         log.warning(
             "query_failed",
             query=name,
@@ -151,6 +155,7 @@ class Recorder:
             error_class=event.error_class,
             error=error,
         )
+        traces.debug("query_failure_trace", query=name, query_id=event.id, exception=event.exception)
 
     def _export_progress(self, progress: BatchProgress) -> None:
         m, query = self.metrics, progress.query

@@ -45,7 +45,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
             signal.signal(s, handler)
 
 
-def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
+def run(config_path: str | Path, stop: threading.Event | None = None, log_level: str | None = None) -> int:
     """Run every pipeline of the config until SIGTERM/SIGINT (or `stop`), or until all have finished.
 
     The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too.
@@ -54,6 +54,8 @@ def run(config_path: str | Path, stop: threading.Event | None = None) -> int:
     cuts are in the tuning documents, so the restart starts from them), 130 after Ctrl-C (SIGINT), else 0.
     """
     config = load_config(config_path)
+    if log_level is not None:
+        config = config.model_copy(update={"logging": config.logging.model_copy(update={"level": log_level})})
     configure_logging(config.logging.level, json_lines=config.logging.json_lines(sys.stderr),
                       levels=config.logging.levels)
     stop = stop or threading.Event()

@@ -115,9 +115,10 @@ class Supervisor:
         try:
             while not self._stopping.is_set():
                 self._prepare(last_failure)
-                started = self._clock()
+                started, ran = self._clock(), False
                 try:
                     self._query = self._start(self.spark, self.pipeline)
+                    ran = True
                     self._await(self._query, started)
                     return  # stopped, or a one-shot trigger (availableNow / once) completed
                 except Exception as e:
@@ -129,11 +130,13 @@ class Supervisor:
                         self.driver_gone = failure
                         log.error("spark_driver_gone", query=self.name, error=failure.message)
                         return
+                    # A query that ran and failed was named by the recorder's `query_failed` line (from its
+                    # termination event): the supervisor's line says only what it does about it.
                     if failure.permanent:
-                        self.fail_permanently(failure)
+                        self.fail_permanently(failure, named=not ran)
                         return
                     failures = 1 if self._clock() - started > self._healthy_after else failures + 1
-                    if not self._restart_after(failure, failures):
+                    if not self._restart_after(failure, failures, named=not ran):
                         return
         finally:
             self.finished.set()
@@ -151,21 +154,21 @@ class Supervisor:
             if self._crash_loop and self._clock() - started > self._healthy_after:
                 self._set_crash_loop(False)
 
-    def fail_permanently(self, failure: Failure) -> None:
-        """Stop the pipeline for good (a restart would fail the same way): say so in logs, metrics and status."""
+    def fail_permanently(self, failure: Failure, named: bool = True) -> None:
+        """Stop the pipeline for good (a restart would fail the same way): say so in logs, metrics and status. The log
+        line names the failure (class, message) unless `named` is False: a line said them already."""
         self.permanent_failure = failure
-        log.error("pipeline_failed_permanently", query=self.name, exception_class=failure.exception_class,
-                  error=failure.message)
+        log.error("pipeline_failed_permanently", query=self.name, **_naming(failure, named))
         self.recorder.record_permanent_failure(self.name, failure.exception_class, failure.message)
 
-    def _restart_after(self, failure: Failure, failures: int) -> bool:
+    def _restart_after(self, failure: Failure, failures: int, named: bool) -> bool:
         if self.backoff.gives_up(failures):
             self.gave_up = True
-            log.error("pipeline_gave_up", query=self.name, failures=failures, error=failure.message)
+            log.error("pipeline_gave_up", query=self.name, failures=failures, **_naming(failure, named))
             return False
         delay = self.backoff.delay(failures)
         log.warning("pipeline_failed", query=self.name, failures=failures, retry_in_seconds=delay,
-                    exception_class=failure.exception_class, error=failure.message)
+                    **_naming(failure, named))
         if self.backoff.at_cap(failures):
             self._set_crash_loop(True)  # visible while waiting out the capped delay, not only after it
         if self._stopping.wait(delay):
@@ -194,6 +197,11 @@ class Supervisor:
             log.error("pipeline_stop_timed_out", query=self.name)
             return
         log.info("pipeline_stopped", query=self.name)
+
+
+def _naming(failure: Failure, named: bool) -> dict[str, str]:
+    """The keys of a supervisor's log line that name `failure`, if it is to name it."""
+    return {"exception_class": failure.exception_class, "error": failure.message} if named else {}
 
 
 def stop_after_running_batch(query: StreamingQuery, deadline: float,

@@ -6,8 +6,9 @@ ytsaurus-client's `Yt`, whose own handler is taken away) go through the same pro
 the same shape and passes the same secret redaction (`opsd.telemetry.redaction`); their chatter (APScheduler's
 "Running job" at every check run, py4j's callbacks) is held back to warnings by default (`THIRD_PARTY_LEVELS`).
 Spark's own (log4j2) lines are written by the JVM; `spark_java_options` gives them the same keys and format
-(`log4j2.properties`), and `children_write_to` sends all a child process prints (the JVM's start-up notes included)
-to a file.
+(`log4j2.properties`) and holds back the seven lines Spark writes about one failed task (opsd's `query_failed` says
+it in one, the whole trace at DEBUG on `TRACES_LOGGER`), and `children_write_to` sends all a child process prints
+(the JVM's start-up notes included) to a file.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ THIRD_PARTY_LEVELS = {"apscheduler": "WARNING", "py4j": "WARNING"}
 FOREIGN_LOGGERS = {"Yt": "yt.logger"}
 #: The log4j2 configuration that Spark's JVM gets in sessions opsd builds.
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
+#: Spark levels at which the JVM's own lines about a failed task (the executor's, the scheduler's, the query's, each
+#: with the whole trace) are shown; above them opsd's one `query_failed` line speaks for them (`log4j2.properties`).
+SPARK_FAILURE_LINES_LEVELS = frozenset({"INFO", "DEBUG", "TRACE"})
+#: The logger of whole failure texts (Spark's Java stack and the Python traceback): at DEBUG, so that INFO has one
+#: line per failure; a log file that must keep them (the demo's) sets this logger's level to DEBUG.
+TRACES_LOGGER = "opsd.traces"
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -117,9 +124,10 @@ def renders_json(stream: TextIO) -> bool:
 
 def spark_java_options(level: str = "WARN", json_lines: bool = True) -> str:
     """JVM options (`spark.driver.extraJavaOptions`) that make Spark log through `LOG4J2_CONFIG`: at `level`,
-    as JSON lines or console lines on stderr."""
+    as JSON lines or console lines on stderr, its lines about a failed task only at `SPARK_FAILURE_LINES_LEVELS`."""
+    failure_lines = "show" if level.upper() in SPARK_FAILURE_LINES_LEVELS else "hide"
     return (f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()} -Dopsd.spark.logLevel={level.lower()} "
-            f"-Dopsd.spark.logFormat={'json' if json_lines else 'console'}")
+            f"-Dopsd.spark.logFormat={'json' if json_lines else 'console'} -Dopsd.spark.failureLines={failure_lines}")
 
 
 @contextlib.contextmanager

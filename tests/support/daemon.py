@@ -7,7 +7,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,13 @@ def opsd(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "COLUMNS": "200"})
 
 
-def run_daemon(config_file: Path, stderr: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """`opsd run CONFIG` in a child process (with `env`, else this one's), its log lines (stderr) going to `stderr`."""
+def run_daemon(config_file: Path, stderr: Path, env: Mapping[str, str] | None = None,
+               options: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+    """`opsd run [OPTIONS] CONFIG` in a child process (with `env`, else this one's), its log lines (stderr) going to
+    `stderr`."""
     with stderr.open("wb") as err:
-        return subprocess.Popen([*OPSD, "run", str(config_file)], stdout=subprocess.DEVNULL, stderr=err, env=env)
+        return subprocess.Popen([*OPSD, "run", *options, str(config_file)], stdout=subprocess.DEVNULL, stderr=err,
+                                env=env)
 
 
 def rows(first: int, count: int) -> list[dict[str, Any]]:

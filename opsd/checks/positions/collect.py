@@ -9,8 +9,13 @@ only grows and the offsets only ever point at rows that existed when they were w
 never past counters read after them — unless they are another queue's (`checkpoint_ahead_of_queue`,
 `consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue.
 
+Then, once per queue whatever the number of queries reading it, how the queue is trimmed (`QueueRetention`): its
+`@auto_trim_config` and the offsets of its vital consumers, read after the counters, so a vital offset may be past
+them by what was written and read in between (the trim forecast and the vital-consumer audit allow for it).
+
 One query's failure (an unreadable checkpoint, a missing consumer) becomes that query's `problem` and never stops
-the others. `PositionsCollector.read` shares one reading between the checks of a cycle (`max_age_seconds`).
+the others; a queue whose retention cannot be read gets it as its retention's `problem`. `PositionsCollector.read`
+shares one reading between the checks of a cycle (`max_age_seconds`).
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ from typing import Any
 import structlog
 
 from opsd.config.models import OpsdConfig
-from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions
+from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions, QueueRetention, VitalConsumer
+from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
 from streaming_core.checkpoint import Checkpoint, read_checkpoint
-from streaming_core.cluster import Cluster, ClusterError, TabletInfo, connect
+from streaming_core.cluster import Cluster, ClusterError, NoSuchPathError, TabletInfo, connect
 from streaming_core.cluster.schema import TIMESTAMP
 from streaming_core.offsets import QueueOffset, removed_partitions
 from streaming_core.options import CONSUMER_PATH
@@ -195,14 +201,30 @@ def error_text(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def collect_retention(cluster: Cluster, queue: str) -> QueueRetention:
+    """How `queue` is trimmed; a failure to read it becomes its `problem` (never raised)."""
+    try:
+        try:
+            config = AutoTrimConfig.from_yt(queue, cluster.get(f"{queue}/@{AUTO_TRIM_ATTRIBUTE}"))
+        except NoSuchPathError:
+            config = None
+        vital = tuple(VitalConsumer(r.consumer_path, r.partitions, cluster.get_consumer_offsets(r.consumer_path, queue))
+                      for r in cluster.list_queue_consumer_registrations(queue_path=queue) if r.vital)
+    except Exception as e:  # isolation: this queue's retention is unknown, the rest of the reading stands
+        log.warning("retention_collect_failed", queue=queue, error=error_text(e))
+        return QueueRetention(queue, problem=error_text(e))
+    return QueueRetention(queue, config, vital)
+
+
 @dataclass(frozen=True)
 class Reading:
-    """One cycle's read of the world: every query's positions (in the order found), and the targets they were read
-    for (a query found from progress has none)."""
+    """One cycle's read of the world: every query's positions (in the order found), the targets they were read
+    for (a query found from progress has none) and, per queue read, how it is trimmed."""
 
     at: float
     queries: tuple[QueryPositions, ...] = ()
     targets: Mapping[str, QueryTarget] = field(default_factory=dict)
+    retention: Mapping[str, QueueRetention] = field(default_factory=dict)
 
     def of(self, query: str) -> QueryPositions | None:
         return next((q for q in self.queries if q.query == query), None)
@@ -214,13 +236,15 @@ class Reading:
 
 def collect(cluster: Cluster, targets: Sequence[QueryTarget], progress: ProgressSource | None, at: float,
             stopped: Callable[[str], bool] = lambda query: False, schemas: dict[str, bool] | None = None) -> Reading:
-    """Positions of every target, then of every query in `progress` that no target names."""
+    """Positions of every target, then of every query in `progress` that no target names, then the retention of
+    every queue whose partitions were read."""
     found = {t.query: collect_target(cluster, t, stopped=stopped(t.query), schemas=schemas) for t in targets}
     for query, events in (progress() if progress else {}).items():
         if query not in found:
             found[query] = _attached(cluster, query, events, schemas)
+    read = dict.fromkeys(q.queue for positions in found.values() for q in positions if q.partitions)
     return Reading(at, tuple(QueryPositions(q, at, tuple(queues)) for q, queues in found.items()),
-                   {t.query: t for t in targets})
+                   {t.query: t for t in targets}, {queue: collect_retention(cluster, queue) for queue in read})
 
 
 class PositionsCollector:

@@ -15,6 +15,7 @@ from typing import Any
 
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.report import Finding, Severity
+from opsd.doctor.retention import retention_advice
 from opsd.observe.status import json_number
 
 #: `opsd desync heal ...` for a query, as the user can run it where the doctor's facts came from.
@@ -46,6 +47,7 @@ def findings(query: str, facts: Mapping[str, Any], heal_command: HealCommand) ->
                                                                                       heal_command(query)))
     found.extend(Finding(query, sev, what, advice) for sev, what, advice in _lag(facts))
     found.extend(Finding(query, sev, what, advice) for sev, what, advice in _memory(facts))
+    found.extend(Finding(query, sev, what, advice) for sev, what, advice in retention_advice(facts))
     return found
 
 

@@ -13,7 +13,7 @@ Each limit closes on `c` at its own speed, from the rates over the window (rows 
 
 The time until loss is the latest of the three (a limit not set is passed already); +Inf when one never closes at
 the current rates. The rule with the latest time is `binding`: the one that holds the rows longest, and so the one
-to raise. With no auto-trim, no vital consumer for the partition, or the query's own consumer vital, the Queue Agent
+to raise (of limits all passed already, a retention rule). With no auto-trim, no vital consumer for the partition, or the query's own consumer vital, the Queue Agent
 never deletes an unread row: +Inf, whatever the rates.
 """
 
@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 
 from opsd.checks.trim.facts import PartitionTrimFacts, QueueTrimFacts, Sample
-from opsd.observe.results import PartitionTrim, QueueTrim, TrimOutlook
+from opsd.observe.results import TRIM_RULES, PartitionTrim, QueueTrim, TrimOutlook
 from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.offsets import unread_rows
 
@@ -73,7 +73,8 @@ def forecast(p: PartitionTrimFacts, config: AutoTrimConfig | None, queue: str, s
         return verdict(TrimOutlook.NOT_APPROACHING, INF, next(r for r, eta in etas.items() if eta == INF), measured)
     if any(eta is None for eta in etas.values()):
         return verdict(TrimOutlook.UNKNOWN, None, None, measured)
-    binding, eta = max(etas.items(), key=lambda item: item[1])  # type: ignore[arg-type, return-value]
+    # Ties (every limit past already: pending) go to a retention rule, which raising would stop.
+    binding, eta = max(etas.items(), key=lambda item: (item[1], TRIM_RULES.index(item[0])))  # type: ignore[arg-type]
     return verdict(TrimOutlook.PENDING if eta == 0 else TrimOutlook.APPROACHING, eta, binding, measured)
 
 

@@ -13,8 +13,8 @@ Each limit closes on `c` at its own speed, from the rates over the window (rows 
 
 The time until loss is the latest of the three (a limit not set is passed already); +Inf when one never closes at
 the current rates. The rule with the latest time is `binding`: the one that holds the rows longest, and so the one
-to raise (of limits all passed already, a retention rule). With no auto-trim, no vital consumer for the partition, or the query's own consumer vital, the Queue Agent
-never deletes an unread row: +Inf, whatever the rates.
+to raise (of limits all passed already, a retention rule). With no auto-trim, no vital consumer for the partition, or
+the query's own consumer vital, the Queue Agent never deletes an unread row: +Inf, whatever the rates.
 """
 
 from __future__ import annotations

@@ -80,3 +80,25 @@ def test_its_own_vital_consumer_counts_and_one_made_not_vital_is_no_longer_expor
     assert check.run() == []
     assert stalled_seconds(recorder, "job", job.queue, job.consumer) == 0
     assert recorder.status.get("job").vital_consumers == ()
+
+
+def test_a_queue_read_by_two_queries_has_its_retention_read_once_per_cycle_and_audited_under_both(
+        yt, yt_root, tmp_path, recorder, monkeypatch) -> None:
+    from streaming_core.cluster.embedded import EmbeddedCluster
+    from tests.support.checkpoint import write_checkpoint
+
+    job = retention_job(yt, yt_root, tmp_path / "cp", rows=40, other_at=5)
+    second = tmp_path / "cp2"
+    write_checkpoint(second, job.queue, {0: {0: 3, 1: 3}}, 0, consumer=job.other)
+    listed = []
+    real = EmbeddedCluster.list_queue_consumer_registrations
+    monkeypatch.setattr(EmbeddedCluster, "list_queue_consumer_registrations",
+                        lambda self, **kw: listed.append(kw) or real(self, **kw))
+    positions = PositionsCollector(yt.uri, [QueryTarget("job", job.location), QueryTarget("other", str(second))],
+                                   clock=Clock())
+
+    [audit] = VitalConsumerCheck(recorder, positions).run()
+
+    assert (audit.consumer, listed) == (job.other, [{"queue_path": job.queue}])
+    assert [(a.consumer, a.own) for a in recorder.status.get("job").vital_consumers] == [(job.other, False)]
+    assert [(a.consumer, a.own) for a in recorder.status.get("other").vital_consumers] == [(job.other, True)]

@@ -211,3 +211,16 @@ def test_through_the_ytsaurus_client_the_checks_read_the_auto_trim_config_and_vi
     [audit] = VitalConsumerCheck(recorder, positions).run()
     assert [(p.outlook, p.eta_seconds) for p in trim.partitions] == [(TrimOutlook.PENDING, 0.0)] * 2
     assert (audit.consumer, audit.waiting_rows) == (job.other, 0)
+
+
+def test_a_standin_with_a_queue_agent_trims_a_queue_configured_through_the_ytsaurus_client(tmp_path) -> None:
+    from streaming_core.cluster import connect
+    from streaming_core.cluster.standin import StandinProxy
+    from tests.support.wait import wait_until
+
+    with StandinProxy(tmp_path / "cluster", queue_agent_seconds=0.2) as proxy, connect(proxy.uri) as cluster:
+        cluster.create("map_node", "//tmp/agent", recursive=True)
+        job = retention_job(cluster, "//tmp/agent", tmp_path / "cp", config=None, other_at=15)
+        assert trimmed(cluster, job.queue) == [0, 0]
+        cluster.set(f"{job.queue}/@auto_trim_config", {"enable": True, "retained_rows": 8})
+        wait_until(lambda: trimmed(cluster, job.queue) == [12, 12], 30, "the stand-in's queue agent to trim")

@@ -98,9 +98,9 @@ class VitalConsumer:
 
 @dataclass(frozen=True)
 class QueueRetention:
-    """How a queue is trimmed, read once per cycle: its `@auto_trim_config` (None: not set) and its vital consumers
-    with their offsets (read before the cycle's queue counters would be: see `opsd.checks.positions.collect`);
-    `problem` when they could not be read."""
+    """How a queue is trimmed, read once per cycle after the queries' positions: its `@auto_trim_config` (None: not
+    set) and its vital consumers with their offsets (which may be past the counters read before them: see
+    `opsd.checks.positions.collect`); `problem` when they could not be read."""
 
     queue: str
     auto_trim: AutoTrimConfig | None = None

@@ -13,8 +13,8 @@ Adding a fault is one `Fault` entry in `FAULTS`: the alert it must raise, the la
 to inject it. The OOM risk and the tuner's decisions go in through the recorder, as their checks report them.
 
 Rows trimmed soon runs the whole way on the embedded cluster: a queue with `@auto_trim_config`, written every second,
-read by another job's vital consumer and trimmed by the embedded queue agent every second, as YTsaurus' Queue Agent
-does, while the query's consumer stands still; the trim forecast must page before the agent deletes a row the query
+read by another job's vital consumer and trimmed by the embedded auto-trimmer every second, as YTsaurus' Queue Agent
+does, while the query's consumer stands still; the trim forecast must page before the trimmer deletes a row the query
 has not read (the lead time, from the page to that loss, is reported as the test's `lead_seconds` property).
 """
 
@@ -56,7 +56,7 @@ from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.cluster import Cluster, connect
-from streaming_core.cluster.embedded.queue_agent import QueueAgent
+from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 from tests.support.checkpoint import job_with_checkpoint
 from tests.support.ports import free_port
 from tests.support.prometheus import PROMETHEUS
@@ -234,18 +234,18 @@ TRIM_RETAINED_ROWS, TRIM_WRITE_ROWS = 290, 20
 
 def rows_trimmed_soon(opsd: Opsd, query: str) -> None:
     """The query's consumer stands at row 10 while 20 rows a second arrive per partition, another job's vital
-    consumer reads them all and the queue agent trims every second down to `TRIM_RETAINED_ROWS`: rows the query has
-    not read are deleted about 14 s on. `opsd.losses[query]` notes when the agent first deletes one."""
+    consumer reads them all and the auto-trimmer trims every second down to `TRIM_RETAINED_ROWS`: rows the query has
+    not read are deleted about 14 s on. `opsd.losses[query]` notes when the trimmer first deletes one."""
     root = f"//tmp/fidelity/{query}"
     opsd.cluster.create("map_node", root, recursive=True)
     job = retention_job(opsd.cluster, root, opsd.workdir / query, read_to=10,
                         config=AutoTrimConfig(True, TRIM_RETAINED_ROWS))
-    agent = QueueAgent(opsd.cluster)
+    trimmer = AutoTrimmer(opsd.cluster)
 
     def write_read_and_trim() -> None:
         job.produce(opsd.cluster, TRIM_WRITE_ROWS)
         job.other_reads_to(opsd.cluster, opsd.cluster.get_tablet_infos(job.queue)[0].total_row_count)
-        if any(t.after > 10 for t in agent.run_pass([job.queue])):
+        if any(t.after > 10 for t in trimmer.run_pass([job.queue])):
             opsd.losses.setdefault(query, time.time())
 
     opsd.targets.append(QueryTarget(query, job.location))
@@ -484,10 +484,10 @@ def test_each_fault_pages_its_alert_in_time_with_its_labels_and_runbook(stack, f
     assert_pages(stack, fault)
 
 
-def test_rows_trimmed_soon_pages_before_the_queue_agent_deletes_a_row_the_query_has_not_read(stack, record_property):
+def test_rows_trimmed_soon_pages_before_the_auto_trimmer_deletes_a_row_the_query_has_not_read(stack, record_property):
     opsd = stack[0]
     query, arrived = assert_pages(stack, ROWS_TRIMMED_SOON)
-    lost = wait_until(lambda: opsd.losses.get(query), 60, f"the queue agent to trim rows {query} has not read")
+    lost = wait_until(lambda: opsd.losses.get(query), 60, f"the auto-trimmer to trim rows {query} has not read")
     record_property("lead_seconds", round(lost - arrived, 1))
     assert lost > arrived, f"the page came {arrived - lost:.1f}s after the rows were lost"
 

@@ -20,7 +20,7 @@ from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AutoTrimConfig
-from streaming_core.cluster.embedded.queue_agent import QueueAgent
+from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 from tests.support.retention import Clock, retention_job
 
 
@@ -47,7 +47,7 @@ def test_a_pending_trim_of_unread_rows_needs_action_and_registering_the_consumer
     assert register == ["consumer", "register", job.queue, job.consumer, "--vital"]
     assert main([*register, "--cluster", cluster_uri]) == 0
     capsys.readouterr()
-    QueueAgent(yt, clock=Clock()).run_pass()
+    AutoTrimmer(yt, clock=Clock()).run_pass()
     assert [t.trimmed_row_count for t in yt.get_tablet_infos(job.queue)] == [10, 10]  # only the rows it read
     code, report = report_of(capsys, "--checkpoint", job.location, "--cluster", cluster_uri)
     assert code == 0 and report["queries"][job.location]["facts"]["trim"][job.queue]["partitions"]["0"][

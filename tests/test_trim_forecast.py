@@ -1,4 +1,4 @@
-"""The trim forecast and the embedded queue agent on the embedded cluster: the agent trims a queue by its
+"""The trim forecast and the embedded auto-trimmer on the embedded cluster: the trimmer trims a queue by its
 `@auto_trim_config` as YTsaurus' Queue Agent does (up to the vital consumers, keeping `retained_rows` and the rows
 younger than `retained_lifetime_duration`), and the trim check predicts, before the loss, when that deletes rows a
 query has not read; driven by one clock the test moves."""
@@ -19,7 +19,7 @@ from opsd.observe.results import TrimOutlook
 from opsd.observe.status import StatusStore, jsonable
 from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AutoTrimConfig, trim_limit
-from streaming_core.cluster.embedded.queue_agent import QueueAgent
+from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 from tests.support.retention import Clock, retention_job
 
 
@@ -54,28 +54,28 @@ def test_the_trim_limit_is_the_slowest_vital_consumer_capped_by_what_retention_k
     assert trim_limit(AutoTrimConfig(False), row_count=100, vital_offsets=[95], written_before_barrier=None) is None
 
 
-# -- the embedded queue agent --------------------------------------------------------------------------------------
+# -- the embedded auto-trimmer --------------------------------------------------------------------------------------
 
 
-def test_the_queue_agent_trims_to_the_vital_consumer_but_keeps_the_retained_rows(yt, yt_root, tmp_path) -> None:
+def test_the_auto_trimmer_trims_to_the_vital_consumer_but_keeps_the_retained_rows(yt, yt_root, tmp_path) -> None:
     job = retention_job(yt, yt_root, tmp_path / "cp", rows=60, other_at=25, config=AutoTrimConfig(True, 10))
-    agent = QueueAgent(yt, clock=Clock())
+    trimmer = AutoTrimmer(yt, clock=Clock())
 
-    assert [(t.partition, t.before, t.after) for t in agent.run_pass()] == [(0, 0, 20), (1, 0, 20)]  # 30 - 10 kept
+    assert [(t.partition, t.before, t.after) for t in trimmer.run_pass()] == [(0, 0, 20), (1, 0, 20)]  # 30 - 10 kept
     assert trimmed(yt, job.queue) == [20, 20]  # past the job's consumer at 10: rows [10, 20) are lost to it
     yt.set(f"{job.queue}/@auto_trim_config/retained_rows", 2)  # a key inside the attribute, as `yt set` does
-    agent.run_pass()
+    trimmer.run_pass()
     assert trimmed(yt, job.queue) == [25, 25]  # now the vital consumer holds it
 
 
-def test_the_queue_agent_trims_nothing_without_a_vital_consumer_or_with_trimming_off(yt, yt_root, tmp_path) -> None:
+def test_the_auto_trimmer_trims_nothing_without_a_vital_consumer_or_with_trimming_off(yt, yt_root, tmp_path) -> None:
     job = retention_job(yt, yt_root, tmp_path / "cp", other_vital=False)
     off = retention_job(yt, f"{yt_root}/off", tmp_path / "cp2", config=AutoTrimConfig(False))
-    assert QueueAgent(yt, clock=Clock()).run_pass() == []
+    assert AutoTrimmer(yt, clock=Clock()).run_pass() == []
     assert trimmed(yt, job.queue) == trimmed(yt, off.queue) == [0, 0]
 
 
-def test_the_queue_agent_keeps_the_rows_younger_than_the_lifetime_by_its_clock(yt, yt_root, tmp_path) -> None:
+def test_the_auto_trimmer_keeps_the_rows_younger_than_the_lifetime_by_its_clock(yt, yt_root, tmp_path) -> None:
     schema = [{"name": "$timestamp", "type": "uint64"}, {"name": "data", "type": "string"},
               {"name": "n", "type": "int64"}]
     queue, other = f"{yt_root}/queue", f"{yt_root}/other"
@@ -89,11 +89,11 @@ def test_the_queue_agent_keeps_the_rows_younger_than_the_lifetime_by_its_clock(y
     yt.advance_consumer(other, queue, 0, None, 8)
     yt.set(f"{queue}/@auto_trim_config", {"enable": True, "retained_lifetime_duration": 60_000})
     clock = Clock(old / 1e6 + 59)
-    agent = QueueAgent(yt, clock=clock)
+    trimmer = AutoTrimmer(yt, clock=clock)
 
-    assert agent.run_pass() == []  # the oldest row is 59 s old
+    assert trimmer.run_pass() == []  # the oldest row is 59 s old
     clock.now = old / 1e6 + 60.5
-    agent.run_pass()
+    trimmer.run_pass()
     assert trimmed(yt, queue) == [5 if new / 1e6 + 60 > clock.now else 8]
 
 
@@ -104,7 +104,7 @@ def forecast_setup(yt, yt_root, tmp_path, recorder, **job) -> tuple:
     job_ = retention_job(yt, yt_root, tmp_path / "cp", **job)
     clock = Clock()
     positions = PositionsCollector(yt.uri, [QueryTarget("job", job_.location)], clock=clock)
-    return job_, clock, TrimCheck(recorder, positions), QueueAgent(yt, clock=clock)
+    return job_, clock, TrimCheck(recorder, positions), AutoTrimmer(yt, clock=clock)
 
 
 def test_the_forecast_predicts_when_the_retained_rows_stop_covering_the_unread_rows_and_it_comes_true(
@@ -112,7 +112,7 @@ def test_the_forecast_predicts_when_the_retained_rows_stop_covering_the_unread_r
     """20 rows per partition, the job's next row 10, retained_rows 30: 10 unread, 21 rows of room. At 2 rows a second
     per partition written (the other job, vital, reads them all; this job reads nothing) the 31st unread row, and
     with it the job's next row, is trimmable in 10.5 s."""
-    job, clock, check, agent = forecast_setup(yt, yt_root, tmp_path, recorder, config=AutoTrimConfig(True, 30))
+    job, clock, check, trimmer = forecast_setup(yt, yt_root, tmp_path, recorder, config=AutoTrimConfig(True, 30))
     [first] = check.run()
     assert {p.outlook for p in first.partitions} == {TrimOutlook.UNKNOWN}  # one reading: no rate yet
     for _ in range(2):  # 2 rows per second and partition, for 5 seconds each time
@@ -126,22 +126,22 @@ def test_the_forecast_predicts_when_the_retained_rows_stop_covering_the_unread_r
     assert p0.eta_seconds == pytest.approx(0.5) and p0.at_risk  # 31 unread rows in half a second
     labels = {"query": "job", "queue": job.queue, "partition": "0"}
     assert recorder.metrics.registry.get_sample_value("opsd_queue_trim_eta_seconds", labels) == pytest.approx(0.5)
-    agent.run_pass()
+    trimmer.run_pass()
     assert trimmed(yt, job.queue) == [10, 10]  # only the rows the job has read: the retained 30 are [10, 40)
     clock.advance(0.5)
     job.produce(yt, 1)
     job.other_reads_to(yt, 41)
-    agent.run_pass()
+    trimmer.run_pass()
     assert trimmed(yt, job.queue) == [11, 11]  # half a second on, the retained rows are [11, 41): row 10 is lost
     assert recorder.status.get("job").trim[job.queue].partitions[0].at_risk
 
 
 def test_a_trim_point_already_past_the_next_row_is_pending(yt, yt_root, tmp_path, recorder) -> None:
-    job, _, check, agent = forecast_setup(yt, yt_root, tmp_path, recorder, config=AutoTrimConfig(True, 5))
+    job, _, check, trimmer = forecast_setup(yt, yt_root, tmp_path, recorder, config=AutoTrimConfig(True, 5))
     [trim] = check.run()
     assert [(p.outlook, p.eta_seconds, p.at_risk) for p in trim.partitions] == [(TrimOutlook.PENDING, 0.0, True)] * 2
     assert jsonable(trim)["partitions"]["0"]["outlook"] == "pending"
-    agent.run_pass()
+    trimmer.run_pass()
     assert trimmed(yt, job.queue) == [15, 15]  # as forecast: past the job's next row 10
 
 
@@ -213,14 +213,14 @@ def test_through_the_ytsaurus_client_the_checks_read_the_auto_trim_config_and_vi
     assert (audit.consumer, audit.waiting_rows) == (job.other, 0)
 
 
-def test_a_standin_with_a_queue_agent_trims_a_queue_configured_through_the_ytsaurus_client(tmp_path) -> None:
+def test_a_standin_with_an_auto_trimmer_trims_a_queue_configured_through_the_ytsaurus_client(tmp_path) -> None:
     from streaming_core.cluster import connect
     from streaming_core.cluster.standin import StandinProxy
     from tests.support.wait import wait_until
 
-    with StandinProxy(tmp_path / "cluster", queue_agent_seconds=0.2) as proxy, connect(proxy.uri) as cluster:
+    with StandinProxy(tmp_path / "cluster", auto_trim_seconds=0.2) as proxy, connect(proxy.uri) as cluster:
         cluster.create("map_node", "//tmp/agent", recursive=True)
         job = retention_job(cluster, "//tmp/agent", tmp_path / "cp", config=None, other_at=15)
         assert trimmed(cluster, job.queue) == [0, 0]
         cluster.set(f"{job.queue}/@auto_trim_config", {"enable": True, "retained_rows": 8})
-        wait_until(lambda: trimmed(cluster, job.queue) == [12, 12], 30, "the stand-in's queue agent to trim")
+        wait_until(lambda: trimmed(cluster, job.queue) == [12, 12], 30, "the stand-in's auto-trimmer to trim")

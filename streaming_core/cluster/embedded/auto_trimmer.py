@@ -1,7 +1,8 @@
-"""The embedded cluster's queue agent: trims every queue by its `@auto_trim_config`, as YTsaurus' Queue Agent does
-(`streaming_core.auto_trim` holds the rule).
+"""The embedded cluster's automatic trimming: every queue trimmed by its `@auto_trim_config`, as YTsaurus' Queue Agent
+trims (`streaming_core.auto_trim` holds the rule; the stand-in's `queue_agent` serves the agent's other half, its
+attributes).
 
-`QueueAgent.run_pass()` makes one pass over the cluster's queues at the agent's clock, so a test drives trimming
+`AutoTrimmer.run_pass()` makes one pass over the cluster's queues at the trimmer's clock, so a test drives trimming
 deterministically (an injected clock, one pass when it asks); `start()` runs passes every `period_seconds` on a
 thread (the stand-in runs one when asked), as the Queue Agent's passes every few seconds do.
 
@@ -42,7 +43,7 @@ class Trim:
     after: int
 
 
-class QueueAgent:
+class AutoTrimmer:
     """Applies `@auto_trim_config` to the queues of one embedded cluster (see the module docstring)."""
 
     def __init__(self, cluster: EmbeddedCluster, *, clock: Callable[[], float] = time.time, period_seconds: float = 5.0
@@ -104,7 +105,7 @@ class QueueAgent:
                 upper = middle
         return lower
 
-    def start(self) -> QueueAgent:
+    def start(self) -> AutoTrimmer:
         """Pass every `period_seconds` on a daemon thread until `stop()`."""
         def loop() -> None:
             while not self._stop.wait(self.period_seconds):
@@ -113,7 +114,7 @@ class QueueAgent:
                 except ClusterError as e:  # the cluster's own trouble: the next pass tries again
                     log.warning("auto_trim_pass_failed", error=str(e))
 
-        self._thread = threading.Thread(target=loop, name="queue-agent", daemon=True)
+        self._thread = threading.Thread(target=loop, name="auto-trimmer", daemon=True)
         self._thread.start()
         return self
 

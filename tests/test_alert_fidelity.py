@@ -1,8 +1,8 @@
 """The alert fidelity matrix: each fault opsd reports reaches an on-call webhook as its alert, in time, with the right
 labels and runbook link, and a healthy run pages nobody; with the faults injected, every dashboard panel has data.
 
-Real components: opsd's listener, recorder, check scheduler with the watchdog, desync and lag checks, and its HTTP
-endpoint, on the embedded cluster; a real
+Real components: opsd's listener, recorder, check scheduler with the watchdog, desync (with a decision history), lag,
+Queue Agent signals, trim forecast and vital-consumer checks, and its HTTP endpoint, on the embedded cluster; a real
 Prometheus scraping it and evaluating the shipped rule file with every duration (`for`, range windows, offsets)
 divided by one factor, `SCALE`; a real Alertmanager (Debian `prometheus-alertmanager`) posting to a local webhook.
 Faults are injected the way opsd meets them, through its own code paths (Spark's listener events built from the
@@ -42,8 +42,11 @@ from pyspark.sql.streaming.listener import QueryProgressEvent, QueryStartedEvent
 from grafana import build
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
+from opsd.checks.history.apply import HistoryLog
+from opsd.checks.history.table import history_path
 from opsd.checks.lag.check import LagCheck
 from opsd.checks.positions.collect import PositionsCollector, QueryTarget
+from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
 from opsd.checks.trim.check import TrimCheck
 from opsd.checks.vital.check import VitalConsumerCheck
@@ -169,13 +172,16 @@ class Opsd:
         """opsd's scheduled checks at the scaled pace, plus the feeds that post progress like running queries."""
         positions = PositionsCollector(self.cluster_uri)
         positions.targets = self.targets  # one list: faults add their checkpoints to it
-        desync, lag = DesyncCheck(self.recorder, positions), LagCheck(self.recorder, positions)
+        # The idle query keeps a decision history, as a pipeline does next to its tuning document: its heal goes in.
+        history = HistoryLog({"idle": history_path(None, "//tmp/fidelity/idle/consumer_tuning")}, self.recorder, 100)
+        desync, lag = DesyncCheck(self.recorder, positions, history), LagCheck(self.recorder, positions)
         trim, vital = TrimCheck(self.recorder, positions), VitalConsumerCheck(self.recorder, positions)
         scheduler.add_check("feeds", lambda: [feed() for feed in list(self.feeds)], CHECK_PERIOD_SECONDS)
         scheduler.add_check("watchdog", Watchdog(self.recorder, ProgressPolicy(min_window_seconds=60 / SCALE)).run,
                             CHECK_PERIOD_SECONDS)
         scheduler.add_check("desync", desync.run, CHECK_PERIOD_SECONDS)
         scheduler.add_check("lag", lag.run, CHECK_PERIOD_SECONDS)
+        scheduler.add_check("queue_agent", QueueAgentCheck(self.recorder, positions).run, CHECK_PERIOD_SECONDS)
         scheduler.add_check("trim", trim.run, CHECK_PERIOD_SECONDS)
         scheduler.add_check("vital_consumers", vital.run, CHECK_PERIOD_SECONDS)
 

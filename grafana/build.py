@@ -22,6 +22,8 @@ from opsd.config.thresholds import (
     LAG_HIGH_SECONDS,
     OOM_RISK_HIGH,
     TIME_TO_DRAIN_LONG_SECONDS,
+    TRIM_ETA_SHORT_SECONDS,
+    VITAL_CONSUMER_STALLED_SECONDS,
     WATERMARK_DELAY_HIGH_SECONDS,
 )
 
@@ -71,6 +73,8 @@ class Panel:
     states: tuple[tuple[str, str], tuple[str, str]] | None = None
     # A value from which the panel turns red (drawn as a line): the threshold of the alert on it.
     bad_above: float | None = None
+    # ... or under which it is red (a time left, such as the trim forecast).
+    bad_below: float | None = None
     # The alert whose runbook the description links.
     runbook: str | None = None
 
@@ -247,6 +251,29 @@ def knob_panel(title: str, in_force: str, knob: str, description: str, matcher: 
     ), unit=unit, width=8)
 
 
+def trim_row(matcher: str, who: str) -> Row:
+    """The queues' trimming as it concerns the queries ``matcher`` selects: the time until unread rows are trimmed,
+    and the vital consumers that hold the trimming back."""
+    return Row("Queue trimming: auto-trim and vital consumers", (
+        Panel("Time until unread rows are trimmed", "Forecast seconds until the queue's @auto_trim_config deletes rows "
+              "of the partition the query has not read, at the current rates (0: at the Queue Agent's next pass; "
+              "+Inf, not drawn: never). Red under the OpsdRowsTrimmedSoon threshold "
+              f"({duration(TRIM_ETA_SHORT_SECONDS)}).", (
+                  Target(f"opsd_queue_trim_eta_seconds{{{matcher}}}", who + "{{queue}}/{{partition}}"),
+              ), unit="s", width=8, bad_below=TRIM_ETA_SHORT_SECONDS, runbook="OpsdRowsTrimmedSoon"),
+        Panel("Vital consumers standing still", "How long each consumer registered as vital for a queue the query "
+              "reads (its own or another job's) has not moved while rows wait for it: the queue is not trimmed past "
+              "it, for any reader. Red above the OpsdVitalConsumerStalled threshold "
+              f"({duration(VITAL_CONSUMER_STALLED_SECONDS)}).", (
+                  Target(f"opsd_vital_consumer_stalled_seconds{{{matcher}}}", who + "{{queue}} {{consumer}}"),
+              ), unit="s", width=8, bad_above=VITAL_CONSUMER_STALLED_SECONDS, runbook="OpsdVitalConsumerStalled"),
+        Panel("Rows waiting for vital consumers", "Rows written past each vital consumer's offsets: rows its queue "
+              "cannot trim.", (
+                  Target(f"opsd_vital_consumer_waiting_rows{{{matcher}}}", who + "{{queue}} {{consumer}}"),
+              ), unit="suffix:rows", width=8),
+    ))
+
+
 def overview_rows() -> tuple[Row, ...]:
     """The rows of the opsd overview dashboard, top to bottom in the order an operator triages."""
     return (
@@ -304,6 +331,7 @@ def overview_rows() -> tuple[Row, ...]:
             )),
         )),
         lag_row(Q, "{{query}} "),
+        trim_row(Q, "{{query}} "),
         Row("Offset desync", (
             Panel("Desync state per partition",
                   "1 for the state of each queue partition: the checkpoint's committed batch against the consumer "
@@ -367,6 +395,7 @@ def pipeline_rows() -> tuple[Row, ...]:
             ), width=8),
         )),
         lag_row(P, ""),
+        trim_row(P, ""),
         Row("Offset desync: consumer vs checkpoint", (
             Panel("Desync state per partition", "The state of each partition (1 = in that state): in_sync, "
                   "lagging_one_batch (an idle query's late acknowledgement), stuck, consumer_ahead, behind_trim, "
@@ -445,9 +474,11 @@ def panel_options(panel: Panel) -> tuple[dict, dict]:
         return {}, {"showHeader": True}
     legend = {"calcs": ["lastNotNull", "max"], "displayMode": "table", "placement": "bottom"}
     defaults: dict = {"unit": panel.unit}
-    if panel.bad_above is not None:
-        defaults |= {"thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None},
-                                                                  {"color": "red", "value": panel.bad_above}]},
+    if panel.bad_above is not None or panel.bad_below is not None:
+        low, high, level = ("green", "red", panel.bad_above) if panel.bad_above is not None else \
+            ("red", "green", panel.bad_below)
+        defaults |= {"thresholds": {"mode": "absolute", "steps": [{"color": low, "value": None},
+                                                                  {"color": high, "value": level}]},
                      "custom": {"thresholdsStyle": {"mode": "line"}}}
     return defaults, {"legend": legend, "tooltip": {"mode": "multi", "sort": "desc"}}
 

@@ -1,8 +1,8 @@
 """The alert fidelity matrix: each fault opsd reports reaches an on-call webhook as its alert, in time, with the right
 labels and runbook link, and a healthy run pages nobody; with the faults injected, every dashboard panel has data.
 
-Real components: opsd's listener, recorder, check scheduler with the watchdog, desync and lag checks, and its HTTP
-endpoint, on the embedded cluster; a real
+Real components: opsd's listener, recorder, check scheduler with the watchdog, desync (with a decision history), lag,
+Queue Agent signals, trim forecast and vital-consumer checks, and its HTTP endpoint, on the embedded cluster; a real
 Prometheus scraping it and evaluating the shipped rule file with every duration (`for`, range windows, offsets)
 divided by one factor, `SCALE`; a real Alertmanager (Debian `prometheus-alertmanager`) posting to a local webhook.
 Faults are injected the way opsd meets them, through its own code paths (Spark's listener events built from the
@@ -11,6 +11,11 @@ going away), without a Spark query: none of these alerts needs one, and a Spark 
 
 Adding a fault is one `Fault` entry in `FAULTS`: the alert it must raise, the labels the page must carry, and how
 to inject it. The OOM risk and the tuner's decisions go in through the recorder, as their checks report them.
+
+Rows trimmed soon runs the whole way on the embedded cluster: a queue with `@auto_trim_config`, written every second,
+read by another job's vital consumer and trimmed by the embedded auto-trimmer every second, as YTsaurus' Queue Agent
+does, while the query's consumer stands still; the trim forecast must page before the trimmer deletes a row the query
+has not read (the lead time, from the page to that loss, is reported as the test's `lead_seconds` property).
 """
 
 from __future__ import annotations
@@ -37,9 +42,14 @@ from pyspark.sql.streaming.listener import QueryProgressEvent, QueryStartedEvent
 from grafana import build
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
+from opsd.checks.history.apply import HistoryLog
+from opsd.checks.history.table import history_path
 from opsd.checks.lag.check import LagCheck
 from opsd.checks.positions.collect import PositionsCollector, QueryTarget
+from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
+from opsd.checks.trim.check import TrimCheck
+from opsd.checks.vital.check import VitalConsumerCheck
 from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
@@ -47,10 +57,13 @@ from opsd.observe.results import Decision, Direction, TunerDecision, TuneReason
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
+from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 from tests.support.checkpoint import job_with_checkpoint
 from tests.support.ports import free_port
 from tests.support.prometheus import PROMETHEUS
+from tests.support.retention import retention_job
 from tests.support.wait import wait_until
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -122,6 +135,8 @@ class Opsd:
     workdir: Path
     targets: list[QueryTarget] = field(default_factory=list)
     feeds: list[Callable[[], None]] = field(default_factory=list)
+    #: When a query first lost rows it had not read to the queue's trimming (unix seconds), by query.
+    losses: dict[str, float] = field(default_factory=dict)
 
     def start_query(self, name: str) -> None:
         """The runner registers the pipeline, then Spark posts its start."""
@@ -157,12 +172,18 @@ class Opsd:
         """opsd's scheduled checks at the scaled pace, plus the feeds that post progress like running queries."""
         positions = PositionsCollector(self.cluster_uri)
         positions.targets = self.targets  # one list: faults add their checkpoints to it
-        desync, lag = DesyncCheck(self.recorder, positions), LagCheck(self.recorder, positions)
+        # The idle query keeps a decision history, as a pipeline does next to its tuning document: its heal goes in.
+        history = HistoryLog({"idle": history_path(None, "//tmp/fidelity/idle/consumer_tuning")}, self.recorder, 100)
+        desync, lag = DesyncCheck(self.recorder, positions, history), LagCheck(self.recorder, positions)
+        trim, vital = TrimCheck(self.recorder, positions), VitalConsumerCheck(self.recorder, positions)
         scheduler.add_check("feeds", lambda: [feed() for feed in list(self.feeds)], CHECK_PERIOD_SECONDS)
         scheduler.add_check("watchdog", Watchdog(self.recorder, ProgressPolicy(min_window_seconds=60 / SCALE)).run,
                             CHECK_PERIOD_SECONDS)
         scheduler.add_check("desync", desync.run, CHECK_PERIOD_SECONDS)
         scheduler.add_check("lag", lag.run, CHECK_PERIOD_SECONDS)
+        scheduler.add_check("queue_agent", QueueAgentCheck(self.recorder, positions).run, CHECK_PERIOD_SECONDS)
+        scheduler.add_check("trim", trim.run, CHECK_PERIOD_SECONDS)
+        scheduler.add_check("vital_consumers", vital.run, CHECK_PERIOD_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -210,6 +231,31 @@ def desync(consumer_at: int, trim_to: int | None = None, rows: int = 60) -> Call
         opsd.targets.append(QueryTarget(query, location))
 
     return inject
+
+
+#: Rows each partition of the trimming queue keeps (`retained_rows`) and gets written per second: 10 unread rows at
+#: the start, so the query's next row is trimmed (291 - 10) / 20 = 14 s after the writes start.
+TRIM_RETAINED_ROWS, TRIM_WRITE_ROWS = 290, 20
+
+
+def rows_trimmed_soon(opsd: Opsd, query: str) -> None:
+    """The query's consumer stands at row 10 while 20 rows a second arrive per partition, another job's vital
+    consumer reads them all and the auto-trimmer trims every second down to `TRIM_RETAINED_ROWS`: rows the query has
+    not read are deleted about 14 s on. `opsd.losses[query]` notes when the trimmer first deletes one."""
+    root = f"//tmp/fidelity/{query}"
+    opsd.cluster.create("map_node", root, recursive=True)
+    job = retention_job(opsd.cluster, root, opsd.workdir / query, read_to=10,
+                        config=AutoTrimConfig(True, TRIM_RETAINED_ROWS))
+    trimmer = AutoTrimmer(opsd.cluster)
+
+    def write_read_and_trim() -> None:
+        job.produce(opsd.cluster, TRIM_WRITE_ROWS)
+        job.other_reads_to(opsd.cluster, opsd.cluster.get_tablet_infos(job.queue)[0].total_row_count)
+        if any(t.after > 10 for t in trimmer.run_pass([job.queue])):
+            opsd.losses.setdefault(query, time.time())
+
+    opsd.targets.append(QueryTarget(query, job.location))
+    opsd.feeds.append(write_read_and_trim)
 
 
 def growing_backlog(opsd: Opsd, query: str) -> None:
@@ -260,6 +306,7 @@ def gone(opsd: Opsd, query: str) -> None:
 
 
 OPSD_GONE = Fault("opsd gone", "OpsdMetricsAbsent", gone, {"severity": "critical", "job": "opsd"}, per_query=False)
+ROWS_TRIMMED_SOON = Fault("rows trimmed soon", "OpsdRowsTrimmedSoon", rows_trimmed_soon, {"severity": "critical"})
 #: Faults injected one after the other while opsd runs (`OPSD_GONE` ends the matrix: it takes opsd away).
 FAULTS = [
     Fault("query stalled", "OpsdQueryStalled", stall, {"severity": "critical"}),
@@ -419,9 +466,10 @@ def test_a_healthy_run_sends_no_alert(stack):
     assert webhook.received == []
 
 
-def assert_pages(stack: tuple[Opsd, Webhook, str], fault: Fault) -> None:
+def assert_pages(stack: tuple[Opsd, Webhook, str], fault: Fault) -> tuple[str, float]:
     """Inject `fault` and see its alert reach the webhook within `for` + 2 evaluation intervals of its becoming
-    active, with the fault's labels and its runbook link; the healthy query never pages."""
+    active, with the fault's labels and its runbook link; the healthy query never pages. Returns the query the fault
+    was injected as and when its page arrived."""
     opsd, webhook, prometheus = stack
     query = f"{fault.name.replace(' ', '_')}_{uuid.uuid4().hex[:6]}"
     labels = {**fault.labels, **({"query": query} if fault.per_query else {})}
@@ -434,11 +482,20 @@ def assert_pages(stack: tuple[Opsd, Webhook, str], fault: Fault) -> None:
     late = arrived - active_since(prometheus, fault.alert, labels)
     assert late <= budget, f"{fault.alert} arrived {late:.1f}s after it became active; allowed {budget:.1f}s"
     assert [a["labels"] for _, a in webhook.received if a["labels"].get("query") in ("healthy", "idle")] == []
+    return query, arrived
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda fault: fault.name)
 def test_each_fault_pages_its_alert_in_time_with_its_labels_and_runbook(stack, fault: Fault):
     assert_pages(stack, fault)
+
+
+def test_rows_trimmed_soon_pages_before_the_auto_trimmer_deletes_a_row_the_query_has_not_read(stack, record_property):
+    opsd = stack[0]
+    query, arrived = assert_pages(stack, ROWS_TRIMMED_SOON)
+    lost = wait_until(lambda: opsd.losses.get(query), 60, f"the auto-trimmer to trim rows {query} has not read")
+    record_property("lead_seconds", round(lost - arrived, 1))
+    assert lost > arrived, f"the page came {arrived - lost:.1f}s after the rows were lost"
 
 
 def grafana_substituted(expr: str, pipeline: str) -> str:

@@ -25,7 +25,7 @@ EXPECTED_ALERTS = {
     "OpsdHighBatchDuration", "OpsdWatermarkDelayHigh", "OpsdQueryFailures", "OpsdChecksFailing",
     "OpsdListenerDroppingEvents", "OpsdMetricsAbsent", "OpsdQueryFailedPermanently", "OpsdOffsetDesyncUnsafe",
     "OpsdOffsetsBeyondQueueEnd", "OpsdConsumerStuck", "OpsdLagHigh", "OpsdTimeToDrainLong",
-    "OpsdTunerPinnedAtBound", "OpsdOomRiskHigh",
+    "OpsdTunerPinnedAtBound", "OpsdOomRiskHigh", "OpsdRowsTrimmedSoon", "OpsdVitalConsumerStalled",
 }
 
 

@@ -50,19 +50,22 @@ def names(checks) -> list[str]:
     return [s.check.name for s in checks.scheduled]
 
 
-def test_a_session_alone_gets_the_watchdog_desync_lag_and_queue_agent_and_a_config_every_check(recorder,
-                                                                                               cluster_uri) -> None:
-    settings = ChecksSettings(desync_seconds=15, lag_seconds=20, autotune_seconds=12, oom_risk_seconds=30)
+def test_a_session_alone_gets_the_watchdog_and_the_position_checks_and_a_config_every_check(recorder,
+                                                                                             cluster_uri) -> None:
+    settings = ChecksSettings(desync_seconds=15, lag_seconds=20, retention_seconds=25, autotune_seconds=12,
+                              oom_risk_seconds=30)
     alone = build_checks(recorder, settings, cluster_uri=cluster_uri)
     config = OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [
         {"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}}, "sink": {"format": "console"},
          "checkpoint_location": "/cp"}]})
     full = build_checks(recorder, settings, config=config, memory=SparkMemory(NoStages(), {}))
 
-    assert names(alone) == ["watchdog", "desync", "lag", "queue_agent"]
-    assert names(full) == ["watchdog", "tuning", "desync", "lag", "queue_agent", "oom", "autotune"]
-    assert [s.interval_seconds for s in full.scheduled] == [10, 10, 15, 20, 20, 30, 12]
-    assert {full.named(n).positions for n in ("desync", "lag", "queue_agent", "oom", "autotune")} == {full.positions}
+    assert names(alone) == ["watchdog", "desync", "lag", "queue_agent", "trim", "vital_consumers"]
+    assert names(full) == ["watchdog", "tuning", "desync", "lag", "queue_agent", "trim", "vital_consumers", "oom",
+                           "autotune"]
+    assert [s.interval_seconds for s in full.scheduled] == [10, 10, 15, 20, 20, 25, 25, 30, 12]
+    assert {full.named(n).positions for n in ("desync", "lag", "queue_agent", "trim", "vital_consumers", "oom",
+                                              "autotune")} == {full.positions}
     assert full.positions.max_age_seconds == FRESH_SHARE * 12  # the shortest interval of the position checks
     assert [t.query for t in full.positions.targets] == ["p"]
     assert full.before_start == [full.named("oom").before_start, full.named("autotune").before_start]
@@ -78,7 +81,8 @@ def test_scheduling_adds_each_check_once_under_its_name_and_runs_the_tuning_valu
     build_checks(recorder, config.checks, config=config).schedule(scheduler)
 
     assert sorted(job.id for job in scheduler.scheduler.get_jobs()) == ["autotune", "desync", "lag", "queue_agent",
-                                                                         "tuning", "watchdog"]
+                                                                         "trim", "tuning", "vital_consumers",
+                                                                         "watchdog"]
     assert registry.get_sample_value("opsd_check_runs_total", {"check": "tuning"}) == 1
     assert registry.get_sample_value("opsd_check_runs_total", {"check": "desync"}) == 0
 

@@ -153,9 +153,11 @@ def test_drill_down_panels_on_an_alerted_metric_link_its_runbook_and_draw_its_th
             assert match.group(1) in {rule["annotations"]["runbook_url"] for rule in alerts.values()}
         steps = panel["fieldConfig"]["defaults"].get("thresholds", {}).get("steps", [])
         if steps:
-            threshold = steps[-1]["value"]
-            assert steps[-1]["color"] == "red"
-            assert any(re.search(rf">=? {threshold:g}\b", rule["expr"]) for rule in alerts.values()), panel["title"]
+            threshold, above = steps[-1]["value"], steps[-1]["color"] == "red"  # red above it, or (a time left) below
+            assert [s["color"] for s in steps] == (["green", "red"] if above else ["red", "green"]), panel["title"]
+            comparison = ">=?" if above else "<=?"
+            assert any(re.search(rf"{comparison} {threshold:g}\b", rule["expr"]) for rule in alerts.values()), \
+                panel["title"]
     assert len(linked) >= 8
 
 

@@ -3,9 +3,9 @@
 
 A check is an object with a `name` (its label in `opsd_check_*` metrics and `check_failed` logs) and a zero-argument
 `run()`, built from the recorder (the only writer of metrics and status) and what it reads. The checks that read
-where queries stand (desync, lag, OOM risk, the auto-tuner) share one `PositionsCollector`: in the daemon a reading
-is reused until the shortest of their intervals has passed, so each checkpoint, consumer and queue is read once per
-cycle whatever the number of checks.
+where queries stand (desync, lag, the Queue Agent's signals, the trim forecast, the vital-consumer audit, OOM risk,
+the auto-tuner) share one `PositionsCollector`: in the daemon a reading is reused until the shortest of their
+intervals has passed, so each checkpoint, consumer and queue is read once per cycle whatever the number of checks.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from opsd.checks.oom.sampler import MemorySampler
 from opsd.checks.positions.collect import PositionsCollector, ProgressSource, targets_for
 from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
+from opsd.checks.trim.check import TrimCheck
 from opsd.checks.tuning.check import TuningCheck
+from opsd.checks.vital.check import VitalConsumerCheck
 from opsd.config.models import ChecksSettings, OpsdConfig
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
@@ -101,11 +103,12 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
                  cluster_uri: str | None = None, progress: ProgressSource | None = None,
                  memory: SparkMemory | None = None, policy: ProgressPolicy | None = None,
                  clock: Callable[[], float] = time.time) -> Checks:
-    """The checks of a monitor: the watchdog (judging by `policy`, default the settings'), desync and lag of the
-    config's queries and of the running queries found from `progress`; with a config also the tuning values in force,
-    the auto-tuner and, with `memory`, the OOM risk. `config.cluster` is the cluster unless `cluster_uri` names one."""
+    """The checks of a monitor: the watchdog (judging by `policy`, default the settings'), desync, lag, the trim
+    forecast and the vital-consumer audit of the config's queries and of the running queries found from `progress`;
+    with a config also the tuning values in force, the auto-tuner and, with `memory`, the OOM risk. `config.cluster` is
+    the cluster unless `cluster_uri` names one."""
     uri = cluster_uri or (config.cluster if config else None)
-    intervals = [settings.desync_seconds, settings.lag_seconds]
+    intervals = [settings.desync_seconds, settings.lag_seconds, settings.retention_seconds]
     if config is not None:
         intervals += [settings.autotune_seconds] + ([settings.oom_risk_seconds] if memory else [])
     positions = PositionsCollector(uri, targets_for(config) if config else (), progress,
@@ -117,6 +120,8 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
         Scheduled(DesyncCheck(recorder, positions, history), settings.desync_seconds),
         Scheduled(LagCheck(recorder, positions, settings), settings.lag_seconds),
         Scheduled(QueueAgentCheck(recorder, positions), settings.lag_seconds),
+        Scheduled(TrimCheck(recorder, positions, settings), settings.retention_seconds),
+        Scheduled(VitalConsumerCheck(recorder, positions), settings.retention_seconds),
     ])
     if config is None:
         return checks

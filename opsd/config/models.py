@@ -174,6 +174,9 @@ class ChecksSettings(_Model):
     lag_history_seconds: PositiveFloat = Field(
         3600.0, description="how far back the sampled offset-to-time history reaches (lag of queues without "
                             "$timestamp); older unread rows show at least this lag")
+    retention_seconds: PositiveFloat = Field(
+        15.0, description="how often the trim forecast (time until the queue's @auto_trim_config trims unread rows) "
+                          "and the vital-consumer audit run; rates are averaged over lag_window_seconds")
     autotune_seconds: PositiveFloat = Field(
         10.0, description="how often the auto-tuner decides (it also decides before every start of a pipeline)")
     heal: bool = Field(

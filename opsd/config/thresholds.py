@@ -43,6 +43,13 @@ BATCH_DURATION_HIGH_SECONDS = 120
 WATERMARK_DELAY_HIGH_SECONDS = 900
 #: The share of a check's runs that fail from which its results are stale (`OpsdChecksFailing`).
 CHECK_ERRORS_HIGH_SHARE = 0.5
+#: The forecast time until the queue's trimming deletes rows a query has not read under which a person must act
+#: (`OpsdRowsTrimmedSoon`, the doctor, the dashboards): an hour to raise the retention, register the consumer as vital
+#: or speed the query up.
+TRIM_ETA_SHORT_SECONDS = 3600
+#: How long a vital consumer may stand still while rows wait for it (holding back the queue's trimming for every
+#: reader) before it is a finding (`OpsdVitalConsumerStalled`, the doctor, the dashboards).
+VITAL_CONSUMER_STALLED_SECONDS = 1800
 
 #: Every alert that compares a metric with a level: the levels its expression compares with.
 ALERT_THRESHOLDS: Mapping[str, tuple[float, ...]] = {
@@ -52,4 +59,6 @@ ALERT_THRESHOLDS: Mapping[str, tuple[float, ...]] = {
     "OpsdHighBatchDuration": (BATCH_DURATION_HIGH_SECONDS,),
     "OpsdWatermarkDelayHigh": (WATERMARK_DELAY_HIGH_SECONDS,),
     "OpsdChecksFailing": (CHECK_ERRORS_HIGH_SHARE,),
+    "OpsdRowsTrimmedSoon": (TRIM_ETA_SHORT_SECONDS,),
+    "OpsdVitalConsumerStalled": (VITAL_CONSUMER_STALLED_SECONDS,),
 }

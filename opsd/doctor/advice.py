@@ -24,6 +24,7 @@ from typing import Any
 
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.report import Finding, Severity
+from opsd.doctor.retention import retention_advice
 from opsd.observe.status import json_number
 
 #: Failures whose way out is the desync finding of the same query (its consumer must be moved first).
@@ -83,8 +84,9 @@ def findings(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Findi
             "look for a hung sink or lost executors (Spark UI, executor logs); if it stays stuck, restart opsd "
             f"(SIGTERM, then opsd run {naming.config}): the query resumes from its checkpoint")
     found.extend(desync_findings(query, facts, naming))
-    found.extend(Finding(query, sev, what, advice, kind) for kind, sev, what, advice in _lag(query, facts, naming))
-    found.extend(Finding(query, sev, what, advice, kind) for kind, sev, what, advice in _memory(query, facts, naming))
+    for kind, sev, what, advice in (*_lag(query, facts, naming), *_memory(query, facts, naming),
+                                    *retention_advice(facts, naming.cluster)):
+        found.append(Finding(query, sev, what, advice, kind))
     return found
 
 

@@ -2,7 +2,9 @@
 offline from a config or a checkpoint, with the checks' own collect and evaluate steps (never apply).
 
 Offline there is one sample only: lag in seconds comes from `$timestamp` where the queue has it, and time to drain is
-unknown unless nothing is unread; a config also gives the tuning values in force.
+unknown unless nothing is unread; the trim forecast knows a pending trim and the queues that never trim unread rows,
+but no rates; the vital consumers' waiting rows are known, not how long they have stood still. A config also gives
+the tuning values in force.
 """
 
 from __future__ import annotations
@@ -17,8 +19,14 @@ from opsd.checks.desync.evaluate import evaluate as evaluate_desync
 from opsd.checks.lag.collect import collect as collect_lag
 from opsd.checks.lag.evaluate import evaluate as evaluate_lag
 from opsd.checks.positions.collect import QueryTarget, Reading, collect, targets_for
+from opsd.checks.trim.collect import collect as collect_trim
+from opsd.checks.trim.decide import decide as decide_trim
+from opsd.checks.trim.evaluate import evaluate as evaluate_trim
+from opsd.checks.trim.facts import Sample
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
+from opsd.checks.vital.collect import collect as collect_vital
+from opsd.checks.vital.evaluate import evaluate as evaluate_vital
 from opsd.config.models import OpsdConfig
 from opsd.observe.status import jsonable
 from streaming_core.cluster import Cluster
@@ -41,8 +49,18 @@ def from_targets(cluster: Cluster, targets: Iterable[QueryTarget], at: float,
     queries: dict[str, dict[str, Any]] = {}
     for q in reading.queues:
         queries.setdefault(q.query, {"desync": {}})["desync"][q.queue] = jsonable(evaluate_desync(q))
-    for sample in collect_lag(cluster, reading.queues, reading.at):
-        queries[sample.query]["lag"] = jsonable(evaluate_lag(sample, (), window_seconds=0))
+    lags = {sample.query: evaluate_lag(sample, (), window_seconds=0)
+            for sample in collect_lag(cluster, reading.queues, reading.at)}
+    for query, lag in lags.items():
+        queries[query]["lag"] = jsonable(lag)
+    for facts in collect_trim(reading, lags.get):
+        trim = decide_trim(evaluate_trim(facts, {p.partition: (Sample.of(facts.at, p),) for p in facts.partitions}))
+        queries[facts.query].setdefault("trim", {})[facts.queue] = jsonable(trim)
+    for facts in collect_vital(reading):
+        audit = evaluate_vital(facts, None)
+        for query, consumer in facts.readers.items():
+            queries[query].setdefault("vital_consumers", []).append(
+                {**jsonable(audit), "own": consumer.rstrip("/") == facts.consumer.rstrip("/")})
     return queries
 
 

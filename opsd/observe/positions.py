@@ -2,13 +2,17 @@
 queue's counters, in next-row terms (a checkpoint's last-read index + 1, as a consumer offset is).
 
 Plain frozen data, read by `opsd.checks.positions.collect` and evaluated by every check that needs them (desync,
-lag, OOM risk, the auto-tuner); the status store keeps them inside the desync check's results.
+lag, OOM risk, the auto-tuner, the trim forecast, the vital-consumer audit); the status store keeps them inside the
+desync check's results. Per queue (not per query) the cycle also reads how the queue is trimmed: its
+`@auto_trim_config` and the offsets of the consumers registered as vital for it (`QueueRetention`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from streaming_core.auto_trim import AutoTrimConfig, vital_for
 from streaming_core.offsets import unread_rows
 
 
@@ -43,7 +47,7 @@ class PartitionPositions:
 class QueuePositions:
     """One queue of one query, where its positions came from (`checkpoint` location or `progress`), and any problem
     that makes its partitions unknowable (`problem`, with `partitions` empty). `timestamped`: the queue has the
-    `$timestamp` column. `vital`: the consumer's registration for the queue is vital (a trim waits for it); None when
+    `$timestamp` column. `vital`: the consumer is registered vital for the queue (a trim waits for it); None when
     it is not registered or was not read. `removed_partitions`: partitions the checkpoint has read that the queue no
     longer has (its tablets were removed by a reshard; the problem says so)."""
 
@@ -78,3 +82,33 @@ class QueryPositions:
     def trimmed(self) -> dict[str, dict[int, int]]:
         """Per queue, each partition's trimmed row count."""
         return {q.queue: {p.partition: p.trimmed_row_count for p in q.partitions} for q in self.queues if q.partitions}
+
+
+@dataclass(frozen=True)
+class VitalConsumer:
+    """A consumer registered as vital for a queue (for `partitions`, None: all) and its offsets (next row to read;
+    a partition never advanced is absent: 0)."""
+
+    consumer: str
+    partitions: tuple[int, ...] | None
+    offsets: Mapping[int, int] = field(default_factory=dict)
+
+    def offset(self, partition: int) -> int | None:
+        """Its offset in `partition`, None when it is not vital for that partition."""
+        return self.offsets.get(partition, 0) if vital_for(self.partitions, partition) else None
+
+
+@dataclass(frozen=True)
+class QueueRetention:
+    """How a queue is trimmed, read once per cycle after the queries' positions: its `@auto_trim_config` (None: not
+    set) and its vital consumers with their offsets (which may be past the counters read before them: see
+    `opsd.checks.positions.collect`); `problem` when they could not be read."""
+
+    queue: str
+    auto_trim: AutoTrimConfig | None = None
+    vital: tuple[VitalConsumer, ...] = ()
+    problem: str | None = None
+
+    def vital_offsets(self, partition: int) -> dict[str, int]:
+        """`{consumer: offset}` of the consumers vital for `partition`."""
+        return {v.consumer: o for v in self.vital if (o := v.offset(partition)) is not None}

@@ -31,8 +31,10 @@ from opsd.observe.results import (
     QueryLag,
     QueueDesync,
     QueueSignals,
+    QueueTrim,
     TunerDecision,
     TuneReason,
+    VitalConsumerAudit,
 )
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
 from opsd.telemetry.logs import TRACES_LOGGER
@@ -319,6 +321,47 @@ class Recorder:
             if value is not None:
                 family.labels(query=query).set(value)
         self.status.update(query, lag=lag)
+
+    def record_trim(self, trim: QueueTrim) -> None:
+        """A queue's trim forecast (the trim check's result): the gauge of each partition whose forecast is known, and
+        `trim_risk_changed` logged for each partition that came within, or left, the level a person must act at."""
+        query, queue = trim.query, trim.queue
+        current = self.status.get(query)
+        before = dict((current.trim or {}) if current else {})
+        old = {p.partition: p for p in before[queue].partitions} if queue in before else {}
+        for p in trim.partitions:
+            labels = {"query": query, "queue": queue, "partition": str(p.partition)}
+            if p.eta_seconds is not None:
+                self.metrics.queue_trim_eta_seconds.labels(**labels).set(p.eta_seconds)
+            seen = old.get(p.partition)
+            if p.at_risk != (seen.at_risk if seen else False):
+                (log.warning if p.at_risk else log.info)(
+                    "trim_risk_changed", query=query, queue=queue, partition=p.partition, at_risk=p.at_risk,
+                    outlook=p.outlook.value, eta_seconds=p.eta_seconds, binding=p.binding, unread_rows=p.unread_rows)
+        before[queue] = trim
+        self.status.update(query, trim=before)
+
+    def record_vital_consumers(self, query: str, audits: tuple[VitalConsumerAudit, ...]) -> None:
+        """The vital consumers of the queues a query reads (the vital-consumer audit's result): their gauges (0 for one
+        no longer vital), and `vital_consumer_stalled` / `vital_consumer_moving` logged when one starts or stops
+        being a finding."""
+        current = self.status.get(query)
+        old = {(a.queue, a.consumer): a for a in ((current.vital_consumers or ()) if current else ())}
+        for audit in audits:
+            labels = {"query": query, "queue": audit.queue, "consumer": audit.consumer}
+            self.metrics.vital_consumer_stalled_seconds.labels(**labels).set(audit.stalled_seconds)
+            self.metrics.vital_consumer_waiting_rows.labels(**labels).set(audit.waiting_rows)
+            seen = old.pop((audit.queue, audit.consumer), None)
+            if audit.stalled != (seen.stalled if seen else False):
+                (log.warning if audit.stalled else log.info)(
+                    "vital_consumer_stalled" if audit.stalled else "vital_consumer_moving", query=query,
+                    queue=audit.queue, consumer=audit.consumer, stalled_seconds=round(audit.stalled_seconds),
+                    waiting_rows=audit.waiting_rows)
+        for gone in old.values():
+            labels = {"query": query, "queue": gone.queue, "consumer": gone.consumer}
+            self.metrics.vital_consumer_stalled_seconds.labels(**labels).set(0)
+            self.metrics.vital_consumer_waiting_rows.labels(**labels).set(0)
+        self.status.update(query, vital_consumers=audits)
 
     def record_autotune(self, decision: TunerDecision) -> None:
         """One auto-tuner decision: counted, exported, kept on the status (stamped with the recorder's clock) and

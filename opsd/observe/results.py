@@ -1,5 +1,6 @@
 """What the checks find, as the frozen types the status store keeps and the checks hand each other: a queue's
-offset desync and its last heal, a query's lag, an auto-tuner decision, the OOM check's verdict.
+offset desync and its last heal, a query's lag, an auto-tuner decision, the OOM check's verdict, the trim forecast of a
+queue and the audit of its vital consumers.
 
 The checks' evaluate and decide steps build these; the recorder stores them; the readers (the OOM check, the
 auto-tuner, the doctor, `opsd status`, the demo) read their fields. Each type's `to_json` gives its entry of the
@@ -15,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from opsd.observe.positions import PartitionPositions, QueuePositions
+from streaming_core.auto_trim import AutoTrimConfig
 
 # --- offset desync ------------------------------------------------------------------------------------------------
 
@@ -393,3 +395,94 @@ class QueueSignals:
                                              "unread_rows": p.unread_rows, "disposition": p.disposition,
                                              "processing_lag_seconds": p.processing_lag_seconds}
                                for p in self.partitions}}
+
+
+# --- trim forecast ------------------------------------------------------------------------------------------------
+
+
+class TrimOutlook(StrEnum):
+    """Why a partition's trim forecast is what it is (`opsd.checks.trim.evaluate`)."""
+
+    NO_AUTO_TRIM = "no_auto_trim"  # no @auto_trim_config, or enable is false: nothing trims on its own
+    NO_VITAL_CONSUMER = "no_vital_consumer"  # the Queue Agent trims only up to vital consumers: with none, not at all
+    CONSUMER_VITAL = "consumer_vital"  # the query's own consumer is vital: trimming waits for it
+    NOT_APPROACHING = "not_approaching"  # at the current rates the trim point never reaches the next row to read
+    APPROACHING = "approaching"  # it reaches it in `eta_seconds`
+    PENDING = "pending"  # it is past it already: the next pass of the Queue Agent deletes unread rows
+    UNKNOWN = "unknown"  # rates (two readings) or the next row's age are not known yet
+
+
+#: The trim rule that holds unread rows longest, so the one to change to keep them (`binding`).
+TRIM_RULES = ("vital_consumers", "retained_rows", "retained_lifetime_duration")
+
+
+@dataclass(frozen=True)
+class PartitionTrim:
+    """A partition's trim forecast: seconds until trimming deletes rows the query has not read (0: now; +Inf: not at
+    the current rates; None: unknown), the rule that holds them longest (`binding`, one of `TRIM_RULES`), the rates
+    it was judged by, and whether it is below the level a person must act at (`at_risk`, set by the decide step)."""
+
+    queue: str
+    partition: int
+    outlook: TrimOutlook
+    eta_seconds: float | None
+    unread_rows: int
+    binding: str | None = None
+    write_rows_per_second: float | None = None
+    read_rows_per_second: float | None = None
+    at_risk: bool = False
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {"outlook": self.outlook, "eta_seconds": self.eta_seconds, "at_risk": self.at_risk,
+                "unread_rows": self.unread_rows, "binding": self.binding,
+                "write_rows_per_second": self.write_rows_per_second,
+                "read_rows_per_second": self.read_rows_per_second}
+
+
+@dataclass(frozen=True)
+class QueueTrim:
+    """A query's queue: its trimming config, its consumer and each partition's forecast; `problem` when the queue's
+    retention could not be read."""
+
+    query: str
+    queue: str
+    consumer: str
+    auto_trim: AutoTrimConfig | None
+    partitions: tuple[PartitionTrim, ...] = ()
+    problem: str | None = None
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """The soonest partition's; None when none is known."""
+        known = [p.eta_seconds for p in self.partitions if p.eta_seconds is not None]
+        return min(known) if known else None
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {"consumer": self.consumer, "auto_trim_config": self.auto_trim.to_yt() if self.auto_trim else None,
+                "eta_seconds": self.eta_seconds, "problem": self.problem,
+                "partitions": {p.partition: p for p in self.partitions}}
+
+
+# --- vital consumers ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VitalConsumerAudit:
+    """A consumer registered as vital for a queue a query reads (the query's own or another job's): the rows waiting
+    for it, how long opsd has seen it stand still while rows wait (0 while it advances or nothing waits;
+    `since`: from when), the partitions it holds back, and whether that is past the level to act at (`stalled`, set
+    by the decide step)."""
+
+    queue: str
+    consumer: str
+    waiting_rows: int
+    stalled_seconds: float
+    since: float | None
+    offsets: Mapping[int, int] = field(default_factory=dict)
+    own: bool = False
+    stalled: bool = False
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {"queue": self.queue, "consumer": self.consumer, "own": self.own, "waiting_rows": self.waiting_rows,
+                "stalled_seconds": self.stalled_seconds, "since": self.since, "stalled": self.stalled,
+                "offsets": self.offsets}

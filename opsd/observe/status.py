@@ -17,7 +17,15 @@ from enum import Enum
 from typing import Any
 
 from opsd.observe.progress import PartitionOffsets
-from opsd.observe.results import DesyncEntry, OomVerdict, QueryLag, QueueSignals, TunerDecision
+from opsd.observe.results import (
+    DesyncEntry,
+    OomVerdict,
+    QueryLag,
+    QueueSignals,
+    QueueTrim,
+    TunerDecision,
+    VitalConsumerAudit,
+)
 
 #: Batches of a query kept in `QueryStatus.recent_batches`.
 RECENT_BATCHES = 32
@@ -68,6 +76,10 @@ class QueryStatus:
     safe_max_bytes_per_partition: int | None = None
     # The OOM check's verdict per pool: expected peak, its interval at the confidence, probability over the limit.
     oom: OomVerdict | None = None
+    # Per queue: the trim forecast (time until its trimming deletes rows not read yet); the vital consumers of the
+    # queues it reads (its own or other jobs'), with how long each has stood still while rows wait.
+    trim: Mapping[str, QueueTrim] | None = None
+    vital_consumers: tuple[VitalConsumerAudit, ...] | None = None
 
     @property
     def progress_since(self) -> float | None:

@@ -222,6 +222,27 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "0 for the disposition it left.",
         (*_QP, "disposition"),
     ),
+    # The queue's trimming (opsd.checks.trim, opsd.checks.vital): @auto_trim_config and vital consumers.
+    MetricDefinition(
+        "opsd_queue_trim_eta_seconds", _G,
+        "Forecast seconds until the queue's automatic trimming (@auto_trim_config, as the Queue Agent trims) deletes "
+        "rows of the partition the query has not read: 0 = now; +Inf = never at the current rates (no auto-trim, no "
+        "vital consumer, the query's consumer vital, or the trim point not approaching); absent until known.",
+        _QP, "seconds",
+    ),
+    MetricDefinition(
+        "opsd_vital_consumer_stalled_seconds", _G,
+        "How long a consumer registered as vital for a queue the query reads (its own or another job's) has stood "
+        "still while rows wait for it, holding back the queue's trimming for every reader; 0 while it advances or "
+        "nothing waits.",
+        ("query", "queue", "consumer"), "seconds",
+    ),
+    MetricDefinition(
+        "opsd_vital_consumer_waiting_rows", _G,
+        "Rows written past the offsets of a consumer registered as vital for a queue the query reads: rows the "
+        "queue cannot trim.",
+        ("query", "queue", "consumer"), "rows",
+    ),
     # Live tuning.
     MetricDefinition(
         "opsd_tuning_max_rows_per_partition", _G,
@@ -387,6 +408,9 @@ class Metrics:
         self.consumer_unread_rows: Family = made["opsd_consumer_unread_rows"]
         self.consumer_processing_lag_seconds: Family = made["opsd_consumer_processing_lag_seconds"]
         self.consumer_disposition: Family = made["opsd_consumer_disposition"]
+        self.queue_trim_eta_seconds: Family = made["opsd_queue_trim_eta_seconds"]
+        self.vital_consumer_stalled_seconds: Family = made["opsd_vital_consumer_stalled_seconds"]
+        self.vital_consumer_waiting_rows: Family = made["opsd_vital_consumer_waiting_rows"]
         self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
         self.tuning_max_partition_bytes: Family = made["opsd_tuning_max_partition_bytes"]
         self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]

@@ -11,10 +11,15 @@ never past counters read after them — unless they are another queue's (`checkp
 
 A checkpoint with nothing committed yet (a new checkpointLocation) is read as starting where the consumer stands,
 within the queue's rows (the source's `initialOffset`): a new checkpoint behind the trim or at a consumer past the
-queue's end is judged before its query fails. The consumer's registration tells whether it is `vital`.
+queue's end is judged before its query fails. Whether the consumer is `vital` comes from the queue's retention (below).
+
+Then, once per queue whatever the number of queries reading it, how the queue is trimmed (`QueueRetention`): its
+`@auto_trim_config` and the offsets of its vital consumers, read after the counters, so a vital offset may be past
+them by what was written and read in between (the trim forecast and the vital-consumer audit allow for it).
 
 One query's failure (an unreadable checkpoint, a missing consumer) becomes that query's `problem` and never stops
-the others. `PositionsCollector.read` shares one reading between the checks of a cycle (`max_age_seconds`).
+the others; a queue whose retention cannot be read gets it as its retention's `problem`. `PositionsCollector.read`
+shares one reading between the checks of a cycle (`max_age_seconds`).
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from typing import Any
 import structlog
 
 from opsd.config.models import OpsdConfig
-from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions
+from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions, QueueRetention, VitalConsumer
+from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
 from streaming_core.checkpoint import Checkpoint, read_checkpoint
-from streaming_core.cluster import Cluster, ClusterError, TabletInfo, connect
+from streaming_core.cluster import Cluster, ClusterError, NoSuchPathError, TabletInfo, connect
 from streaming_core.cluster.schema import TIMESTAMP
 from streaming_core.offsets import QueueOffset, removed_partitions
 from streaming_core.options import CONSUMER_PATH
@@ -128,7 +134,6 @@ def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | No
         return _problem(facts, f"{source}: the offsets of {queue} are for cluster {offsets.cluster!r}, "
                                f"but {cluster.uri} is {cluster.name!r}")
     committed = cluster.get_consumer_offsets(consumer, queue)  # before the counters (module docstring)
-    registrations = cluster.list_queue_consumer_registrations(queue, consumer)
     infos = cluster.get_tablet_infos(queue)
     removed = [] if ends.committed is None else removed_partitions(ends.committed.partitions, len(infos))
     if removed:
@@ -138,8 +143,7 @@ def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | No
     schemas = {} if schemas is None else schemas
     if queue not in schemas:
         schemas[queue] = TIMESTAMP in cluster.get_schema(queue).names
-    return replace(facts, partitions=partitions(infos, ends, committed), timestamped=schemas[queue],
-                   vital=any(r.vital for r in registrations) if registrations else None)
+    return replace(facts, partitions=partitions(infos, ends, committed), timestamped=schemas[queue])
 
 
 def partitions(infos: Sequence[TabletInfo], ends: Ends, committed: Mapping[int, int]
@@ -207,14 +211,30 @@ def error_text(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def collect_retention(cluster: Cluster, queue: str) -> QueueRetention:
+    """How `queue` is trimmed; a failure to read it becomes its `problem` (never raised)."""
+    try:
+        try:
+            config = AutoTrimConfig.from_yt(queue, cluster.get(f"{queue}/@{AUTO_TRIM_ATTRIBUTE}"))
+        except NoSuchPathError:
+            config = None
+        vital = tuple(VitalConsumer(r.consumer_path, r.partitions, cluster.get_consumer_offsets(r.consumer_path, queue))
+                      for r in cluster.list_queue_consumer_registrations(queue_path=queue) if r.vital)
+    except Exception as e:  # isolation: this queue's retention is unknown, the rest of the reading stands
+        log.warning("retention_collect_failed", queue=queue, error=error_text(e))
+        return QueueRetention(queue, problem=error_text(e))
+    return QueueRetention(queue, config, vital)
+
+
 @dataclass(frozen=True)
 class Reading:
-    """One cycle's read of the world: every query's positions (in the order found), and the targets they were read
-    for (a query found from progress has none)."""
+    """One cycle's read of the world: every query's positions (in the order found), the targets they were read
+    for (a query found from progress has none) and, per queue read, how it is trimmed."""
 
     at: float
     queries: tuple[QueryPositions, ...] = ()
     targets: Mapping[str, QueryTarget] = field(default_factory=dict)
+    retention: Mapping[str, QueueRetention] = field(default_factory=dict)
 
     def of(self, query: str) -> QueryPositions | None:
         return next((q for q in self.queries if q.query == query), None)
@@ -226,13 +246,26 @@ class Reading:
 
 def collect(cluster: Cluster, targets: Sequence[QueryTarget], progress: ProgressSource | None, at: float,
             stopped: Callable[[str], bool] = lambda query: False, schemas: dict[str, bool] | None = None) -> Reading:
-    """Positions of every target, then of every query in `progress` that no target names."""
+    """Positions of every target, then of every query in `progress` that no target names, then the retention of
+    every queue whose partitions were read."""
     found = {t.query: collect_target(cluster, t, stopped=stopped(t.query), schemas=schemas) for t in targets}
     for query, events in (progress() if progress else {}).items():
         if query not in found:
             found[query] = _attached(cluster, query, events, schemas)
-    return Reading(at, tuple(QueryPositions(q, at, tuple(queues)) for q, queues in found.items()),
-                   {t.query: t for t in targets})
+    read = dict.fromkeys(q.queue for positions in found.values() for q in positions if q.partitions)
+    retention = {queue: collect_retention(cluster, queue) for queue in read}
+    return Reading(at, tuple(QueryPositions(q, at, tuple(with_vital(p, retention) for p in queues))
+                             for q, queues in found.items()),
+                   {t.query: t for t in targets}, retention)
+
+
+def with_vital(positions: QueuePositions, retention: Mapping[str, QueueRetention]) -> QueuePositions:
+    """`positions` with whether its consumer is vital for its queue, from the queue's retention (read once per queue,
+    whatever the number of queries reading it); None where the retention is unknown."""
+    known = retention.get(positions.queue)
+    if known is None or known.problem is not None:
+        return positions
+    return replace(positions, vital=any(v.consumer == positions.consumer for v in known.vital))
 
 
 class PositionsCollector:

@@ -54,3 +54,14 @@ def table(conn: sqlite3.Connection, path: str, *kinds: str) -> tuple[str, TableS
     if kind not in kinds:
         raise SchemaError(f"{path}: expected {' or '.join(kinds)} table, found {kind or node_type}")
     return kind, TableSchema.from_yt(attrs["schema"]), attrs
+
+
+def with_attribute(conn: sqlite3.Connection, attr: str) -> list[tuple[str, Any]]:
+    """(path, value) of every node that has attribute `attr`, in path order."""
+    found = []
+    for path, attrs in conn.execute("SELECT path, attrs FROM nodes WHERE attrs LIKE ? ORDER BY path",
+                                    (f'%"{attr}"%',)):
+        value = json.loads(attrs).get(attr)
+        if value is not None:
+            found.append((path, value))
+    return found

@@ -127,9 +127,12 @@ class TreeMixin:
             attrs = {**attrs, "row_count": _row_count(self._conn, node_path, attrs), "path": node_path}
         if attr == "":
             return attrs
-        if attr not in attrs:
-            raise NoSuchPathError(f"{node_path}: no attribute {attr!r}")
-        return attrs[attr]
+        value: Any = attrs
+        for key in attr.split("/"):  # `@auto_trim_config/retained_rows`: a key inside a map attribute
+            if not isinstance(value, dict) or key not in value:
+                raise NoSuchPathError(f"{node_path}: no attribute {attr!r}")
+            value = value[key]
+        return value
 
     def set(self, path: str, value: Any) -> None:
         node_path, attr = split_attr(path)
@@ -141,10 +144,21 @@ class TreeMixin:
                     raise ClusterError(f"{node_path}: only documents have a value to set; this is a {node_type}")
                 conn.execute("UPDATE nodes SET value=? WHERE path=?", (encoded, node_path))
                 return
-            if attr in ("type", "schema", "dynamic", "tablet_count"):
-                raise ClusterError(f"{node_path}: attribute {attr!r} is read-only here")
-            attrs[attr] = value
+            top, *inner = attr.split("/")
+            if top in ("type", "schema", "dynamic", "tablet_count"):
+                raise ClusterError(f"{node_path}: attribute {top!r} is read-only here")
+            _set_inner(node_path, attrs, [top, *inner], value)
             conn.execute("UPDATE nodes SET attrs=? WHERE path=?", (json.dumps(attrs), node_path))
+
+
+def _set_inner(node_path: str, attrs: dict[str, Any], keys: list[str], value: Any) -> None:
+    """Set `attrs[k1][k2]... = value`; each map on the way must exist (YTsaurus': `set //t/@a/b` needs `@a`)."""
+    holder = attrs
+    for depth, key in enumerate(keys[:-1]):
+        holder = holder.get(key)
+        if not isinstance(holder, dict):
+            raise NoSuchPathError(f"{node_path}: no attribute {'/'.join(keys[:depth + 1])!r} to set a key of")
+    holder[keys[-1]] = value
 
 
 def _table_attrs(path: str, attrs: dict[str, Any]) -> dict[str, Any]:

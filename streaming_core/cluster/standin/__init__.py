@@ -9,8 +9,10 @@ YTsaurus docs say otherwise, the docs win (and the stand-in is fixed).
     with StandinProxy(root, token="s3cret") as proxy:
         cluster = connect(proxy.uri, token="s3cret")
 
-`proxy.faults` injects failures (a 503, an error in a body's trailer); `proxy.served` records each answered
-request (command, TLS or not, the Authorization header), for tests of what crossed the wire. Modules: `http`
+With `auto_trim_seconds` it also trims queues by their `@auto_trim_config` every that many seconds, as a
+YTsaurus cluster's Queue Agent does (`embedded.auto_trimmer`). `proxy.faults` injects failures (a 503, an error in a
+body's trailer); `proxy.served` records each answered request (command, TLS or not, the Authorization header), for
+tests of what crossed the wire. Modules: `http`
 (the protocol), `commands` (each command over the embedded cluster), `query` (the query subset of
 `select_rows`), `errors` (YTsaurus error objects and codes).
 """
@@ -22,6 +24,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlencode
 
+from ..embedded.auto_trimmer import AutoTrimmer
 from .commands import Commands
 from .errors import UNAVAILABLE
 from .http import Fault, ProxyState, Served, StandinServer
@@ -35,13 +38,15 @@ class StandinProxy:
     `token`: the OAuth token every command must carry (None: no authentication). `tls`: a (certificate, key) pair
     of PEM files to serve HTTPS. `cluster_name`: `//sys/@cluster_name`, which must be the storage's own
     (the embedded cluster writes `local` into consumer rows). `input_formats`: the row formats `insert_rows` takes
-    (a proxy may refuse `arrow`). `ca_bundle`: the CA's PEM file, named in `uri`. A context manager: started on
-    enter, stopped on exit.
+    (a proxy may refuse `arrow`). `ca_bundle`: the CA's PEM file, named in `uri`. `auto_trim_seconds`: trim queues
+    by their `@auto_trim_config` every that many seconds (None: never). A context manager: started on enter, stopped
+    on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local",
-                 input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None) -> None:
+                 input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None,
+                 auto_trim_seconds: float | None = None) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -55,6 +60,8 @@ class StandinProxy:
         self.state.heavy_proxies.append(self.address)
         self.ca_bundle = ca_bundle
         self._thread: threading.Thread | None = None
+        self.auto_trimmer = None if auto_trim_seconds is None else \
+            AutoTrimmer(commands.cluster, period_seconds=auto_trim_seconds)
 
     @property
     def uri(self) -> str:
@@ -74,9 +81,13 @@ class StandinProxy:
     def start(self) -> StandinProxy:
         self._thread = threading.Thread(target=self._server.serve_forever, name="yt-standin", daemon=True)
         self._thread.start()
+        if self.auto_trimmer is not None:
+            self.auto_trimmer.start()
         return self
 
     def stop(self) -> None:
+        if self.auto_trimmer is not None:
+            self.auto_trimmer.stop()
         self._server.shutdown()
         self._server.server_close()
         self.state.commands.cluster.close()

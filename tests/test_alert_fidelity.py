@@ -293,7 +293,8 @@ def oom_risk_high(opsd: Opsd, query: str) -> None:
     def judge() -> None:
         opsd.recorder.record_oom_pool(query, "jvm_heap", risk=1.2, predicted_peak_bytes=5.5e8, peak_bound_bytes=6e8,
                                       exceed_probability=0.8, limit_bytes=5e8, observed_peak_bytes=4.5e8)
-        opsd.recorder.record_oom(query, risk=1.2, batch_bytes=2e8, safe_max_rows_per_partition=1000, target_risk=0.7)
+        opsd.recorder.record_oom(query, risk=1.2, batch_bytes=2e8, safe_max_rows_per_partition=1000, target_risk=0.7,
+                                 safe_max_bytes_per_partition=8 << 20)
 
     judge()
     opsd.recorder.record_memory_failure(query, "jvm_heap")
@@ -381,8 +382,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
     cluster = connect(cluster_uri)
     opsd = Opsd(metrics, recorder, listener, server, cluster_uri, cluster, workdir)
     opsd.start_query("healthy")
-    opsd.recorder.record_tuning("healthy", max_rows_per_partition=1000, dyn_batch_size=50000)
+    opsd.recorder.record_tuning("healthy", max_rows_per_partition=1000, dyn_batch_size=50000,
+                                max_bytes_per_partition=16 << 20)
     for knob, current, bounds in (("max_rows_per_partition", 1000, (100, 100_000)),
+                                  ("max_bytes_per_partition", 16 << 20, (1 << 20, 256 << 20)),
                                   ("dyn_batch_size", 50_000, (1000, 100_000))):  # the tuner holds within its bounds
         opsd.recorder.record_autotune(tuner_decision("healthy", knob, current, current, TuneReason.STABILISING, bounds))
     healthy_batches = iter(range(10**6))

@@ -199,6 +199,10 @@ class TuneReason(StrEnum):
     TASKS_FAILED_ELSEWHERE = "tasks_failed_elsewhere"
     FAST_FULL_CALLS = "fast_full_calls"
     CALLS_NOT_FULL = "calls_not_full"
+    NO_MEMORY_MODEL = "no_memory_model"
+    MEMORY_BOUND = "memory_bound"
+    MEMORY_HEADROOM = "memory_headroom"
+    WITHIN_SAFE_CAP = "within_safe_cap"
 
     @property
     def words(self) -> str:
@@ -225,6 +229,10 @@ TUNE_REASON_WORDS: Mapping[TuneReason, str] = {
     TuneReason.TASKS_FAILED_ELSEWHERE: "tasks failed outside the writes: no evidence",
     TuneReason.FAST_FULL_CALLS: "insert calls are fast and full: grow",
     TuneReason.CALLS_NOT_FULL: "insert calls are not full",
+    TuneReason.NO_MEMORY_MODEL: "no memory model yet: no safe byte cap",
+    TuneReason.MEMORY_BOUND: "no byte cap yet: the OOM check's safe byte cap",
+    TuneReason.MEMORY_HEADROOM: "memory has room: raise toward the safe byte cap",
+    TuneReason.WITHIN_SAFE_CAP: "the byte cap is within the safe byte cap",
 }
 
 

@@ -152,22 +152,22 @@ def decide_bytes(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
               "safe_rows": facts.memory.safe_max_rows_per_partition}
     low, high = settings.min_bytes_per_partition, settings.max_bytes_per_partition
 
-    def to(value: float | None, reason: str) -> Decision:
+    def to(value: float | None, reason: TuneReason) -> Decision:
         return Decision(facts.query, MAX_BYTES, cap, cap if value is None else _clamp(value, low, high), reason, inputs)
 
     if evaluation.rows.memory_failure and facts.failed_run != memory.handled_failure and (cap or safe):
-        return to(min((cap or safe) * settings.memory_cut, safe or cap), "memory_failure")
+        return to(min((cap or safe) * settings.memory_cut, safe or cap), TuneReason.MEMORY_FAILURE)
     if safe is None:
-        return to(None, "no_memory_model")
+        return to(None, TuneReason.NO_MEMORY_MODEL)
     if memory.bytes_ceiling is not None:
         safe = min(safe, int(memory.bytes_ceiling * settings.memory_cut))
     if cap is None:
-        return to(safe, "memory_bound")
+        return to(safe, TuneReason.MEMORY_BOUND)
     if cap > safe:
-        return to(safe, "safe_cap")
+        return to(safe, TuneReason.SAFE_CAP)
     if safe > cap * (1 + settings.hysteresis):
-        return to(min(safe, cap * settings.max_step_up), "memory_headroom")
-    return to(None, "within_safe_cap")
+        return to(min(safe, cap * settings.max_step_up), TuneReason.MEMORY_HEADROOM)
+    return to(None, TuneReason.WITHIN_SAFE_CAP)
 
 
 def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
@@ -242,7 +242,7 @@ def remember(memory: TunerMemory, decisions: tuple[Decision, ...], evaluation: E
         if d.knob == MAX_ROWS and d.reason == TuneReason.MEMORY_FAILURE:
             known = [x for x in (failed_size(facts), memory.rows_ceiling) if x]
             memory = replace(memory, handled_failure=facts.failed_run, rows_ceiling=min(known) if known else None)
-        if d.knob == MAX_BYTES and d.reason == "memory_failure":
+        if d.knob == MAX_BYTES and d.reason == TuneReason.MEMORY_FAILURE:
             known = [x for x in (d.current or facts.memory.safe_max_bytes_per_partition, memory.bytes_ceiling) if x]
             memory = replace(memory, handled_failure=facts.failed_run, bytes_ceiling=min(known) if known else None)
         if d.knob == MAX_ROWS and applied and d.direction != Direction.HOLD:

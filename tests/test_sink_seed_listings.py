@@ -15,7 +15,6 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import length
 
-from streaming_core.cluster import connect
 from streaming_core.cluster.base import Cluster
 from streaming_core.cluster.embedded import EmbeddedCluster
 from tests.support.cluster import make_queue
@@ -29,6 +28,7 @@ from tests.support.sink import (
     session_conf,
     stored_chunks,
 )
+from tests.support.standin import spark_backend
 
 pytestmark = pytest.mark.spark
 
@@ -36,13 +36,7 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(params=["embedded", "ytsaurus"])
 def yt(request: pytest.FixtureRequest, spark: SparkSession, cluster_uri: str) -> Iterator[Cluster]:
     """The cluster the listing runs on; for `ytsaurus` the session's `spark.yt.cluster` names the stand-in."""
-    if request.param == "embedded":
-        with connect(cluster_uri) as cluster:
-            yield cluster
-        return
-    proxy = request.getfixturevalue("open_standin")
-    with session_conf(spark, spark__yt__cluster=proxy.uri), connect(proxy.uri) as cluster:
-        yield cluster
+    yield from spark_backend(request, spark, cluster_uri)
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster import Cluster
 from streaming_core.tuning import write_tuning
 from tests.support.cluster import make_queue
-from tests.support.sink import session_conf
 from tests.support.source import batches, checkpoint_of, read_queue, rows_read, run_to_end, run_until
+from tests.support.standin import spark_backend
 
 pytestmark = pytest.mark.spark
 
@@ -37,13 +37,7 @@ def weight(row, cdw: bool) -> int:
 def yt(request, spark, cluster_uri) -> Iterator[Cluster]:
     """The cluster the query reads: the embedded one, or the stand-in through `ytsaurus-client` (the source's probes
     are `select_rows` calls to it, its reads `pull_consumer` calls)."""
-    if request.param == "embedded":
-        with connect(cluster_uri) as cluster:
-            yield cluster
-        return
-    proxy = request.getfixturevalue("open_standin")
-    with session_conf(spark, spark__yt__cluster=proxy.uri), connect(proxy.uri) as cluster:
-        yield cluster
+    yield from spark_backend(request, spark, cluster_uri)
 
 
 def test_the_byte_cap_binds_before_the_row_cap_once_rows_grow_wide(spark, yt, yt_root):

@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streaming_core.cluster import Cluster, connect
 from streaming_core.cluster.standin import StandinProxy
+from tests.support.sink import session_conf
 
 #: The token the session's stand-in requires; distinctive, so that tests can grep output for it.
 STANDIN_TOKEN = "standin-token-7Hq2xZ9w"
@@ -58,3 +60,15 @@ def tls_proxy(root: Path, **kwargs) -> Iterator[tuple[StandinProxy, str]]:
     with StandinProxy(root / "cluster", tls=(str(cert_file), str(key_file)), ca_bundle=str(ca_file),
                       **kwargs) as proxy:
         yield proxy, str(ca_file)
+
+
+def spark_backend(request: pytest.FixtureRequest, spark: SparkSession, cluster_uri: str) -> Iterator[Cluster]:
+    """For a fixture parametrized `embedded` / `ytsaurus`: the cluster a Spark query runs on, the run's embedded one or
+    the stand-in through `ytsaurus-client` (the session's `spark.yt.cluster` names it meanwhile)."""
+    if request.param == "embedded":
+        with connect(cluster_uri) as cluster:
+            yield cluster
+        return
+    proxy = request.getfixturevalue("open_standin")
+    with session_conf(spark, spark__yt__cluster=proxy.uri), connect(proxy.uri) as cluster:
+        yield cluster

@@ -257,7 +257,7 @@ def end_to_end() -> dict[str, float]:
 
     work = Path(tempfile.mkdtemp(prefix="bench-wire-"))
     embedded_uri = f"local://{work / 'embedded'}"
-    proxy = subprocess.Popen([sys.executable, "-m", "streaming_core.cluster.standin", str(work / "standin")],
+    proxy = subprocess.Popen([sys.executable, "-m", "ytsaurus_standin", str(work / "standin")],
                              stdout=subprocess.PIPE, text=True)
     try:
         standin_uri = proxy.stdout.readline().strip()

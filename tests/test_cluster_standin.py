@@ -16,9 +16,9 @@ import pytest
 import structlog
 
 from streaming_core.cluster import ClusterError, InvalidUriError, UnreachableClusterError, connect, resolve_uri
-from streaming_core.cluster.standin import Fault, StandinProxy
 from streaming_core.cluster.ytsaurus import client as yt_client
 from tests.support.standin import STANDIN_TOKEN, tls_proxy
+from ytsaurus_standin import Fault, StandinProxy
 
 SCHEMA = [{"name": "n", "type": "int64"}, {"name": "data", "type": "string"}]
 
@@ -259,7 +259,7 @@ def test_every_client_call_of_the_backend_is_a_command_the_standin_serves() -> N
 
 
 def _served_commands() -> set[str]:
-    from streaming_core.cluster.standin.commands import Commands
+    from ytsaurus_standin.commands import Commands
 
     return {descriptor["name"] for descriptor in Commands("/nonexistent-standin-root", "local").descriptors()}
 

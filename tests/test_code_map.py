@@ -1,5 +1,5 @@
-"""The README's code map lists every module of `streaming_core/`, `opsd/`, `bench/` and `grafana/`, and names no
-module that does not exist. Fast: reads files only.
+"""The README's code map lists every module of `streaming_core/`, `opsd/`, `bench/`, `grafana/` and
+`ytsaurus_standin/`, and names no module that does not exist. Fast: reads files only.
 
 Each row of the map's table names its folders in the first column (`opsd/cli/`) and, in the second, the modules that
 live there in backticks: by name (`queue`), by file (`base.py`), or below a subpackage (`wire/decimal`). A subpackage
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MAPPED = ("streaming_core", "opsd", "bench", "grafana")
+MAPPED = ("streaming_core", "opsd", "bench", "grafana", "ytsaurus_standin")
 #: Names in backticks in the second column that look like modules and are not (a format, calls, an argument, knobs).
 NOT_MODULES = {"yt", "insert_rows", "select_rows", "mode", "max_rows_per_partition", "dyn_batch_size"}
 _TOKEN = re.compile(r"`([^`]+)`")

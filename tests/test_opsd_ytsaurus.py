@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 from streaming_core.cluster import connect
-from streaming_core.cluster.standin import StandinProxy
 from streaming_core.session import CHECKPOINT_FILE_MANAGER
 from streaming_core.tuning import read_tuning
 from tests.support.cluster import make_queue
@@ -31,6 +30,7 @@ from tests.support.ports import free_port
 from tests.support.sink import COPY_SCHEMA, make_table, ordered_rows
 from tests.support.standin import STANDIN_TOKEN, tls_proxy
 from tests.support.wait import wait_until
+from ytsaurus_standin import StandinProxy
 
 pytestmark = pytest.mark.spark
 

@@ -215,8 +215,8 @@ def test_through_the_ytsaurus_client_the_checks_read_the_auto_trim_config_and_vi
 
 def test_a_standin_with_an_auto_trimmer_trims_a_queue_configured_through_the_ytsaurus_client(tmp_path) -> None:
     from streaming_core.cluster import connect
-    from streaming_core.cluster.standin import StandinProxy
     from tests.support.wait import wait_until
+    from ytsaurus_standin import StandinProxy
 
     with StandinProxy(tmp_path / "cluster", auto_trim_seconds=0.2) as proxy, connect(proxy.uri) as cluster:
         cluster.create("map_node", "//tmp/agent", recursive=True)

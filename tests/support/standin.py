@@ -16,8 +16,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streaming_core.cluster import Cluster, connect
-from streaming_core.cluster.standin import StandinProxy
 from tests.support.sink import session_conf
+from ytsaurus_standin import StandinProxy
 
 #: The token the session's stand-in requires; distinctive, so that tests can grep output for it.
 STANDIN_TOKEN = "standin-token-7Hq2xZ9w"

@@ -12,7 +12,7 @@ import os
 import socket
 from typing import Any
 
-from ..errors import (
+from streaming_core.cluster.errors import (
     AlreadyExistsError,
     ClusterError,
     ConflictError,
@@ -21,7 +21,7 @@ from ..errors import (
     SchemaError,
     TrimmedRowsError,
 )
-from ..ytsaurus.errors import AUTHORIZATION_ERROR, CONSUMER_OFFSET_CONFLICT
+from streaming_core.cluster.ytsaurus.errors import AUTHORIZATION_ERROR, CONSUMER_OFFSET_CONFLICT
 
 GENERIC = 1
 RESOLVE_ERROR = 500

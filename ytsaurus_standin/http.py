@@ -28,8 +28,9 @@ from urllib.parse import urlparse
 import yt.wrapper as yt
 import yt.yson as yson
 
-from ..errors import ClusterError
-from ..ytsaurus.wire import arrow_insert, encode_wire, load_rows
+from streaming_core.cluster.errors import ClusterError
+from streaming_core.cluster.ytsaurus.wire import arrow_insert, encode_wire, load_rows
+
 from .commands import Commands, Rowset, Tabular, check_format_attributes
 from .errors import AUTHENTICATION_ERROR, GENERIC, UNAVAILABLE, BadRequest, error_object, from_exception
 

@@ -24,7 +24,8 @@ import threading
 from pathlib import Path
 from urllib.parse import urlencode
 
-from ..embedded.auto_trimmer import AutoTrimmer
+from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
+
 from .commands import Commands
 from .errors import UNAVAILABLE
 from .http import Fault, ProxyState, Served, StandinServer

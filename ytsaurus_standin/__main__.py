@@ -1,4 +1,4 @@
-"""`python -m streaming_core.cluster.standin ROOT [--port N] [--token-env VAR] [--auto-trim-seconds S]`: the
+"""`python -m ytsaurus_standin ROOT [--port N] [--token-env VAR] [--auto-trim-seconds S]`: the
 stand-in as a process of its own (with `--auto-trim-seconds`, trimming queues by their `@auto_trim_config`).
 
 Prints `yt://127.0.0.1:PORT` once it serves, then serves until SIGTERM or SIGINT. A process of its own lets a bench
@@ -17,7 +17,7 @@ from . import StandinProxy
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m streaming_core.cluster.standin")
+    parser = argparse.ArgumentParser(prog="python -m ytsaurus_standin")
     parser.add_argument("root", help="the embedded cluster the stand-in serves")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--token-env", help="require the token held by this environment variable")

@@ -18,9 +18,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..base import ORDERED, QUEUE_CONSUMER_PARTITIONS, QUEUE_PARTITIONS, QUEUE_STATUS, Cluster
-from ..errors import NoSuchPathError
-from ..schema import TIMESTAMP
+from streaming_core.cluster.base import ORDERED, QUEUE_CONSUMER_PARTITIONS, QUEUE_PARTITIONS, QUEUE_STATUS, Cluster
+from streaming_core.cluster.errors import NoSuchPathError
+from streaming_core.cluster.schema import TIMESTAMP
 
 #: The window of the write rates, and the snapshots kept per tablet.
 RATE_WINDOW_SECONDS = 60.0

@@ -1,0 +1,110 @@
+"""The commands the stand-in serves: each an HTTP API v4 descriptor and a handler over the embedded cluster.
+
+A handler takes the request's parameters (parsed YSON) and rows (parsed in the request's `input_format`) and
+returns the v4 result: a structured value (`{"value": ...}`, `{"transaction_id": ...}`, ...), rows to write in the
+`output_format`, or bytes. Values cross in the wire representation `rows.WIRE_FORMAT` pins (see `rows.py`); the
+stand-in refuses other format attributes instead of guessing.
+
+Transactions follow YTsaurus: a tablet transaction's writes (`insert_rows`, `delete_rows`, `advance_consumer`) are
+applied at commit, all or nothing; reads inside it see the last committed state. A master transaction keeps its
+`write_table` / `write_file` data until the outermost transaction commits (a nested one hands its writes to its
+parent); Cypress calls inside it (create, remove, set) apply at once — a simplification no caller here relies on.
+Cypress file nodes (checkpoints that SPYT's file system writes) are files under the embedded cluster's root, as
+the embedded cluster maps `yt:///` paths for Spark.
+
+Dynamic tables are mounted from their creation; `unmount_table` / `mount_table` switch a table's `@tablet_state`
+(the state is the proxy's, kept while it runs). As in YTsaurus, `reshard_table` needs the table unmounted, and rows
+of an unmounted table are neither written nor read, nor are its tablet counters (`TABLET_NOT_MOUNTED`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yt.yson as yson
+
+from streaming_core.cluster.embedded import EmbeddedCluster
+from streaming_core.cluster.errors import NoSuchPathError
+
+from ..queue_agent import QueueAgent
+from .common import MAP_NODE_TYPE, Descriptor, PendingTransaction, Rowset, Tabular, check_format_attributes
+from .consumers import ConsumerCommands
+from .cypress import CypressCommands
+from .tables import TableCommands
+from .transactions import TransactionCommands
+
+__all__ = ["Commands", "Descriptor", "Rowset", "Tabular", "check_format_attributes"]
+
+
+class Commands(CypressCommands, TableCommands, ConsumerCommands, TransactionCommands):
+    """Every command of the stand-in, over one embedded cluster at `root`."""
+
+    def __init__(self, root: str, cluster_name: str) -> None:
+        self.root = Path(root)
+        self.cluster = EmbeddedCluster(root)
+        self.cluster_name = cluster_name
+        self.queue_agent = QueueAgent(self.cluster, cluster_name)
+        self._transactions: dict[str, PendingTransaction] = {}
+        self._paths: dict[str, str] = {}
+        self._unmounted: set[str] = set()
+        self._lock = threading.Lock()
+        self.handlers: dict[str, tuple[Descriptor, Callable[..., Any]]] = {}
+        for descriptor, handler in self._table():
+            self.handlers[descriptor.name] = (descriptor, handler)
+
+    def call(self, name: str, params: dict[str, Any], *args: Any) -> Any:
+        """Run a command, with an object-id path (`#<id>`, as readers lock and read by id) resolved to its node."""
+        path = params.get("path")
+        if path is not None and str(path).startswith("#"):
+            node_id, _, rest = str(path)[1:].partition("/")
+            if node_id not in self._paths:
+                raise NoSuchPathError(f"{path}: no such object")
+            resolved = yson.to_yson_type(self._paths[node_id] + ("/" + rest if rest else ""))
+            resolved.attributes = dict(getattr(path, "attributes", {}) or {})
+            params = {**params, "path": resolved}
+        return self.handlers[name][1](params, *args)
+
+    def node_id(self, path: str) -> str:
+        """A node's stable id (`@id`), from its path."""
+        digest = hashlib.sha1(path.encode()).hexdigest()
+        node_id = f"{digest[:4]}-{digest[4:12]}-{0x3fe << 16 | MAP_NODE_TYPE:x}-{digest[12:20]}"
+        self._paths[node_id] = path
+        return node_id
+
+    def descriptors(self) -> list[dict[str, Any]]:
+        return [d.describe() for d, _ in self.handlers.values()]
+
+    def _table(self) -> Iterator[tuple[Descriptor, Callable[..., Any]]]:
+        structured = [
+            ("get", False, self.get), ("list", False, self.list), ("exists", False, self.exists),
+            ("create", True, self.create), ("remove", True, self.remove),
+            ("move", True, self.move), ("lock", True, self.lock),
+            ("mount_table", True, self.mount), ("unmount_table", True, self.unmount),
+            ("reshard_table", True, self.reshard_table),
+            ("get_tablet_infos", False, self.get_tablet_infos), ("trim_rows", True, self.trim_rows),
+            ("start_transaction", True, self.start_transaction),
+            ("commit_transaction", True, self.commit_transaction),
+            ("abort_transaction", True, self.abort_transaction), ("ping_transaction", True, self.ping_transaction),
+            ("register_queue_consumer", True, self.register), ("unregister_queue_consumer", True, self.unregister),
+            ("list_queue_consumer_registrations", False, self.registrations),
+            ("advance_consumer", True, self.advance_consumer), ("advance_queue_consumer", True, self.advance_consumer),
+        ]
+        for name, volatile, handler in structured:
+            yield Descriptor(name, is_volatile=volatile), handler
+        yield Descriptor("set", input_type="structured", is_volatile=True), self.set
+        yield Descriptor("select_rows", output_type="tabular"), self.select_rows
+        yield Descriptor("lookup_rows", input_type="tabular", output_type="tabular"), self.lookup_rows
+        yield Descriptor("insert_rows", input_type="tabular", is_volatile=True), self.insert_rows
+        yield Descriptor("delete_rows", input_type="tabular", is_volatile=True), self.delete_rows
+        for name in ("pull_consumer", "pull_queue_consumer"):
+            yield Descriptor(name, output_type="tabular"), self.pull_consumer
+        yield Descriptor("pull_queue", output_type="tabular"), self.pull_queue
+        yield Descriptor("read_table", output_type="tabular", is_heavy=True), self.read_table
+        yield Descriptor("write_table", input_type="tabular", is_volatile=True, is_heavy=True), self.write_table
+        yield Descriptor("read_file", output_type="binary", is_heavy=True), self.read_file
+        yield Descriptor("write_file", input_type="binary", is_volatile=True, is_heavy=True), self.write_file
+

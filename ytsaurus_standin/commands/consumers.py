@@ -1,0 +1,33 @@
+"""The consumer commands of the stand-in."""
+
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class ConsumerCommands:
+    """Consumers: registrations and offsets."""
+
+    def register(self, p: Mapping[str, Any]) -> None:
+        partitions = p.get("partitions")
+        self.cluster.register_queue_consumer(
+            str(p["queue_path"]), str(p["consumer_path"]), vital=bool(p.get("vital")),
+            partitions=None if partitions is None else [int(x) for x in partitions])
+
+    def unregister(self, p: Mapping[str, Any]) -> None:
+        self.cluster.unregister_queue_consumer(str(p["queue_path"]), str(p["consumer_path"]))
+
+    def registrations(self, p: Mapping[str, Any]) -> list[dict[str, Any]]:
+        found = self.cluster.list_queue_consumer_registrations(
+            queue_path=None if p.get("queue_path") is None else str(p["queue_path"]),
+            consumer_path=None if p.get("consumer_path") is None else str(p["consumer_path"]))
+        return [{"queue_path": r.queue_path, "consumer_path": r.consumer_path, "vital": r.vital,
+                 "partitions": None if r.partitions is None else list(r.partitions)} for r in found]
+
+    def advance_consumer(self, p: Mapping[str, Any]) -> None:
+        args = (str(p["consumer_path"]), str(p["queue_path"]), int(p["partition_index"]),
+                None if p.get("old_offset") is None else int(p["old_offset"]), int(p["new_offset"]))
+        self._tablet_write(p, lambda tx: tx.advance_consumer(*args))
+

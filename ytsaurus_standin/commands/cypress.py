@@ -1,0 +1,176 @@
+"""The Cypress commands of the stand-in."""
+
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from streaming_core.cluster.base import MAP_NODE, TABLE
+from streaming_core.cluster.embedded import normalize_path
+from streaming_core.cluster.errors import AlreadyExistsError, NoSuchPathError
+from streaming_core.cluster.yson_values import plain
+
+from ..errors import GENERIC, TABLET_NOT_MOUNTED, BadRequest, YtCodedError
+from ..queue_agent import ATTRIBUTES as QUEUE_AGENT_ATTRIBUTES
+from .common import FILE, new_id, path_of, v4_value
+
+
+class CypressCommands:
+    """Cypress: nodes, attributes, files that back checkpoints, mounting and resharding."""
+
+    def get(self, p: Mapping[str, Any]) -> Any:
+        path = path_of(p)
+        if path == "//sys/@cluster_name":
+            return v4_value(p, self.cluster_name)
+        disk = self._disk(path)
+        if disk is not None and not self._in_tree(path):
+            return v4_value(p, self._disk_attrs(disk, path) if "/@" in path else None)
+        node_path, _, attr = path.partition("/@")
+        if attr in QUEUE_AGENT_ATTRIBUTES:
+            return v4_value(p, self.queue_agent.attribute(node_path, attr))
+        extra = self._computed_attrs(node_path) if "/@" in path else {}
+        if attr in extra:
+            return v4_value(p, extra[attr])
+        value = self.cluster.get(path)
+        if attr == "" and "/@" in path:
+            value = {**value, **extra}
+        return v4_value(p, value)
+
+    def _computed_attrs(self, path: str) -> dict[str, Any]:
+        """Attributes the master computes that clients read: tablet states, and the sizes `read_table` plans by."""
+        attrs = self.cluster.get(path + "/@")
+        if attrs.get("type") != TABLE:
+            return {}
+        rows = int(attrs.get("row_count") or 0)
+        sizes = {"id": self.node_id(path), "chunk_count": 1 if rows else 0, "compressed_data_size": 0,
+                 "uncompressed_data_size": 0,
+                 "data_weight": 0, "replication_factor": 3,
+                 "sorted": any(c.get("sort_order") for c in attrs.get("schema") or [])}
+        if not attrs.get("dynamic"):
+            return sizes
+        count = int(attrs.get("tablet_count") or 1)
+        state = "unmounted" if normalize_path(path) in self._unmounted else "mounted"
+        return {**sizes, "tablet_state": state, "tablet_count": count,
+                "tablets": [{"index": i, "state": state} for i in range(count)]}
+
+    def list(self, p: Mapping[str, Any]) -> Any:
+        path = path_of(p)
+        names = set(self.cluster.list(path)) if self._in_tree(path) else set()
+        disk = self._disk(path)
+        if disk is not None and disk.is_dir():
+            names.update(child.name for child in disk.iterdir())
+        elif not names and not self._in_tree(path):
+            raise NoSuchPathError(f"{path}: no such node")
+        return v4_value(p, sorted(names))
+
+    def exists(self, p: Mapping[str, Any]) -> Any:
+        path = path_of(p)
+        return {"value": self.cluster.exists(path) or self._disk(path) is not None}
+
+    def set(self, p: Mapping[str, Any], value: Any) -> None:
+        self.cluster.set(path_of(p), plain(value))
+
+    def create(self, p: Mapping[str, Any]) -> Any:
+        node_type, path = str(p["type"]), path_of(p)
+        if node_type == FILE:
+            target = self._disk_path(path)
+            if target.exists() and not p.get("ignore_existing"):
+                if p.get("force"):
+                    target.unlink()
+                else:
+                    raise AlreadyExistsError(f"{path}: node already exists")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+            return {"node_id": new_id()}
+        attributes = plain(p.get("attributes") or {})
+        if node_type == TABLE and "schema" not in attributes and self.cluster.exists(path):
+            return {"node_id": new_id()}
+        self.cluster.create(node_type, path, recursive=bool(p.get("recursive")),
+                            ignore_existing=bool(p.get("ignore_existing")), attributes=attributes)
+        return {"node_id": new_id()}
+
+    def remove(self, p: Mapping[str, Any]) -> None:
+        path = path_of(p)
+        disk = self._disk(path)
+        if disk is not None and not self._in_tree(path):
+            if disk.is_dir():
+                for child in sorted(disk.rglob("*"), reverse=True):
+                    child.rmdir() if child.is_dir() else child.unlink()
+                disk.rmdir()
+            else:
+                disk.unlink()
+            return
+        self.cluster.remove(path, recursive=bool(p.get("recursive")), force=bool(p.get("force")))
+
+    def move(self, p: Mapping[str, Any]) -> Any:
+        self.cluster.move(str(p["source_path"]), str(p["destination_path"]), force=bool(p.get("force")))
+        return {"node_id": new_id()}
+
+    def lock(self, p: Mapping[str, Any]) -> Any:
+        path = path_of(p)
+        self._require_node(path)
+        return {"lock_id": new_id(), "node_id": self.node_id(path), "revision": 1}
+
+    def mount(self, p: Mapping[str, Any]) -> None:
+        path = path_of(p)
+        self._require_node(path)
+        with self._lock:
+            self._unmounted.discard(normalize_path(path))
+
+    def unmount(self, p: Mapping[str, Any]) -> None:
+        path = path_of(p)
+        self._require_node(path)
+        with self._lock:
+            self._unmounted.add(normalize_path(path))
+
+    def _require_mounted(self, path: str) -> None:
+        if normalize_path(path) in self._unmounted:
+            raise YtCodedError(TABLET_NOT_MOUNTED, f"Table {path} is not mounted")
+
+    def reshard_table(self, p: Mapping[str, Any]) -> None:
+        """`reshard_table` of a whole ordered table to `tablet_count` tablets (`Cluster.reshard`), unmounted."""
+        path = path_of(p)
+        given = [name for name in ("pivot_keys", "first_tablet_index", "last_tablet_index", "uniform",
+                                   "enable_slicing", "trimmed_row_counts") if p.get(name) is not None]
+        if given or p.get("tablet_count") is None:
+            raise BadRequest(f"{path}: the stand-in reshards a whole ordered table by tablet_count only"
+                             + (f" (not {', '.join(given)})" if given else ""))
+        self._require_node(path)
+        if normalize_path(path) not in self._unmounted:
+            raise YtCodedError(GENERIC, "Cannot reshard table since not all of its tablets are in \"unmounted\" state")
+        self.cluster.reshard(path, int(p["tablet_count"]))
+
+    def _require_node(self, path: str) -> None:
+        if not self.cluster.exists(path) and self._disk(path) is None:
+            raise NoSuchPathError(f"{path}: no such node")
+
+    def _disk_attrs(self, disk: Path, path: str) -> Any:
+        node_path, _, attr = path.partition("/@")
+        size = disk.stat().st_size if disk.is_file() else 0
+        attrs = {"type": MAP_NODE if disk.is_dir() else FILE, "id": self.node_id(node_path),
+                 "uncompressed_data_size": size, "compressed_data_size": size}
+        if attr == "":
+            return attrs
+        if attr not in attrs:
+            raise NoSuchPathError(f"{node_path}: no attribute {attr!r}")
+        return attrs[attr]
+
+    def _in_tree(self, path: str) -> bool:
+        return self.cluster.exists(path.partition("/@")[0])
+
+    def _disk_path(self, path: str) -> Path:
+        node_path = path.partition("/@")[0].rstrip("/")
+        relative = node_path[2:]
+        if ".." in Path(relative).parts:
+            raise BadRequest(f"{path}: '..' is not a node name")
+        return self.root / relative
+
+    def _disk(self, path: str) -> Path | None:
+        """The file or directory backing a Cypress path outside the embedded tree (checkpoint files), or None."""
+        if path in ("//", "") or path.startswith("//sys"):
+            return None
+        target = self._disk_path(path)
+        return target if target.exists() and target.name != "" and target != self.root else None
+

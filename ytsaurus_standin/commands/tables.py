@@ -1,0 +1,168 @@
+"""The row commands of the stand-in: queues, sorted and static tables."""
+
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import yt.yson as yson
+
+from streaming_core.cluster.base import ORDERED, PULL_ROWS, READ_BATCH_BYTES, SORTED, Cluster
+from streaming_core.cluster.errors import NoSuchPathError
+from streaming_core.cluster.schema import ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
+from streaming_core.cluster.yson_values import plain
+
+from .. import query as ql
+from ..errors import BadRequest
+from .common import Rows, Rowset, Tabular, attributes_of, input_table, key_schema, path_of, selected, wire_rows
+
+
+class TableCommands:
+    """Rows: tablet counters, trimming, selects, lookups, inserts and deletes, pulls, static tables and files."""
+
+    def get_tablet_infos(self, p: Mapping[str, Any]) -> Any:
+        self._require_mounted(path_of(p))
+        infos = self.cluster.get_tablet_infos(path_of(p))
+        wanted = [int(i) for i in p.get("tablet_indexes") or range(len(infos))]
+        return {"tablets": [{"total_row_count": infos[i].total_row_count,
+                             "trimmed_row_count": infos[i].trimmed_row_count,
+                             "barrier_timestamp": 0, "last_write_timestamp": 0} for i in wanted]}
+
+    def trim_rows(self, p: Mapping[str, Any]) -> None:
+        self.cluster._trim_rows(path_of(p), int(p["tablet_index"]), int(p["trimmed_row_count"]))
+
+    def select_rows(self, p: Mapping[str, Any]) -> Rowset:
+        try:
+            q = ql.parse(str(p["query"]))
+        except ql.QueryError as e:
+            raise BadRequest(str(e)) from None
+        info = self.cluster.node_info(q.path)
+        self._require_mounted(q.path)
+        schema = TableSchema.from_yt(info.attributes["schema"])
+        if info.kind == ORDERED:
+            tables: Iterable[pa.Table] = self._queue_rows(q)
+        elif info.kind == SORTED:
+            tables = [to_arrow_table(schema, self.cluster.select_rows(q.path), q.path)]
+        else:
+            raise BadRequest(f"{q.path}: select_rows reads dynamic tables; this one is static")
+        return Rowset(schema, (selected(t, q) for t in tables))
+
+    def _queue_rows(self, q: ql.Query) -> Iterator[pa.Table]:
+        infos = self.cluster.get_tablet_infos(q.path)
+        tablet = q.equal(TABLET_INDEX)
+        bounds = q.bounds(ROW_INDEX) or (0, float("inf"))
+        picked = q.among(ROW_INDEX)
+        for info in infos if tablet is None else infos[int(tablet):int(tablet) + 1]:
+            if picked is not None:  # single rows (the source's byte cap probes them), not the range between
+                rows = self.cluster.read_rows_at(q.path, info.tablet_index, [int(r) for r in picked])
+                yield rows.add_column(0, TABLET_INDEX, pa.repeat(pa.scalar(info.tablet_index, pa.int64()),
+                                                                 rows.num_rows))
+                continue
+            lower = max(info.trimmed_row_count, int(bounds[0]))
+            upper = min(info.total_row_count, bounds[1] + 1)
+            if lower < upper:
+                for batch in self.cluster.read_tablet(q.path, info.tablet_index, lower, int(upper),
+                                                      service_columns=True):
+                    yield pa.Table.from_batches([batch])
+
+    def lookup_rows(self, p: Mapping[str, Any], rows: Rows) -> Rowset:
+        path = path_of(p)
+        schema = self.cluster.get_schema(path)
+        keys = input_table(key_schema(schema), rows).to_pylist()
+        return Rowset(schema, [to_arrow_table(schema, self.cluster.lookup_rows(path, keys), path)])
+
+    def insert_rows(self, p: Mapping[str, Any], rows: Rows | pa.Table) -> None:
+        path = path_of(p)
+        self._require_mounted(path)
+        table = input_table(self.cluster.get_schema(path), rows)
+        if TABLET_INDEX in table.column_names:
+            tablets = table.column(TABLET_INDEX)
+            table = table.drop_columns([TABLET_INDEX])
+            groups = [(int(t), table.filter(pc.equal(tablets, t))) for t in pc.unique(tablets).to_pylist()]
+        else:
+            groups = [(None, table)]
+
+        def write(tx: Any) -> None:
+            for tablet, group in groups:
+                tx.insert_rows(path, group, tablet_index=tablet)
+
+        self._tablet_write(p, write)
+
+    def delete_rows(self, p: Mapping[str, Any], rows: Rows) -> None:
+        path = path_of(p)
+        keys = input_table(key_schema(self.cluster.get_schema(path)), rows).to_pylist()
+        self._tablet_write(p, lambda tx: tx.delete_rows(path, keys))
+
+    def pull_consumer(self, p: Mapping[str, Any]) -> Rowset:
+        queue = str(p["queue_path"])
+        self._require_mounted(queue)
+        offset = None if p.get("offset") is None else int(p["offset"])
+        table = self.cluster.pull_consumer(
+            str(p["consumer_path"]), queue, offset, int(p["partition_index"]),
+            max_row_count=int(p.get("max_row_count") or PULL_ROWS),
+            max_data_weight=int(p.get("max_data_weight") or READ_BATCH_BYTES))
+        return Rowset(self.cluster.get_schema(queue), [table])
+
+    def pull_queue(self, p: Mapping[str, Any]) -> Rowset:
+        queue, tablet = str(p["queue_path"]), int(p["partition_index"])
+        self._require_mounted(queue)
+        info = self.cluster.get_tablet_infos(queue)[tablet]
+        lower = max(int(p["offset"]), info.trimmed_row_count)
+        upper = min(info.total_row_count, lower + int(p.get("max_row_count") or PULL_ROWS))
+        batches = self.cluster.read_tablet(queue, tablet, lower, upper, service_columns=True) if lower < upper else []
+        return Rowset(self.cluster.get_schema(queue), (pa.Table.from_batches([b]) for b in batches))
+
+    def read_table(self, p: Mapping[str, Any]) -> Tabular:
+        """Rows of the path's first row range (`<ranges=[{lower_limit={row_index=...}}]>`, as retries resume), with
+        the response parameters the reader resumes by and, when asked, the row and range index control rows."""
+        path = path_of(p)
+        schema = self.cluster.get_schema(path)
+        ranges = plain(attributes_of(p["path"]).get("ranges") or [{}])
+        if len(ranges) != 1:
+            raise BadRequest(f"{path}: the stand-in reads one row range at a time")
+        total = int(self.cluster.get(path + "/@row_count"))
+        lower = int(((ranges[0].get("lower_limit") or {}).get("row_index")) or 0)
+        upper = min(total, int(((ranges[0].get("upper_limit") or {}).get("row_index")) or total))
+        control = plain(p.get("control_attributes") or {})
+
+        def rows() -> Iterator[Any]:
+            if control.get("enable_range_index") or control.get("enable_row_index"):
+                marker = yson.YsonEntity()
+                marker.attributes = {**({"range_index": 0} if control.get("enable_range_index") else {}),
+                                     **({"row_index": lower} if control.get("enable_row_index") else {})}
+                yield marker
+            done = 0
+            for batch in self.cluster.read_table(path):
+                start, stop = max(lower - done, 0), min(upper - done, batch.num_rows)
+                if start < stop:
+                    yield from wire_rows(schema, pa.Table.from_batches([batch.slice(start, stop - start)]))
+                done += batch.num_rows
+
+        return Tabular(rows(), {"start_row_index": lower, "approximate_row_count": max(upper - lower, 0)})
+
+    def write_table(self, p: Mapping[str, Any], rows: Rows) -> None:
+        path = path_of(p)
+        append = bool(attributes_of(p["path"]).get("append", False))
+        table = input_table(self.cluster.get_schema(path), rows)
+        self._master_write(p, lambda cluster: cluster.write_table(path, table, append=append))
+
+    def read_file(self, p: Mapping[str, Any]) -> bytes:
+        disk = self._disk(path_of(p))
+        if disk is None or not disk.is_file():
+            raise NoSuchPathError(f"{path_of(p)}: no such file")
+        return disk.read_bytes()
+
+    def write_file(self, p: Mapping[str, Any], data: bytes) -> None:
+        target = self._disk_path(path_of(p))
+        append = bool(attributes_of(p["path"]).get("append", False))
+
+        def write(_: Cluster) -> None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("ab" if append else "wb") as out:
+                out.write(data)
+
+        self._master_write(p, write)
+

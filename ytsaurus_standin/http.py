@@ -37,6 +37,7 @@ from streaming_core.cluster.errors import ClusterError
 from streaming_core.cluster.ytsaurus.wire import arrow_insert, encode_wire, load_rows
 
 from .commands import Commands, Rowset, Tabular, check_format_attributes
+from .commands.common import transaction_id_of
 from .errors import AUTHENTICATION_ERROR, GENERIC, UNAVAILABLE, BadRequest, error_object, from_exception
 from .sticky import StickyPool
 
@@ -71,6 +72,8 @@ class Served:
     path: str | None = None
     #: The address of the proxy that served it (behind the balancer: the one it picked).
     proxy: str | None = None
+    #: The transaction the request named (`transaction_id`; a started one's for `start_transaction`), if any.
+    transaction: str | None = None
 
 
 #: The role of every proxy of the stand-in (YTsaurus' default role of an HTTP proxy).
@@ -112,6 +115,7 @@ class Handler(BaseHTTPRequestHandler):
     pools: tuple[StickyPool, ...]
     _input_format_name: str | None = None
     _request_path: str | None = None
+    _transaction: str | None = None
     _pool: StickyPool
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -154,7 +158,8 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(404, error_object(GENERIC, f"no handler for {url.path}"), url.path)
 
     def _command(self, name: str, body: bytes) -> None:
-        self._input_format_name = self._request_path = None  # the handler lives as long as its keep-alive connection
+        # the handler lives as long as its keep-alive connection
+        self._input_format_name = self._request_path = self._transaction = None
         if not self._authenticated():
             return self._unauthenticated(name)
         entry = self.state.commands.handlers.get(name)
@@ -164,6 +169,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             params = self._params(descriptor.input_type is None and descriptor.is_volatile, body)
             self._request_path = None if params.get("path") is None else str(params["path"])
+            self._transaction = transaction_id_of(params)
             fault = self.state.take_fault(name)
             if fault is not None and fault.after_rows is None:
                 return self._error(fault.status, error_object(fault.code, f"injected fault in {name}"), name)
@@ -177,6 +183,8 @@ class Handler(BaseHTTPRequestHandler):
                 args.append(_decompress(self, body))
             result = self.state.commands.call(name, *args)
             self._pool.follow(name, params, result)
+            if name == "start_transaction":
+                self._transaction = str(result["transaction_id"])
             if descriptor.output_type == "tabular":
                 headers = {}
                 if isinstance(result, Tabular):
@@ -250,7 +258,7 @@ class Handler(BaseHTTPRequestHandler):
         fmt = self._input_format_name
         with self.state.lock:
             self.state.served.append(Served(command, self.state.tls, self.headers.get("Authorization"), status, fmt,
-                                            self._request_path, self._pool.address))
+                                            self._request_path, self._pool.address, self._transaction))
 
     def _json(self, status: int, value: Any) -> None:
         self._send(status, json.dumps(value).encode(), "application/json")

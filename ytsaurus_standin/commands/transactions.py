@@ -28,8 +28,9 @@ import pyarrow as pa
 
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION, Cluster
 from streaming_core.cluster.errors import ConflictError
+from streaming_core.cluster.ytsaurus.errors import TRANSACTION_LOCK_CONFLICT
 
-from ..errors import TOO_MANY_ROWS_IN_TRANSACTION, TRANSACTION_LOCK_CONFLICT, YtCodedError
+from ..errors import TOO_MANY_ROWS_IN_TRANSACTION, YtCodedError
 from .common import (
     MASTER_TRANSACTION,
     NESTED_TRANSACTION,

@@ -18,7 +18,7 @@ from streaming_core.cluster.yson_values import plain
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt_rows, to_yt_rows
 
 from .. import query as ql
-from ..errors import NO_SUCH_TRANSACTION, BadRequest, YtCodedError
+from ..errors import NO_SUCH_TRANSACTION, SCHEMA_VIOLATION, BadRequest, YtCodedError
 
 FILE = "file"
 
@@ -121,6 +121,16 @@ def input_table(schema: TableSchema, rows: Rows | pa.Table) -> pa.Table:
     if service:
         table = table.add_column(0, TABLET_INDEX, pa.array([int(r[TABLET_INDEX]) for r in rows], pa.int64()))
     return table
+
+
+def check_write_schema(schema: TableSchema, rows: Rows, *, ordered: bool) -> None:
+    """Refuse rows with a column the write schema lacks (`TTableSchema::ToWrite`), as YTsaurus' table consumer
+    refuses them: `SCHEMA_VIOLATION`, "No column ... in table schema". An ordered table's rows may name their
+    `$tablet_index`."""
+    allowed = {*schema.writable().names, *((TABLET_INDEX,) if ordered else ())}
+    unknown = sorted(set().union(*rows) - allowed)
+    if unknown:
+        raise YtCodedError(SCHEMA_VIOLATION, f"No column {unknown[0]!r} in table schema")
 
 
 def selected(table: pa.Table, q: ql.Query) -> pa.Table:

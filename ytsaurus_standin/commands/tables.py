@@ -17,7 +17,18 @@ from streaming_core.cluster.yson_values import plain
 
 from .. import query as ql
 from ..errors import BadRequest
-from .common import Rows, Rowset, Tabular, attributes_of, input_table, key_schema, path_of, selected, wire_rows
+from .common import (
+    Rows,
+    Rowset,
+    Tabular,
+    attributes_of,
+    check_write_schema,
+    input_table,
+    key_schema,
+    path_of,
+    selected,
+    wire_rows,
+)
 
 
 class TableCommands:
@@ -75,9 +86,15 @@ class TableCommands:
         return Rowset(schema, [to_arrow_table(schema, self.cluster.lookup_rows(path, keys), path)])
 
     def insert_rows(self, p: Mapping[str, Any], rows: Rows | pa.Table) -> None:
+        """Rows parsed against the table's write schema (`TableSchema.writable`), as YTsaurus parses them: a YSON or
+        JSON row with a key the write schema lacks (`$timestamp`, `$cumulative_data_weight`, a computed column, an
+        unknown name) is refused with `SCHEMA_VIOLATION` (the `arrow` input drops such columns itself)."""
         path = path_of(p)
         self._require_mounted(path)
-        table = input_table(self.cluster.get_schema(path), rows)
+        schema = self.cluster.get_schema(path)
+        if not isinstance(rows, pa.Table):
+            check_write_schema(schema, rows, ordered=not schema.key_columns)
+        table = input_table(schema, rows)
         if TABLET_INDEX in table.column_names:
             tablets = table.column(TABLET_INDEX)
             table = table.drop_columns([TABLET_INDEX])

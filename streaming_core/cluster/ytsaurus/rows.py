@@ -78,9 +78,10 @@ def from_yt_rows(
 
 @dataclass(frozen=True)
 class PreparedRows:
-    """Rows checked and converted for `insert_rows`: what is sent (`sent`: with `$tablet_index` for an ordered
-    table), as binary YSON (`wire`) or as the `arrow` input format (`arrow`, where `arrow_ok`), and the Arrow
-    table a transaction keeps to answer its own lookups."""
+    """Rows checked and converted for `insert_rows`: what is sent (`sent`: the write schema's columns, without the
+    system columns the cluster fills nor computed ones, and with `$tablet_index` for an ordered table), as binary
+    YSON (`wire`) or as the `arrow` input format (`arrow`, where `arrow_ok`), and the Arrow table a transaction
+    keeps to answer its own lookups."""
 
     path: str
     schema: TableSchema
@@ -106,10 +107,10 @@ def prepare_insert(path: str, info: NodeInfo, rows: Any, tablet_index: int | Non
     rows = as_list_or_table(rows)
     tablets = _tablet_column(rows, len(rows), tablet_index) if info.kind == ORDERED else None
     table = to_arrow_table(schema, rows, path)
-    sent = table
+    sent = table.select(schema.writable().names)  # YTsaurus parses inserts against the write schema
     if tablets is not None:
         placed = _place_rows(path, tablets, int(info.attributes.get("tablet_count", 1)))
-        sent = table.add_column(0, TABLET_INDEX, placed)
+        sent = sent.add_column(0, TABLET_INDEX, placed)
     return PreparedRows(path=path, schema=schema, table=table, sent=sent)
 
 

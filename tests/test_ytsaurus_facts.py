@@ -1,0 +1,127 @@
+"""The facts of a real YTsaurus (`../shared/YTSAURUS-FACTS.md`) that touch a command the backend calls, each served by
+the stand-in as YTsaurus' sources say and met by the backend, through the real `ytsaurus-client`.
+
+Every test is named after the fact it proves (the source file that states it is in its docstring).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+import yt.wrapper as yt
+from yt.common import YtError
+
+from opsd.cli import main
+from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster.ytsaurus.client import WIRE
+from ytsaurus_standin import StandinProxy
+
+SCHEMA_VIOLATION = 307
+
+
+@pytest.fixture(scope="module")
+def yson_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
+    """A proxy whose format manager refuses `arrow` input (as YTsaurus' may, for non-root users)."""
+    with StandinProxy(tmp_path_factory.mktemp("yson-only"), input_formats=("yson", "json")) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def yson_cluster(yson_only: StandinProxy) -> Iterator[Cluster]:
+    with connect(yson_only.uri) as cluster:
+        yield cluster
+
+
+def stamped_queue(cluster: Cluster, path: str) -> None:
+    cluster.create("table", path, recursive=True, attributes={"dynamic": True, "tablet_count": 2, "schema": [
+        {"name": "data", "type": "string"}, {"name": "$timestamp", "type": "uint64"},
+        {"name": "$cumulative_data_weight", "type": "int64"}]})
+
+
+class TestInsertRowsIsParsedAgainstTheWriteSchema:
+    """`yt/yt/client/table_client/schema.cpp` `TTableSchema::ToWrite`: an ordered table's write schema is
+    `$tablet_index` and its columns without `$timestamp` and `$cumulative_data_weight`; a sorted table's, its columns
+    without computed ones. YSON and JSON rows with another key: 307; `arrow` input drops such columns."""
+
+    @pytest.mark.parametrize("key", ["$timestamp", "$cumulative_data_weight", "unknown"])
+    def test_a_yson_row_with_a_key_the_write_schema_lacks_gets_307(self, yson_cluster: Cluster, key: str) -> None:
+        path = f"//tmp/facts/write-schema-{key.strip('$')}"
+        stamped_queue(yson_cluster, path)
+        with pytest.raises(YtError) as refused:
+            yson_cluster._client.insert_rows(path, [{"data": "x", key: 1}], **WIRE)
+
+        assert refused.value.contains_code(SCHEMA_VIOLATION)
+        assert "No column" in str(refused.value) and "in table schema" in str(refused.value)
+        assert sum(t.total_row_count for t in yson_cluster.get_tablet_infos(path)) == 0
+
+    def test_a_computed_column_may_not_be_written(self, yson_cluster: Cluster) -> None:
+        path = "//tmp/facts/computed"
+        yson_cluster.create("table", path, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "hash", "type": "uint64", "sort_order": "ascending", "expression": "farm_hash(key)"},
+            {"name": "key", "type": "string", "sort_order": "ascending"}, {"name": "value", "type": "string"}]})
+        with pytest.raises(YtError) as refused:
+            yson_cluster._client.insert_rows(path, [{"hash": 1, "key": "k", "value": "v"}], **WIRE)
+        assert refused.value.contains_code(SCHEMA_VIOLATION)
+
+        yson_cluster.insert_rows(path, [{"key": "k", "value": "v"}])  # the backend sends no computed column
+
+        assert [(r["key"], r["value"]) for r in yson_cluster.select_rows(path)] == [("k", "v")]
+
+    def test_arrow_input_drops_the_columns_the_write_schema_lacks(self, standin_cluster: Cluster) -> None:
+        path = "//tmp/facts/arrow-drops"
+        stamped_queue(standin_cluster, path)
+        rows = pa.table({"$tablet_index": [0], "data": ["x"], "unknown": [5]})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, rows.schema) as writer:
+            writer.write_table(rows)
+
+        standin_cluster._client.insert_rows(path, sink.getvalue().to_pybytes(), format=yt.format.ArrowFormat(),
+                                            raw=True)
+
+        assert [r["data"] for b in standin_cluster.read_tablet(path, 0, 0, 1) for r in b.to_pylist()] == ["x"]
+
+    def test_the_yson_fallback_sends_no_system_column(self, yson_only: StandinProxy, yson_cluster: Cluster) -> None:
+        path = "//tmp/facts/yson-fallback"
+        stamped_queue(yson_cluster, path)
+
+        yson_cluster.insert_rows(path, [{"data": f"r{i}"} for i in range(4)])
+
+        assert [s.input_format for s in yson_only.served if s.command == "insert_rows"][-1] == "yson"
+        assert sum(t.total_row_count for t in yson_cluster.get_tablet_infos(path)) == 4
+
+    def test_opsd_queue_produce_into_a_queue_that_declares_timestamp_works_over_yson(
+            self, yson_only: StandinProxy, yson_cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+        path = "//tmp/facts/produce-stamped"
+        stamped_queue(yson_cluster, path)
+        sys.stdin = io.StringIO('{"data": "a"}\n{"data": "b"}\n')
+        try:
+            code = main(["queue", "produce", path, "--cluster", yson_only.uri])
+        finally:
+            sys.stdin = sys.__stdin__
+
+        assert code == 0, capsys.readouterr().err
+        assert main(["queue", "produce", path, "--count", "10", "--cluster", yson_only.uri]) == 0
+        assert sum(t.total_row_count for t in yson_cluster.get_tablet_infos(path)) == 12
+
+
+def test_a_table_created_from_a_read_schema_is_the_same_table(standin_cluster: Cluster) -> None:
+    """A schema keeps `expression`, `aggregate`, `lock`, `group` and `required` (`yt/yt/client/table_client/schema.h`):
+    a table created from the schema read from another is the same table."""
+    schema = [
+        {"name": "hash", "type_v3": {"type_name": "optional", "item": "uint64"}, "sort_order": "ascending",
+         "expression": "farm_hash(key)"},
+        {"name": "key", "type_v3": "string", "sort_order": "ascending"},
+        {"name": "total", "type_v3": {"type_name": "optional", "item": "int64"}, "aggregate": "sum", "lock": "l1",
+         "group": "g1"},
+        {"name": "note", "type_v3": "utf8", "group": "g2"},
+    ]
+    standin_cluster.create("table", "//tmp/facts/schema-a", recursive=True,
+                           attributes={"dynamic": True, "schema": schema})
+    read = standin_cluster.get("//tmp/facts/schema-a/@schema")
+    standin_cluster.create("table", "//tmp/facts/schema-b", attributes={"dynamic": True, "schema": read})
+
+    assert standin_cluster.get("//tmp/facts/schema-b/@schema") == read == schema

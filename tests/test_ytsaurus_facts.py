@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import io
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 import yt.wrapper as yt
+import yt.yson as yson
 from yt.common import YtError
 
+from opsd.checks.lag.collect import written_at
 from opsd.cli import main
 from streaming_core.cluster import Cluster, connect
 from streaming_core.cluster.ytsaurus.client import WIRE
@@ -125,3 +129,43 @@ def test_a_table_created_from_a_read_schema_is_the_same_table(standin_cluster: C
     standin_cluster.create("table", "//tmp/facts/schema-b", attributes={"dynamic": True, "schema": read})
 
     assert standin_cluster.get("//tmp/facts/schema-b/@schema") == read == schema
+
+
+class TestReadRows:
+    def test_uuid_comes_back_as_16_raw_bytes_and_is_decoded_to_its_text(self, standin_cluster: Cluster) -> None:
+        """`select_rows`, `lookup_rows` and `pull_*` write rows with the schemaful writer, which ignores `uuid_mode`
+        (`yt/yt/client/formats/schemaful_writer.cpp`): 16 bytes, laid out as `uuid_text.cpp` reads the YQL text."""
+        text = "01234567-89ab-cdef-0123-456789abcdef"
+        path = "//tmp/facts/uuid"
+        standin_cluster.create("table", path, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "id", "type_v3": "uuid", "sort_order": "ascending"}, {"name": "v", "type_v3": "int64"}]})
+        standin_cluster.insert_rows(path, [{"id": text, "v": 1}])
+
+        raw = list(standin_cluster._client.select_rows(f"* FROM [{path}]", **WIRE))
+        assert yson.get_bytes(raw[0]["id"]) == uuid.UUID(text).bytes_le
+        assert standin_cluster.select_rows(path) == [{"id": text, "v": 1}]
+        assert standin_cluster.lookup_rows(path, [{"id": text}]) == [{"id": text, "v": 1}]
+
+    def test_uuid_in_a_queue_is_pulled_as_its_text(self, standin_cluster: Cluster) -> None:
+        path, consumer = "//tmp/facts/uuid-queue", "//tmp/facts/uuid-consumer"
+        standin_cluster.create("table", path, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "id", "type_v3": "uuid"}]})
+        standin_cluster.create_consumer(consumer)
+        standin_cluster.register_queue_consumer(path, consumer)
+        ids = [str(uuid.uuid4()) for _ in range(3)]
+        standin_cluster.insert_rows(path, [{"id": i} for i in ids])
+
+        pulled = standin_cluster.pull_consumer(consumer, path, 0, 0)
+        assert pulled.column("id").to_pylist() == ids
+
+    def test_timestamp_is_a_hybrid_commit_timestamp_and_lag_reads_it_as_unix_seconds(
+            self, standin_cluster: Cluster) -> None:
+        """`$timestamp` is unix seconds << 30 | a counter (`ordered_dynamic_store.cpp`), not microseconds."""
+        path = "//tmp/facts/hybrid"
+        stamped_queue(standin_cluster, path)
+        before = time.time()
+        standin_cluster.insert_rows(path, [{"data": "x"}], tablet_index=0)
+
+        [stamp] = [r["$timestamp"] for b in standin_cluster.read_tablet(path, 0, 0, 1) for r in b.to_pylist()]
+        assert int(before) <= stamp >> 30 <= time.time() and stamp & ((1 << 30) - 1) < 1 << 30
+        assert written_at(standin_cluster, path, 0, 0) == pytest.approx(before, abs=1.5)

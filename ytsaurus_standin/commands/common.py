@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming_core.cluster.errors import ClusterError
-from streaming_core.cluster.schema import TABLET_INDEX, TableSchema
+from streaming_core.cluster.schema import TABLET_INDEX, TIMESTAMP, TableSchema
 from streaming_core.cluster.yson_values import plain
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt_rows, to_yt_rows
 
@@ -131,6 +131,24 @@ def check_write_schema(schema: TableSchema, rows: Rows, *, ordered: bool) -> Non
     unknown = sorted(set().union(*rows) - allowed)
     if unknown:
         raise YtCodedError(SCHEMA_VIOLATION, f"No column {unknown[0]!r} in table schema")
+
+
+#: A YTsaurus timestamp's bits below the unix seconds (`yt/yt/client/transaction_client/helpers.h`).
+TIMESTAMP_COUNTER_BITS = 30
+_MICROS_PER_SECOND = 1_000_000
+
+
+def hybrid_timestamps(table: pa.Table) -> pa.Table:
+    """The table with `$timestamp` as YTsaurus serves it, a hybrid commit timestamp (unix seconds << 30 | a counter),
+    from the embedded storage's microseconds (the counter: the microseconds within the second, so order is kept)."""
+    if TIMESTAMP not in table.column_names:
+        return table
+    index = table.column_names.index(TIMESTAMP)
+    micros = table.column(index).cast(pa.int64())
+    seconds = pc.shift_left(pc.divide(micros, _MICROS_PER_SECOND), TIMESTAMP_COUNTER_BITS)
+    hybrid = pc.bit_wise_or(seconds, pc.subtract(micros, pc.multiply(pc.divide(micros, _MICROS_PER_SECOND),
+                                                                     _MICROS_PER_SECOND)))
+    return table.set_column(index, table.field(index), hybrid.cast(table.field(index).type))
 
 
 def selected(table: pa.Table, q: ql.Query) -> pa.Table:

@@ -23,6 +23,7 @@ from .common import (
     Tabular,
     attributes_of,
     check_write_schema,
+    hybrid_timestamps,
     input_table,
     key_schema,
     path_of,
@@ -59,7 +60,7 @@ class TableCommands:
             tables = [to_arrow_table(schema, self.cluster.select_rows(q.path), q.path)]
         else:
             raise BadRequest(f"{q.path}: select_rows reads dynamic tables; this one is static")
-        return Rowset(schema, (selected(t, q) for t in tables))
+        return Rowset(schema, (selected(hybrid_timestamps(t), q) for t in tables))
 
     def _queue_rows(self, q: ql.Query) -> Iterator[pa.Table]:
         infos = self.cluster.get_tablet_infos(q.path)
@@ -121,7 +122,7 @@ class TableCommands:
             str(p["consumer_path"]), queue, offset, int(p["partition_index"]),
             max_row_count=int(p.get("max_row_count") or PULL_ROWS),
             max_data_weight=int(p.get("max_data_weight") or READ_BATCH_BYTES))
-        return Rowset(self.cluster.get_schema(queue), [table])
+        return Rowset(self.cluster.get_schema(queue), [hybrid_timestamps(table)])
 
     def pull_queue(self, p: Mapping[str, Any]) -> Rowset:
         queue, tablet = str(p["queue_path"]), int(p["partition_index"])
@@ -130,7 +131,7 @@ class TableCommands:
         lower = max(int(p["offset"]), info.trimmed_row_count)
         upper = min(info.total_row_count, lower + int(p.get("max_row_count") or PULL_ROWS))
         batches = self.cluster.read_tablet(queue, tablet, lower, upper, service_columns=True) if lower < upper else []
-        return Rowset(self.cluster.get_schema(queue), (pa.Table.from_batches([b]) for b in batches))
+        return Rowset(self.cluster.get_schema(queue), (hybrid_timestamps(pa.Table.from_batches([b])) for b in batches))
 
     def read_table(self, p: Mapping[str, Any]) -> Tabular:
         """Rows of the path's first row range (`<ranges=[{lower_limit={row_index=...}}]>`, as retries resume), with

@@ -218,7 +218,8 @@ def test_a_standin_with_an_auto_trimmer_trims_a_queue_configured_through_the_yts
     from tests.support.wait import wait_until
     from ytsaurus_standin import StandinProxy
 
-    with StandinProxy(tmp_path / "cluster", auto_trim_seconds=0.2) as proxy, connect(proxy.uri) as cluster:
+    with StandinProxy(tmp_path / "cluster", auto_trim_seconds=0.2, registration_delay_seconds=0.5) as proxy, \
+            connect(proxy.uri) as cluster:
         cluster.create("map_node", "//tmp/agent", recursive=True)
         job = retention_job(cluster, "//tmp/agent", tmp_path / "cp", config=None, other_at=15)
         assert trimmed(cluster, job.queue) == [0, 0]

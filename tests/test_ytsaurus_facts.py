@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
+import structlog.testing
 import yt.wrapper as yt
 import yt.yson as yson
 from yt.common import YtError
@@ -22,7 +23,10 @@ from opsd.checks.lag.collect import written_at
 from opsd.cli import main
 from streaming_core.cluster import Cluster, connect
 from streaming_core.cluster.ytsaurus.client import WIRE
+from streaming_core.options import SourceOptions
+from streaming_core.source import check_readable
 from ytsaurus_standin import StandinProxy
+from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
 
 SCHEMA_VIOLATION = 307
 
@@ -169,3 +173,63 @@ class TestReadRows:
         [stamp] = [r["$timestamp"] for b in standin_cluster.read_tablet(path, 0, 0, 1) for r in b.to_pylist()]
         assert int(before) <= stamp >> 30 <= time.time() and stamp & ((1 << 30) - 1) < 1 << 30
         assert written_at(standin_cluster, path, 0, 0) == pytest.approx(before, abs=1.5)
+
+
+class TestRegistrationsAreCachedPerProxy:
+    """A proxy answers `pull_consumer` and `list_queue_consumer_registrations` from a registration cache refreshed
+    every 10 s (`yt/yt/ytlib/queue_client/config.cpp` `cache_refresh_period`, `registration_manager.cpp`)."""
+
+    def test_the_cache_hides_a_fresh_registration_for_its_delay_and_forgets_an_unregistered_one(self) -> None:
+        stored: set[tuple[str, str]] = {("//q/old", "//c")}
+        now = [100.0]
+        cache = RegistrationCache(lambda: set(stored), clock=lambda: now[0])
+        assert cache.delay_seconds == REGISTRATION_DELAY_SECONDS == 10.0
+        assert cache.visible("//q/old", "//c")  # registered before the proxy started
+
+        stored.add(("//q", "//c"))
+        cache.observe()
+        now[0] += 9.9
+        assert not cache.visible("//q", "//c")
+        now[0] += 0.1
+        assert cache.visible("//q", "//c")
+        stored.discard(("//q", "//c"))
+        assert not cache.visible("//q", "//c")
+
+    def test_pull_consumer_answers_901_for_the_default_10_s_and_the_backend_waits_it_out(
+            self, tmp_path) -> None:
+        with StandinProxy(tmp_path) as proxy, connect(proxy.uri) as cluster:
+            queue, consumer = "//tmp/q", "//tmp/c"
+            cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+                {"name": "data", "type": "string"}]})
+            cluster.create_consumer(consumer)
+            cluster.insert_rows(queue, [{"data": "x"}])
+            cluster.register_queue_consumer(queue, consumer)
+            registered = time.monotonic()
+
+            with pytest.raises(YtError) as refused:
+                cluster._client.pull_consumer(consumer, queue, 0, 0, **WIRE)
+            assert refused.value.contains_code(901) and "not registered" in str(refused.value)
+            assert cluster.list_queue_consumer_registrations(queue_path=queue) == []
+
+            with structlog.testing.capture_logs() as logs:
+                pulled = cluster.pull_consumer(consumer, queue, 0, 0)
+
+            assert pulled.column("data").to_pylist() == ["x"]
+            assert time.monotonic() - registered >= REGISTRATION_DELAY_SECONDS
+            assert [e["event"] for e in logs] == ["yt_registration_not_visible_yet"]
+
+    def test_the_source_waits_out_a_fresh_registration_with_a_message(self, tmp_path) -> None:
+        with StandinProxy(tmp_path, registration_delay_seconds=1.0) as proxy, connect(proxy.uri) as cluster:
+            queue, consumer = "//tmp/q", "//tmp/c"
+            cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+                {"name": "data", "type": "string"}]})
+            cluster.create_consumer(consumer)
+            cluster.register_queue_consumer(queue, consumer)
+            options = SourceOptions.parse({"path": queue, "consumer_path": consumer, "cluster": proxy.uri}, {},
+                                          streaming=True)
+
+            with structlog.testing.capture_logs() as logs:
+                check_readable(cluster, options, streaming=True)
+
+            [waited] = [e for e in logs if e["event"] == "waiting_for_consumer_registration"]
+            assert waited["consumer"] == consumer and "registration cache" in waited["reason"]

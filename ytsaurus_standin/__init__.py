@@ -29,6 +29,7 @@ from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 from .commands import Commands
 from .errors import UNAVAILABLE
 from .http import Fault, ProxyState, Served, StandinServer
+from .registrations import REGISTRATION_DELAY_SECONDS
 
 __all__ = ["UNAVAILABLE", "Fault", "Served", "StandinProxy"]
 
@@ -41,19 +42,21 @@ class StandinProxy:
     (the embedded cluster writes `local` into consumer rows). `input_formats`: the row formats `insert_rows` takes
     (a proxy may refuse `arrow`). `ca_bundle`: the CA's PEM file, named in `uri`. `auto_trim_seconds`: trim queues
     by their `@auto_trim_config` every that many seconds (None: never). A context manager: started on enter, stopped
-    on exit.
+    on exit. `registration_delay_seconds`: how long after `register_queue_consumer` the proxy still answers "not
+    registered" (`registrations.RegistrationCache`; YTsaurus' 10 s by default).
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local",
                  input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None,
-                 auto_trim_seconds: float | None = None) -> None:
+                 auto_trim_seconds: float | None = None,
+                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
         self.root = Path(root).resolve()
-        commands = Commands(str(self.root), cluster_name)
+        commands = Commands(str(self.root), cluster_name, registration_delay_seconds=registration_delay_seconds)
         self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None,
                                 input_formats=input_formats)
         self._server = StandinServer((host, port), self.state, context)

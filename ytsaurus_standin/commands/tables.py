@@ -117,6 +117,7 @@ class TableCommands:
     def pull_consumer(self, p: Mapping[str, Any]) -> Rowset:
         queue = str(p["queue_path"])
         self._require_mounted(queue)
+        self.require_visible_registration(queue, str(p["consumer_path"]))
         offset = None if p.get("offset") is None else int(p["offset"])
         table = self.cluster.pull_consumer(
             str(p["consumer_path"]), queue, offset, int(p["partition_index"]),

@@ -37,6 +37,7 @@ class QueueMixin:
 
     _client: Any
     _errors: Callable[[str], AbstractContextManager[None]]
+    _while_registration_is_fresh: Callable[..., Any]  # `ConsumerMixin`'s
 
     def get_tablet_infos(self, path: str) -> list[TabletInfo]:
         try:
@@ -114,9 +115,9 @@ class QueueMixin:
         max_bytes: int,
     ) -> pa.Table:
         with self._errors(f"{path} <- {consumer_path}, partition {tablet_index}"):
-            raw = self._client.pull_consumer(
+            raw = self._while_registration_is_fresh(path, consumer_path, lambda: self._client.pull_consumer(
                 consumer_path, path, start, tablet_index, max_row_count=stop - start, max_data_weight=max_bytes,
-                **WIRE_RAW).read()
+                **WIRE_RAW).read())
         return decode_wire(schema, raw, service_columns=True)
 
     def _check_range(self, path: str, tablet_index: int, lower: int, upper: int) -> None:

@@ -23,8 +23,10 @@ from opsd.checks.lag.collect import written_at
 from opsd.cli import main
 from streaming_core.cluster import Cluster, connect
 from streaming_core.cluster.ytsaurus.client import WIRE
+from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from streaming_core.options import SourceOptions
 from streaming_core.source import check_readable
+from tests.support.wait import wait_until
 from ytsaurus_standin import StandinProxy
 from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
 
@@ -233,3 +235,26 @@ class TestRegistrationsAreCachedPerProxy:
 
             [waited] = [e for e in logs if e["event"] == "waiting_for_consumer_registration"]
             assert waited["consumer"] == consumer and "registration cache" in waited["reason"]
+
+
+def test_the_queue_agent_trims_only_where_enable_automatic_trimming_is_on(tmp_path) -> None:
+    """`enable_automatic_trimming` of the Queue Agent's dynamic config (`//sys/queue_agents/config`), default false
+    (`yt/yt/server/queue_agent/config.cpp`): a queue's `@auto_trim_config` alone trims nothing."""
+    with StandinProxy(tmp_path, auto_trim_seconds=0.1, registration_delay_seconds=0.5) as proxy, \
+            connect(proxy.uri) as cluster:
+        queue, vital = "//tmp/q", "//tmp/vital"
+        cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "data", "type": "string"}]})
+        cluster.create_consumer(vital)
+        cluster.register_queue_consumer(queue, vital, vital=True)
+        cluster.insert_rows(queue, [{"data": str(i)} for i in range(10)])
+        cluster.advance_consumer(vital, queue, 0, None, 6)
+        cluster.set(f"{queue}/@auto_trim_config", {"enable": True})
+
+        time.sleep(1.0)  # ten passes of the agent
+        assert cluster.automatic_trimming() is False
+        assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 0
+
+        cluster.set(QUEUE_AGENT_CONFIG, {"queue_agent": {"controller": {"enable_automatic_trimming": True}}})
+        assert cluster.automatic_trimming() is True
+        wait_until(lambda: cluster.get_tablet_infos(queue)[0].trimmed_row_count == 6, 30, "the agent to trim")

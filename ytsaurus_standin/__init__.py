@@ -10,7 +10,8 @@ YTsaurus docs say otherwise, the docs win (and the stand-in is fixed).
         cluster = connect(proxy.uri, token="s3cret")
 
 With `auto_trim_seconds` it also trims queues by their `@auto_trim_config` every that many seconds, as a
-YTsaurus cluster's Queue Agent does (`embedded.auto_trimmer`). `proxy.faults` injects failures (a 503, an error in a
+YTsaurus cluster's Queue Agent does (`embedded.auto_trimmer`), while `//sys/queue_agents/config` switches automatic
+trimming on (`queue_agent`). `proxy.faults` injects failures (a 503, an error in a
 body's trailer); `proxy.served` records each answered request (command, TLS or not, the Authorization header), for
 tests of what crossed the wire. Modules: `http`
 (the protocol), `commands` (each command over the embedded cluster), `query` (the query subset of
@@ -23,8 +24,6 @@ import ssl
 import threading
 from pathlib import Path
 from urllib.parse import urlencode
-
-from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 
 from .commands import Commands
 from .errors import UNAVAILABLE
@@ -65,7 +64,7 @@ class StandinProxy:
         self.ca_bundle = ca_bundle
         self._thread: threading.Thread | None = None
         self.auto_trimmer = None if auto_trim_seconds is None else \
-            AutoTrimmer(commands.cluster, period_seconds=auto_trim_seconds)
+            commands.queue_agent.trimmer(period_seconds=auto_trim_seconds)
 
     @property
     def uri(self) -> str:

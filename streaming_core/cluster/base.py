@@ -262,6 +262,12 @@ class Cluster(abc.ABC):
         without a Queue Agent (the embedded cluster has none), or an object the agent does not watch (yet)."""
         return None
 
+    def automatic_trimming(self) -> bool | None:
+        """Whether the cluster's own trimming trims queues by their `@auto_trim_config` at all: YTsaurus' Queue Agent
+        does only where its dynamic config switches `enable_automatic_trimming` on (off by default); None when
+        unknown (the embedded cluster trims only where a trimmer is run)."""
+        return None
+
     def reshard(self, path: str, tablet_count: int) -> None:
         """Give an ordered table `tablet_count` tablets: YTsaurus' `reshard_table` with `tablet_count`, between an
         unmount and a mount. Existing tablets keep their rows, row indexes and trim; added tablets start empty.

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from yt.common import YtError
 
+from ...log import get_logger
 from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, TabletInfo, require_kind
 from ..errors import ClusterError, NoSuchPathError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema
@@ -21,10 +22,13 @@ from .client import WIRE_RAW, retry_seconds
 from .rows import split_batches
 from .wire import SERVICE_COLUMNS, decode_wire
 
+#: The Queue Agent's dynamic config document.
+QUEUE_AGENT_CONFIG = "//sys/queue_agents/config"
 #: How often tablet counters are asked for again while a table's tablets are unmounted or changing.
 TABLETS_MOVING_POLL_SECONDS = 0.2
 
 T = TypeVar("T")
+log = get_logger(__name__)
 
 
 def tablets_moving(err: YtError) -> bool:
@@ -65,6 +69,20 @@ class QueueMixin:
             return self.get(f"{path}/@{name}")
         except NoSuchPathError:
             return None
+
+    def automatic_trimming(self) -> bool | None:
+        """`queue_agent/controller/enable_automatic_trimming` of the Queue Agent's dynamic config
+        (`QUEUE_AGENT_CONFIG`; absent: the default, off, `yt/yt/server/queue_agent/config.cpp`); None when the
+        document cannot be read."""
+        try:
+            config = self.get(QUEUE_AGENT_CONFIG)
+        except NoSuchPathError:
+            return False
+        except ClusterError as e:
+            log.info("queue_agent_config_unreadable", path=QUEUE_AGENT_CONFIG, error=str(e))
+            return None
+        controller = ((config or {}).get("queue_agent") or {}).get("controller") or {}
+        return controller.get("enable_automatic_trimming") is True
 
     def read_tablet(
         self, path: str, tablet_index: int, lower: int, upper: int, *,

@@ -51,7 +51,7 @@ class TableCommands:
     """Rows: tablet counters, trimming, selects, lookups, inserts and deletes, pulls, static tables and files."""
 
     def get_tablet_infos(self, p: Mapping[str, Any]) -> Any:
-        self._require_mounted(path_of(p))
+        self.tablet_states.require_cells(path_of(p))
         infos = self.cluster.get_tablet_infos(path_of(p))
         wanted = [int(i) for i in p.get("tablet_indexes") or range(len(infos))]
         return {"tablets": [{"total_row_count": infos[i].total_row_count,

@@ -16,15 +16,42 @@ from streaming_core.cluster.schema import ROW_INDEX, TABLET_INDEX, TableSchema, 
 from streaming_core.cluster.yson_values import plain
 
 from .. import query as ql
-from ..errors import BadRequest
-from .common import Rows, Rowset, Tabular, attributes_of, input_table, key_schema, path_of, selected, wire_rows
+from ..errors import GENERIC, BadRequest, YtCodedError
+from .common import (
+    Rows,
+    Rowset,
+    Tabular,
+    attributes_of,
+    check_write_schema,
+    hybrid_timestamps,
+    input_table,
+    key_schema,
+    path_of,
+    selected,
+    wire_rows,
+)
+
+#: Rows of one ordered store of the stand-in's queues: a pull answers from one store at most, as YTsaurus' does.
+PULL_STORE_ROWS = 10_000
+
+
+def pull_bounds(p: Mapping[str, Any]) -> tuple[int, int]:
+    """A pull's `max_row_count` and `max_data_weight` (defaults 1000 rows and 16 MiB); a non-positive one is refused,
+    as YTsaurus refuses it (`queue_rowset.cpp`)."""
+    bounds = []
+    for name, default in (("max_row_count", PULL_ROWS), ("max_data_weight", READ_BATCH_BYTES)):
+        value = default if p.get(name) is None else int(p[name])
+        if value <= 0:
+            raise YtCodedError(GENERIC, f"{name} must be positive, got {value}")
+        bounds.append(value)
+    return bounds[0], bounds[1]
 
 
 class TableCommands:
     """Rows: tablet counters, trimming, selects, lookups, inserts and deletes, pulls, static tables and files."""
 
     def get_tablet_infos(self, p: Mapping[str, Any]) -> Any:
-        self._require_mounted(path_of(p))
+        self.tablet_states.require_cells(path_of(p))
         infos = self.cluster.get_tablet_infos(path_of(p))
         wanted = [int(i) for i in p.get("tablet_indexes") or range(len(infos))]
         return {"tablets": [{"total_row_count": infos[i].total_row_count,
@@ -48,7 +75,7 @@ class TableCommands:
             tables = [to_arrow_table(schema, self.cluster.select_rows(q.path), q.path)]
         else:
             raise BadRequest(f"{q.path}: select_rows reads dynamic tables; this one is static")
-        return Rowset(schema, (selected(t, q) for t in tables))
+        return Rowset(schema, (selected(hybrid_timestamps(t), q) for t in tables))
 
     def _queue_rows(self, q: ql.Query) -> Iterator[pa.Table]:
         infos = self.cluster.get_tablet_infos(q.path)
@@ -75,9 +102,15 @@ class TableCommands:
         return Rowset(schema, [to_arrow_table(schema, self.cluster.lookup_rows(path, keys), path)])
 
     def insert_rows(self, p: Mapping[str, Any], rows: Rows | pa.Table) -> None:
+        """Rows parsed against the table's write schema (`TableSchema.writable`), as YTsaurus parses them: a YSON or
+        JSON row with a key the write schema lacks (`$timestamp`, `$cumulative_data_weight`, a computed column, an
+        unknown name) is refused with `SCHEMA_VIOLATION` (the `arrow` input drops such columns itself)."""
         path = path_of(p)
         self._require_mounted(path)
-        table = input_table(self.cluster.get_schema(path), rows)
+        schema = self.cluster.get_schema(path)
+        if not isinstance(rows, pa.Table):
+            check_write_schema(schema, rows, ordered=not schema.key_columns)
+        table = input_table(schema, rows)
         if TABLET_INDEX in table.column_names:
             tablets = table.column(TABLET_INDEX)
             table = table.drop_columns([TABLET_INDEX])
@@ -97,23 +130,30 @@ class TableCommands:
         self._tablet_write(p, lambda tx: tx.delete_rows(path, keys))
 
     def pull_consumer(self, p: Mapping[str, Any]) -> Rowset:
+        """Rows of one partition from the consumer's offset (or `offset`): from the first untrimmed row when it is
+        below the trim, nothing past the end, and at most one ordered store (`PULL_STORE_ROWS` here) per answer,
+        as YTsaurus reads (`queue_rowset.cpp`): a short answer is normal."""
         queue = str(p["queue_path"])
         self._require_mounted(queue)
+        self.require_visible_registration(queue, str(p["consumer_path"]))
         offset = None if p.get("offset") is None else int(p["offset"])
+        rows, data_weight = pull_bounds(p)
         table = self.cluster.pull_consumer(
             str(p["consumer_path"]), queue, offset, int(p["partition_index"]),
-            max_row_count=int(p.get("max_row_count") or PULL_ROWS),
-            max_data_weight=int(p.get("max_data_weight") or READ_BATCH_BYTES))
-        return Rowset(self.cluster.get_schema(queue), [table])
+            max_row_count=rows, max_data_weight=data_weight)
+        if table.num_rows:
+            first = table.column(ROW_INDEX)[0].as_py()
+            table = table.slice(0, PULL_STORE_ROWS - first % PULL_STORE_ROWS)
+        return Rowset(self.cluster.get_schema(queue), [hybrid_timestamps(table)])
 
     def pull_queue(self, p: Mapping[str, Any]) -> Rowset:
         queue, tablet = str(p["queue_path"]), int(p["partition_index"])
         self._require_mounted(queue)
         info = self.cluster.get_tablet_infos(queue)[tablet]
         lower = max(int(p["offset"]), info.trimmed_row_count)
-        upper = min(info.total_row_count, lower + int(p.get("max_row_count") or PULL_ROWS))
+        upper = min(info.total_row_count, lower + pull_bounds(p)[0], (lower // PULL_STORE_ROWS + 1) * PULL_STORE_ROWS)
         batches = self.cluster.read_tablet(queue, tablet, lower, upper, service_columns=True) if lower < upper else []
-        return Rowset(self.cluster.get_schema(queue), (pa.Table.from_batches([b]) for b in batches))
+        return Rowset(self.cluster.get_schema(queue), (hybrid_timestamps(pa.Table.from_batches([b])) for b in batches))
 
     def read_table(self, p: Mapping[str, Any]) -> Tabular:
         """Rows of the path's first row range (`<ranges=[{lower_limit={row_index=...}}]>`, as retries resume), with

@@ -1,9 +1,10 @@
 """Every `opsd` command that writes, run in-process against YTsaurus: the real client over HTTP to the stand-in
 (`tests.support.standin`, its token in `YT_TOKEN`), each checked by reading the cluster back.
 
-The commands that move a consumer (`consumer seek`, `desync heal`) run ten times in a row: each move is a tablet
-transaction, which YTsaurus keeps in the proxy that started it. `desync heal` reads its checkpoint at `yt:///...`
-from the stand-in's storage through Cypress file commands (`list`, `read_file`), where a query's Spark writes it.
+`desync heal` runs ten times in a row (each move is a tablet transaction, which YTsaurus keeps in the proxy that
+started it) and reads its checkpoint at `yt:///...` from the stand-in's storage through Cypress file commands (`list`,
+`read_file`), where a query's Spark writes it; every form of `consumer seek` ten times in a row is
+`test_cli_through_proxies`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tests.support.sink import ordered_rows
 from tests.support.standin import STANDIN_TOKEN
 from ytsaurus_standin import StandinProxy
 
-#: Rounds of each command that moves a consumer.
+#: Heals in a row.
 ROUNDS = 10
 
 
@@ -89,21 +90,6 @@ def job(opsd: Run, cluster: Cluster, root: str) -> tuple[str, str]:
     ok(opsd("consumer", "register", queue, consumer))
     ok(opsd("queue", "produce", queue, "--count", "200"))
     return queue, consumer
-
-
-def test_consumer_seek_moves_the_consumer_every_time_ten_times_in_a_row(opsd: Run, cluster: Cluster,
-                                                                       job: tuple[str, str]) -> None:
-    queue, consumer = job
-    for i in range(ROUNDS):
-        forward, back = 10 * (i + 1), 5 * i
-        ok(opsd("consumer", "seek", queue, consumer, "--offset", str(forward)))
-        assert cluster.get_consumer_offsets(consumer, queue) == {0: forward, 1: forward}
-        out = ok(opsd("consumer", "seek", queue, consumer, "--offset", str(back), "--partition", "1",
-                      "--past-checkpoint"))
-        assert out == f"{consumer} on {queue}: moved partition 1 {forward} -> {back}\n"
-        assert cluster.get_consumer_offsets(consumer, queue) == {0: forward, 1: back}
-    ok(opsd("consumer", "seek", queue, consumer, "--to", "end"))
-    assert cluster.get_consumer_offsets(consumer, queue) == {0: 100, 1: 100}
 
 
 def test_queue_trim_and_seek_to_the_trim(opsd: Run, cluster: Cluster, job: tuple[str, str]) -> None:

@@ -221,7 +221,9 @@ def record_batch_stats(plan: SinkPlan, parts: list[WrittenPart | None], batch_id
 
 
 def _unsorted(schema: TableSchema) -> list[dict]:
-    return [{k: v for k, v in c.items() if k != "sort_order"} for c in schema.to_yt()]
+    """The target's columns for a static staging table: no sort order, nor what only a dynamic table has."""
+    return [{k: v for k, v in c.items() if k not in ("sort_order", "expression", "aggregate", "lock")}
+            for c in schema.to_yt()]
 
 
 def query_key(options: SinkOptions) -> str:

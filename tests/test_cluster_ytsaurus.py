@@ -12,6 +12,7 @@ import inspect
 import io
 import os
 import pickle
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -19,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import structlog.testing
 import yt.wrapper as yt
 import yt.yson as yson
 
@@ -42,7 +44,7 @@ from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_y
 from streaming_core.cluster.ytsaurus.wire import dump_rows, load_rows
 from tests.support.cluster_contract import ClusterContract
 from tests.support.ports import free_port
-from tests.support.standin import STANDIN_TOKEN
+from tests.support.standin import SESSION_REGISTRATION_WAIT_SECONDS, STANDIN_TOKEN
 
 QUEUE = "//tmp/q"
 CONSUMER = "//tmp/c"
@@ -430,12 +432,18 @@ class TestConsumers:
             {"$tablet_index": 1, "$row_index": 6, "id": 2, "text": None},
         ]
 
-    def test_pull_by_an_unregistered_consumer_raises_not_registered(self, cluster, client):
+    def test_pull_by_an_unregistered_consumer_raises_not_registered_after_waiting_out_a_fresh_registration(
+            self, cluster, client):
         client.errors["pull_consumer"] = yt_error(
             901, f"Consumer {CONSUMER} is not registered for queue {QUEUE}")
+        cluster.registration_visible_within_seconds = 0.6
+        started = time.monotonic()
 
-        with pytest.raises(NotRegisteredError, match="is not registered"):
+        with structlog.testing.capture_logs() as logs, pytest.raises(NotRegisteredError, match="is not registered"):
             cluster.pull_consumer(CONSUMER, QUEUE, None, 0)
+
+        assert time.monotonic() - started >= 0.6
+        assert [e["event"] for e in logs] == ["yt_registration_not_visible_yet"]
 
     def test_advance_sends_old_offset_for_compare_and_set(self, cluster, client):
         cluster.advance_consumer(CONSUMER, QUEUE, 1, 5, 9)
@@ -665,6 +673,7 @@ class TestYtsaurusContract(ClusterContract):
         standin = request.getfixturevalue("standin")
         with connect(standin.uri, token=STANDIN_TOKEN) as cluster:
             assert isinstance(cluster, YtsaurusCluster)
+            cluster.registration_visible_within_seconds = SESSION_REGISTRATION_WAIT_SECONDS
             yield cluster
 
     @pytest.fixture

@@ -279,7 +279,7 @@ class TestWireShapes:
         assert {k: WIRE_FORMAT.attributes[k] for k in (
             "complex_type_mode", "string_keyed_dict_mode", "decimal_mode", "time_mode", "uuid_mode")} == {
             "complex_type_mode": "named", "string_keyed_dict_mode": "positional", "decimal_mode": "binary",
-            "time_mode": "binary", "uuid_mode": "text_yql"}
+            "time_mode": "binary", "uuid_mode": "binary"}
         assert WIRE_FORMAT.require_yson_bindings is True
         assert yson.TYPE == "BINARY"
 

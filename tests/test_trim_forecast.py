@@ -20,7 +20,11 @@ from opsd.observe.status import StatusStore, jsonable
 from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AutoTrimConfig, trim_limit
 from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
+from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from tests.support.retention import Clock, retention_job
+
+#: The Queue Agent's dynamic config with automatic trimming switched on (off by default).
+AUTOMATIC_TRIMMING_ON = {"queue_agent": {"controller": {"enable_automatic_trimming": True}}}
 
 
 @pytest.fixture
@@ -207,7 +211,14 @@ def test_through_the_ytsaurus_client_the_checks_read_the_auto_trim_config_and_vi
     assert [(v.consumer, dict(v.offsets)) for v in retention.vital] == [(job.other, {0: 20, 1: 20})]
     monkeypatch.setenv("YT_TOKEN", STANDIN_TOKEN)
     positions = PositionsCollector(standin.uri, [QueryTarget("job", job.location)], clock=Clock())
-    [trim] = TrimCheck(recorder, positions).run()
+    [off] = TrimCheck(recorder, positions).run()  # the Queue Agent's automatic trimming is off by default
+    assert [(p.outlook, p.eta_seconds, p.at_risk) for p in off.partitions] == [
+        (TrimOutlook.CLUSTER_TRIMMING_OFF, math.inf, False)] * 2
+    standin_cluster.set(QUEUE_AGENT_CONFIG, AUTOMATIC_TRIMMING_ON)
+    try:
+        [trim] = TrimCheck(recorder, positions).run()
+    finally:
+        standin_cluster.set(QUEUE_AGENT_CONFIG, {})
     [audit] = VitalConsumerCheck(recorder, positions).run()
     assert [(p.outlook, p.eta_seconds) for p in trim.partitions] == [(TrimOutlook.PENDING, 0.0)] * 2
     assert (audit.consumer, audit.waiting_rows) == (job.other, 0)
@@ -218,9 +229,11 @@ def test_a_standin_with_an_auto_trimmer_trims_a_queue_configured_through_the_yts
     from tests.support.wait import wait_until
     from ytsaurus_standin import StandinProxy
 
-    with StandinProxy(tmp_path / "cluster", auto_trim_seconds=0.2) as proxy, connect(proxy.uri) as cluster:
+    with StandinProxy(tmp_path / "cluster", auto_trim_seconds=0.2, registration_delay_seconds=0.5) as proxy, \
+            connect(proxy.uri) as cluster:
         cluster.create("map_node", "//tmp/agent", recursive=True)
         job = retention_job(cluster, "//tmp/agent", tmp_path / "cp", config=None, other_at=15)
         assert trimmed(cluster, job.queue) == [0, 0]
+        cluster.set(QUEUE_AGENT_CONFIG, AUTOMATIC_TRIMMING_ON)
         cluster.set(f"{job.queue}/@auto_trim_config", {"enable": True, "retained_rows": 8})
         wait_until(lambda: trimmed(cluster, job.queue) == [12, 12], 30, "the stand-in's auto-trimmer to trim")

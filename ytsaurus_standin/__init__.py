@@ -15,7 +15,8 @@ lists, and a balancer in front of them that serves each request as a proxy picke
 `proxy.address` are the balancer's, as a user's cluster address is; `proxy.proxies` the proxies' addresses.
 
 With `auto_trim_seconds` it also trims queues by their `@auto_trim_config` every that many seconds, as a
-YTsaurus cluster's Queue Agent does (`embedded.auto_trimmer`). `proxy.faults` injects failures (a 503, an error in a
+YTsaurus cluster's Queue Agent does (`embedded.auto_trimmer`), while `//sys/queue_agents/config` switches automatic
+trimming on (`queue_agent`). `proxy.faults` injects failures (a 503, an error in a
 body's trailer); `proxy.served` records each answered request (command, TLS or not, the Authorization header), for
 tests of what crossed the wire. Modules: `http`
 (the protocol), `sticky` (a proxy's tablet transactions), `commands` (each command over the embedded cluster),
@@ -29,11 +30,10 @@ import threading
 from pathlib import Path
 from urllib.parse import urlencode
 
-from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
-
 from .commands import Commands
 from .errors import UNAVAILABLE
 from .http import Fault, ProxyState, Served, StandinServer
+from .registrations import REGISTRATION_DELAY_SECONDS
 
 __all__ = ["PROXIES", "UNAVAILABLE", "Fault", "Served", "StandinProxy"]
 
@@ -52,19 +52,21 @@ class StandinProxy:
     (a proxy may refuse `arrow`). `ca_bundle`: the CA's PEM file, named in `uri`. `auto_trim_seconds`: trim queues
     by their `@auto_trim_config` every that many seconds (None: never). `proxies`: how many proxies stand behind the
     balancer (1: every request meets the proxy that holds its transactions). A context manager: started on enter,
-    stopped on exit.
+    stopped on exit. `registration_delay_seconds`: how long after `register_queue_consumer` the proxy still answers
+    "not registered" (`registrations.RegistrationCache`; YTsaurus' 10 s by default).
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local",
                  input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None,
-                 auto_trim_seconds: float | None = None, proxies: int = PROXIES) -> None:
+                 auto_trim_seconds: float | None = None, proxies: int = PROXIES,
+                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
         self.root = Path(root).resolve()
-        commands = Commands(str(self.root), cluster_name)
+        commands = Commands(str(self.root), cluster_name, registration_delay_seconds=registration_delay_seconds)
         self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None,
                                 input_formats=input_formats)
         self._proxies = [StandinServer((host, 0), self.state, context) for _ in range(proxies)]
@@ -76,7 +78,7 @@ class StandinProxy:
         self.ca_bundle = ca_bundle
         self._threads: list[threading.Thread] = []
         self.auto_trimmer = None if auto_trim_seconds is None else \
-            AutoTrimmer(commands.cluster, period_seconds=auto_trim_seconds)
+            commands.queue_agent.trimmer(period_seconds=auto_trim_seconds)
 
     @property
     def uri(self) -> str:

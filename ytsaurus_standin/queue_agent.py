@@ -3,6 +3,11 @@ consumers, shaped as YTsaurus' Queue Agent builds them (`yt/yt/server/queue_agen
 rates as `{current, 1m_raw, 1m, 1h, 1d}` rows per second, times as ISO 8601 text, durations as milliseconds, the
 consumer's partitions keyed by the queue's `cluster:path`. Read by name only: the attributes are opaque (not in `@`).
 
+Its trimming follows YTsaurus' switch: the agent trims queues by their `@auto_trim_config` only where its dynamic
+config, the document `//sys/queue_agents/config`, says `queue_agent/controller/enable_automatic_trimming` (default
+false, `yt/yt/server/queue_agent/config.cpp`). The stand-in serves that document (`get` / `set`, as an administrator
+sets it) and its trimmer (`trimmer()`) passes only while it is on.
+
 Like the agent, it judges from snapshots of its own: every read of an attribute takes one (each tablet's row count
 and when it was seen), so a write rate is the rows added over the snapshots of the last minute, and a row's commit
 time the time of the first snapshot that saw it (0 and absent until two snapshots tell them). A test double of the
@@ -19,8 +24,13 @@ from collections.abc import Callable
 from typing import Any
 
 from streaming_core.cluster.base import ORDERED, QUEUE_CONSUMER_PARTITIONS, QUEUE_PARTITIONS, QUEUE_STATUS, Cluster
+from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer, Trim
 from streaming_core.cluster.errors import NoSuchPathError
 from streaming_core.cluster.schema import TIMESTAMP
+
+#: The Queue Agent's dynamic config document, and where in it automatic trimming is switched on.
+DYNAMIC_CONFIG_PATH = "//sys/queue_agents/config"
+AUTOMATIC_TRIMMING_KEYS = ("queue_agent", "controller", "enable_automatic_trimming")
 
 #: The window of the write rates, and the snapshots kept per tablet.
 RATE_WINDOW_SECONDS = 60.0
@@ -45,6 +55,20 @@ class QueueAgent:
         self.clock = clock
         self._snapshots: dict[tuple[str, int], deque[tuple[float, int]]] = {}
         self._lock = threading.Lock()
+        #: `//sys/queue_agents/config`: empty, so every setting is its default (automatic trimming off).
+        self.dynamic_config: dict[str, Any] = {}
+
+    @property
+    def automatic_trimming(self) -> bool:
+        """Whether the dynamic config switches automatic trimming on."""
+        value: Any = self.dynamic_config
+        for key in AUTOMATIC_TRIMMING_KEYS:
+            value = value.get(key, {}) if isinstance(value, dict) else {}
+        return value is True
+
+    def trimmer(self, period_seconds: float) -> AutoTrimmer:
+        """The agent's trimming: the embedded cluster's `AutoTrimmer`, passing only while `automatic_trimming`."""
+        return _SwitchedTrimmer(self, period_seconds)
 
     def attribute(self, path: str, name: str) -> Any:
         """The attribute's value; `NoSuchPathError` for an object the agent does not serve it on."""
@@ -126,3 +150,14 @@ class QueueAgent:
                 partitions.append(partition)
             found[self._reference(reg.queue_path)] = partitions
         return found
+
+
+class _SwitchedTrimmer(AutoTrimmer):
+    """An `AutoTrimmer` whose passes trim nothing while the agent's automatic trimming is off."""
+
+    def __init__(self, agent: QueueAgent, period_seconds: float) -> None:
+        super().__init__(agent.cluster, period_seconds=period_seconds)
+        self.agent = agent
+
+    def run_pass(self, queues: list[str] | None = None) -> list[Trim]:
+        return super().run_pass(queues) if self.agent.automatic_trimming else []

@@ -108,6 +108,8 @@ class QueueRetention:
     auto_trim: AutoTrimConfig | None = None
     vital: tuple[VitalConsumer, ...] = ()
     problem: str | None = None
+    #: Whether the cluster's trimming runs at all (`Cluster.automatic_trimming`; None: unknown).
+    automatic_trimming: bool | None = None
 
     def vital_offsets(self, partition: int) -> dict[str, int]:
         """`{consumer: offset}` of the consumers vital for `partition`."""

@@ -412,6 +412,9 @@ class TrimOutlook(StrEnum):
     """Why a partition's trim forecast is what it is (`opsd.checks.trim.evaluate`)."""
 
     NO_AUTO_TRIM = "no_auto_trim"  # no @auto_trim_config, or enable is false: nothing trims on its own
+    # the queue asks for trimming, but the cluster's Queue Agent has automatic trimming switched off
+    # (`//sys/queue_agents/config`: queue_agent/controller/enable_automatic_trimming, off by default): nothing trims
+    CLUSTER_TRIMMING_OFF = "cluster_trimming_off"
     NO_VITAL_CONSUMER = "no_vital_consumer"  # the Queue Agent trims only up to vital consumers: with none, not at all
     CONSUMER_VITAL = "consumer_vital"  # the query's own consumer is vital: trimming waits for it
     NOT_APPROACHING = "not_approaching"  # at the current rates the trim point never reaches the next row to read

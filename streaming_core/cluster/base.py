@@ -36,6 +36,8 @@ READ_BATCH_ROWS = 65_536
 READ_BATCH_BYTES = 16 * 1024 * 1024
 #: Rows of one `pull_consumer` call when the caller names no bound (YTsaurus' default too).
 PULL_ROWS = 1000
+#: How often a registration not seen yet (`Cluster.registration_visible_within_seconds`) is looked for again.
+REGISTRATION_POLL_SECONDS = 0.25
 
 #: Node types, as YTsaurus names them (`@type`).
 MAP_NODE = "map_node"
@@ -146,6 +148,9 @@ class Cluster(abc.ABC):
     uri: str
     #: Rows one tablet takes in one transaction (YTsaurus: `MAX_ROWS_PER_TABLET_TRANSACTION`); None = no limit.
     max_rows_per_tablet_transaction: int | None = None
+    #: Seconds a fresh registration may stay unseen by `pull_consumer` and `list_queue_consumer_registrations`
+    #: (YTsaurus: its proxies' registration cache refresh); 0 = seen at once.
+    registration_visible_within_seconds: float = 0.0
 
     # -- path tree --------------------------------------------------------------------------------
 
@@ -255,6 +260,12 @@ class Cluster(abc.ABC):
         """An attribute the Queue Agent serves (`QUEUE_STATUS`, `QUEUE_PARTITIONS` on a queue,
         `QUEUE_CONSUMER_PARTITIONS` on a consumer), as YTsaurus returns it; None when it is not served: a cluster
         without a Queue Agent (the embedded cluster has none), or an object the agent does not watch (yet)."""
+        return None
+
+    def automatic_trimming(self) -> bool | None:
+        """Whether the cluster's own trimming trims queues by their `@auto_trim_config` at all: YTsaurus' Queue Agent
+        does only where its dynamic config switches `enable_automatic_trimming` on (off by default); None when
+        unknown (the embedded cluster trims only where a trimmer is run)."""
         return None
 
     def reshard(self, path: str, tablet_count: int) -> None:

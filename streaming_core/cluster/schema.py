@@ -126,13 +126,26 @@ def _arrow_field(name: str, type_v3: Any, column: str) -> pa.Field:
     return pa.field(name, arrow_type(type_v3, column), nullable=is_optional(type_v3) or type_v3 in ("null", "void"))
 
 
+#: Column properties besides name, type and sort order that a YTsaurus schema carries and a table made from the
+#: schema must keep (`yt/yt/client/table_client/schema.h`): a computed column's `expression`, an `aggregate`
+#: function, a `lock` group, a column `group`, and `max_inline_hunk_size`.
+COLUMN_PROPERTIES = ("expression", "aggregate", "lock", "group", "max_inline_hunk_size")
+
+
 @dataclass(frozen=True)
 class Column:
-    """One column of a YT schema; `type_v3` is always set."""
+    """One column of a YT schema; `type_v3` is always set (`required` is its non-optional form). `properties`: the
+    other properties the schema gives (`COLUMN_PROPERTIES`), as (name, value) pairs, kept as they came."""
 
     name: str
     type_v3: Any
     sort_order: str | None = None
+    properties: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def expression(self) -> str | None:
+        """The expression of a computed column (YTsaurus fills it; it may not be written)."""
+        return dict(self.properties).get("expression")
 
     @property
     def required(self) -> bool:
@@ -151,13 +164,14 @@ class Column:
         else:
             raise SchemaError(f"column {name!r}: neither 'type' nor 'type_v3' given")
         arrow_type(type_v3, name)  # validates
-        return cls(name=name, type_v3=type_v3, sort_order=spec.get("sort_order"))
+        properties = tuple((key, spec[key]) for key in COLUMN_PROPERTIES if spec.get(key) is not None)
+        return cls(name=name, type_v3=type_v3, sort_order=spec.get("sort_order"), properties=properties)
 
     def to_yt(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"name": self.name, "type_v3": self.type_v3}
         if self.sort_order:
             spec["sort_order"] = self.sort_order
-        return spec
+        return {**spec, **dict(self.properties)}
 
     def arrow_field(self) -> pa.Field:
         return _arrow_field(self.name, self.type_v3, self.name)
@@ -202,6 +216,12 @@ class TableSchema:
 
     def arrow_schema(self) -> pa.Schema:
         return pa.schema([c.arrow_field() for c in self.columns])
+
+    def writable(self) -> TableSchema:
+        """The columns a writer may give (YTsaurus' write schema, `TTableSchema::ToWrite`): neither the system
+        columns the cluster fills (`STAMPED_COLUMNS`) nor computed ones. An ordered table's writer may add
+        `$tablet_index`, a service column."""
+        return TableSchema(tuple(c for c in self.columns if c.name not in STAMPED_COLUMNS and not c.expression))
 
 
 def to_arrow_table(schema: TableSchema, rows: Any, path: str) -> pa.Table:

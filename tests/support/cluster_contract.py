@@ -32,6 +32,7 @@ from streaming_core.cluster import (
     connect,
 )
 from streaming_core.cluster.base import ORDERED, SORTED, STATIC
+from tests.support.wait import registered_and_seen
 
 DATA_SCHEMA = [{"name": "data", "type": "string", "required": True}]
 NUMBERED_SCHEMA = [{"name": "n", "type": "int64", "required": True}, {"name": "data", "type": "string"}]
@@ -299,7 +300,7 @@ class ClusterContract:
                                                                       root: str) -> None:
         vital = f"{root}/vital"
         cluster.create_consumer(vital, recursive=True)
-        cluster.register_queue_consumer(queue, vital, vital=True)
+        registered_and_seen(cluster, queue, vital, vital=True)
         cluster.insert_rows(queue, data_rows(10), tablet_index=0)
         cluster.advance_consumer(vital, queue, 0, None, 3)
 
@@ -415,8 +416,8 @@ class ClusterContract:
     def test_registrations_can_be_listed_and_removed(self, cluster: Cluster, root: str, queue: str) -> None:
         cluster.create_consumer(f"{root}/c1", recursive=True)
         cluster.create_consumer(f"{root}/c2", recursive=True)
-        cluster.register_queue_consumer(queue, f"{root}/c1", vital=True, partitions=[1])
-        cluster.register_queue_consumer(queue, f"{root}/c2")
+        registered_and_seen(cluster, queue, f"{root}/c1", vital=True, partitions=[1])
+        registered_and_seen(cluster, queue, f"{root}/c2")
         regs = cluster.list_queue_consumer_registrations(queue_path=queue)
         assert [(r.consumer_path, r.vital, r.partitions) for r in regs] == [
             (f"{root}/c1", True, (1,)), (f"{root}/c2", False, None)]

@@ -9,6 +9,7 @@ from pathlib import Path
 from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
 from streaming_core.cluster import Cluster
 from tests.support.checkpoint import job_with_checkpoint
+from tests.support.wait import registered_and_seen
 
 #: The config of `retention_job` unless told: trimming on, keeping 10 rows per partition.
 KEEP_TEN = AutoTrimConfig(True, 10)
@@ -55,7 +56,7 @@ def retention_job(cluster: Cluster, root: str, location: Path, *, rows: int = 40
         cluster, root, location, {0: {0: read_to - 1, 1: read_to - 1}}, committed=0, rows=rows, consumer_at=read_to)
     job = RetentionJob(queue, consumer, f"{root}/other_consumer", location_text)
     cluster.create_consumer(job.other, recursive=True)
-    cluster.register_queue_consumer(queue, job.other, vital=other_vital)
+    registered_and_seen(cluster, queue, job.other, vital=other_vital)
     job.other_reads_to(cluster, rows // 2 if other_at is None else other_at)
     if config is not None:
         cluster.set(f"{queue}/@{AUTO_TRIM_ATTRIBUTE}", config.to_yt())

@@ -21,11 +21,19 @@ from ytsaurus_standin import StandinProxy
 
 #: The token the session's stand-in requires; distinctive, so that tests can grep output for it.
 STANDIN_TOKEN = "standin-token-7Hq2xZ9w"
+#: How long the session's stand-ins hide a fresh registration: strict as YTsaurus (refused, then seen; the backend
+#: waits it out) but shorter than YTsaurus' 10 s, which `test_ytsaurus_facts` proves, so that the many tests that
+#: register a consumer and read at once stay fast.
+SESSION_REGISTRATION_DELAY_SECONDS = 0.5
+#: ... and how long a backend connected to them waits for a registration before calling it missing (the product's
+#: `registration_visible_within_seconds` is YTsaurus' 10 s and a margin), so a test of a missing one stays short.
+SESSION_REGISTRATION_WAIT_SECONDS = SESSION_REGISTRATION_DELAY_SECONDS + 1.5
 
 
 @pytest.fixture(scope="session")
 def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
-    with StandinProxy(tmp_path_factory.mktemp("standin"), token=STANDIN_TOKEN) as proxy:
+    with StandinProxy(tmp_path_factory.mktemp("standin"), token=STANDIN_TOKEN,
+                      registration_delay_seconds=SESSION_REGISTRATION_DELAY_SECONDS) as proxy:
         yield proxy
 
 
@@ -40,12 +48,15 @@ def open_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinPr
 @pytest.fixture
 def standin_cluster(standin: StandinProxy) -> Iterator[Cluster]:
     with connect(standin.uri, token=STANDIN_TOKEN) as cluster:
+        cluster.registration_visible_within_seconds = SESSION_REGISTRATION_WAIT_SECONDS
         yield cluster
 
 
 @contextlib.contextmanager
 def tls_proxy(root: Path, **kwargs) -> Iterator[tuple[StandinProxy, str]]:
-    """A stand-in serving HTTPS, and the PEM file of the CA that signed its certificate."""
+    """A stand-in serving HTTPS, and the PEM file of the CA that signed its certificate (a registration seen after
+    `SESSION_REGISTRATION_DELAY_SECONDS` unless `kwargs` say otherwise)."""
+    kwargs.setdefault("registration_delay_seconds", SESSION_REGISTRATION_DELAY_SECONDS)
     import trustme
 
     ca = trustme.CA()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -20,3 +20,11 @@ def wait_until(condition: Callable[[], T], timeout: float, what: str | Callable[
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {awaited}")
         time.sleep(interval)
     return result
+
+
+def registered_and_seen(cluster: Any, queue: str, consumer: str, **options: Any) -> None:
+    """Register the consumer and wait until the cluster lists it: a YTsaurus proxy (and the stand-in) sees a fresh
+    registration only after its registration cache's refresh (`Cluster.registration_visible_within_seconds`)."""
+    cluster.register_queue_consumer(queue, consumer, **options)
+    wait_until(lambda: cluster.list_queue_consumer_registrations(queue_path=queue, consumer_path=consumer),
+               cluster.registration_visible_within_seconds + 5, f"the registration of {consumer} for {queue}")

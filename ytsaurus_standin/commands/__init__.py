@@ -31,6 +31,7 @@ from streaming_core.cluster.embedded import EmbeddedCluster
 from streaming_core.cluster.errors import NoSuchPathError
 
 from ..queue_agent import QueueAgent
+from ..registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
 from .common import MAP_NODE_TYPE, Descriptor, PendingTransaction, Rowset, Tabular, check_format_attributes
 from .consumers import ConsumerCommands
 from .cypress import CypressCommands
@@ -43,10 +44,14 @@ __all__ = ["Commands", "Descriptor", "Rowset", "Tabular", "check_format_attribut
 class Commands(CypressCommands, TableCommands, ConsumerCommands, TransactionCommands):
     """Every command of the stand-in, over one embedded cluster at `root`."""
 
-    def __init__(self, root: str, cluster_name: str) -> None:
+    def __init__(self, root: str, cluster_name: str, *,
+                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS) -> None:
         self.root = Path(root)
         self.cluster = EmbeddedCluster(root)
         self.cluster_name = cluster_name
+        self.registration_cache = RegistrationCache(
+            lambda: [(r.queue_path, r.consumer_path) for r in self.cluster.list_queue_consumer_registrations()],
+            delay_seconds=registration_delay_seconds)
         self.queue_agent = QueueAgent(self.cluster, cluster_name)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}

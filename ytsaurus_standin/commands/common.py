@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming_core.cluster.errors import ClusterError
-from streaming_core.cluster.schema import TABLET_INDEX, TableSchema
+from streaming_core.cluster.schema import TABLET_INDEX, TIMESTAMP, TableSchema
 from streaming_core.cluster.yson_values import plain
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt_rows, to_yt_rows
 
 from .. import query as ql
-from ..errors import NO_SUCH_TRANSACTION, BadRequest, YtCodedError
+from ..errors import NO_SUCH_TRANSACTION, SCHEMA_VIOLATION, BadRequest, YtCodedError
 
 FILE = "file"
 
@@ -121,6 +121,34 @@ def input_table(schema: TableSchema, rows: Rows | pa.Table) -> pa.Table:
     if service:
         table = table.add_column(0, TABLET_INDEX, pa.array([int(r[TABLET_INDEX]) for r in rows], pa.int64()))
     return table
+
+
+def check_write_schema(schema: TableSchema, rows: Rows, *, ordered: bool) -> None:
+    """Refuse rows with a column the write schema lacks (`TTableSchema::ToWrite`), as YTsaurus' table consumer
+    refuses them: `SCHEMA_VIOLATION`, "No column ... in table schema". An ordered table's rows may name their
+    `$tablet_index`."""
+    allowed = {*schema.writable().names, *((TABLET_INDEX,) if ordered else ())}
+    unknown = sorted(set().union(*rows) - allowed)
+    if unknown:
+        raise YtCodedError(SCHEMA_VIOLATION, f"No column {unknown[0]!r} in table schema")
+
+
+#: A YTsaurus timestamp's bits below the unix seconds (`yt/yt/client/transaction_client/helpers.h`).
+TIMESTAMP_COUNTER_BITS = 30
+_MICROS_PER_SECOND = 1_000_000
+
+
+def hybrid_timestamps(table: pa.Table) -> pa.Table:
+    """The table with `$timestamp` as YTsaurus serves it, a hybrid commit timestamp (unix seconds << 30 | a counter),
+    from the embedded storage's microseconds (the counter: the microseconds within the second, so order is kept)."""
+    if TIMESTAMP not in table.column_names:
+        return table
+    index = table.column_names.index(TIMESTAMP)
+    micros = table.column(index).cast(pa.int64())
+    seconds = pc.shift_left(pc.divide(micros, _MICROS_PER_SECOND), TIMESTAMP_COUNTER_BITS)
+    hybrid = pc.bit_wise_or(seconds, pc.subtract(micros, pc.multiply(pc.divide(micros, _MICROS_PER_SECOND),
+                                                                     _MICROS_PER_SECOND)))
+    return table.set_column(index, table.field(index), hybrid.cast(table.field(index).type))
 
 
 def selected(table: pa.Table, q: ql.Query) -> pa.Table:

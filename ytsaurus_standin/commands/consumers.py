@@ -1,10 +1,17 @@
-"""The consumer commands of the stand-in."""
+"""The consumer commands of the stand-in.
+
+Registrations are answered from the proxy's `RegistrationCache` (`registrations.py`), as YTsaurus answers them: a
+fresh registration is missing from `list_queue_consumer_registrations` and refused by `pull_consumer` (901, "not
+registered") until the cache's delay has passed.
+"""
 
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from streaming_core.cluster.errors import NotRegisteredError
 
 
 class ConsumerCommands:
@@ -15,16 +22,24 @@ class ConsumerCommands:
         self.cluster.register_queue_consumer(
             str(p["queue_path"]), str(p["consumer_path"]), vital=bool(p.get("vital")),
             partitions=None if partitions is None else [int(x) for x in partitions])
+        self.registration_cache.observe()
 
     def unregister(self, p: Mapping[str, Any]) -> None:
         self.cluster.unregister_queue_consumer(str(p["queue_path"]), str(p["consumer_path"]))
+        self.registration_cache.observe()
 
     def registrations(self, p: Mapping[str, Any]) -> list[dict[str, Any]]:
         found = self.cluster.list_queue_consumer_registrations(
             queue_path=None if p.get("queue_path") is None else str(p["queue_path"]),
             consumer_path=None if p.get("consumer_path") is None else str(p["consumer_path"]))
         return [{"queue_path": r.queue_path, "consumer_path": r.consumer_path, "vital": r.vital,
-                 "partitions": None if r.partitions is None else list(r.partitions)} for r in found]
+                 "partitions": None if r.partitions is None else list(r.partitions)} for r in found
+                if self.registration_cache.visible(r.queue_path, r.consumer_path)]
+
+    def require_visible_registration(self, queue_path: str, consumer_path: str) -> None:
+        """`NotRegisteredError` (901) while this proxy's cache does not see the pair registered."""
+        if not self.registration_cache.visible(queue_path, consumer_path):
+            raise NotRegisteredError(f"Consumer {consumer_path} is not registered for queue {queue_path}")
 
     def advance_consumer(self, p: Mapping[str, Any]) -> None:
         args = (str(p["consumer_path"]), str(p["queue_path"]), int(p["partition_index"]),

@@ -14,6 +14,7 @@ from streaming_core.cluster.yson_values import plain
 
 from ..errors import GENERIC, TABLET_NOT_MOUNTED, BadRequest, YtCodedError
 from ..queue_agent import ATTRIBUTES as QUEUE_AGENT_ATTRIBUTES
+from ..queue_agent import DYNAMIC_CONFIG_PATH
 from .common import FILE, new_id, path_of, v4_value
 
 
@@ -24,6 +25,8 @@ class CypressCommands:
         path = path_of(p)
         if path == "//sys/@cluster_name":
             return v4_value(p, self.cluster_name)
+        if path == DYNAMIC_CONFIG_PATH:
+            return v4_value(p, self.queue_agent.dynamic_config)
         disk = self._disk(path)
         if disk is not None and not self._in_tree(path):
             return v4_value(p, self._disk_attrs(disk, path) if "/@" in path else None)
@@ -70,6 +73,9 @@ class CypressCommands:
         return {"value": self.cluster.exists(path) or self._disk(path) is not None}
 
     def set(self, p: Mapping[str, Any], value: Any) -> None:
+        if path_of(p) == DYNAMIC_CONFIG_PATH:
+            self.queue_agent.dynamic_config = plain(value)
+            return
         self.cluster.set(path_of(p), plain(value))
 
     def create(self, p: Mapping[str, Any]) -> Any:

@@ -17,7 +17,19 @@ from streaming_core.cluster.yson_values import plain
 
 from .. import query as ql
 from ..errors import BadRequest
-from .common import Rows, Rowset, Tabular, attributes_of, input_table, key_schema, path_of, selected, wire_rows
+from .common import (
+    Rows,
+    Rowset,
+    Tabular,
+    attributes_of,
+    check_write_schema,
+    hybrid_timestamps,
+    input_table,
+    key_schema,
+    path_of,
+    selected,
+    wire_rows,
+)
 
 
 class TableCommands:
@@ -48,7 +60,7 @@ class TableCommands:
             tables = [to_arrow_table(schema, self.cluster.select_rows(q.path), q.path)]
         else:
             raise BadRequest(f"{q.path}: select_rows reads dynamic tables; this one is static")
-        return Rowset(schema, (selected(t, q) for t in tables))
+        return Rowset(schema, (selected(hybrid_timestamps(t), q) for t in tables))
 
     def _queue_rows(self, q: ql.Query) -> Iterator[pa.Table]:
         infos = self.cluster.get_tablet_infos(q.path)
@@ -75,9 +87,15 @@ class TableCommands:
         return Rowset(schema, [to_arrow_table(schema, self.cluster.lookup_rows(path, keys), path)])
 
     def insert_rows(self, p: Mapping[str, Any], rows: Rows | pa.Table) -> None:
+        """Rows parsed against the table's write schema (`TableSchema.writable`), as YTsaurus parses them: a YSON or
+        JSON row with a key the write schema lacks (`$timestamp`, `$cumulative_data_weight`, a computed column, an
+        unknown name) is refused with `SCHEMA_VIOLATION` (the `arrow` input drops such columns itself)."""
         path = path_of(p)
         self._require_mounted(path)
-        table = input_table(self.cluster.get_schema(path), rows)
+        schema = self.cluster.get_schema(path)
+        if not isinstance(rows, pa.Table):
+            check_write_schema(schema, rows, ordered=not schema.key_columns)
+        table = input_table(schema, rows)
         if TABLET_INDEX in table.column_names:
             tablets = table.column(TABLET_INDEX)
             table = table.drop_columns([TABLET_INDEX])
@@ -99,12 +117,13 @@ class TableCommands:
     def pull_consumer(self, p: Mapping[str, Any]) -> Rowset:
         queue = str(p["queue_path"])
         self._require_mounted(queue)
+        self.require_visible_registration(queue, str(p["consumer_path"]))
         offset = None if p.get("offset") is None else int(p["offset"])
         table = self.cluster.pull_consumer(
             str(p["consumer_path"]), queue, offset, int(p["partition_index"]),
             max_row_count=int(p.get("max_row_count") or PULL_ROWS),
             max_data_weight=int(p.get("max_data_weight") or READ_BATCH_BYTES))
-        return Rowset(self.cluster.get_schema(queue), [table])
+        return Rowset(self.cluster.get_schema(queue), [hybrid_timestamps(table)])
 
     def pull_queue(self, p: Mapping[str, Any]) -> Rowset:
         queue, tablet = str(p["queue_path"]), int(p["partition_index"])
@@ -113,7 +132,7 @@ class TableCommands:
         lower = max(int(p["offset"]), info.trimmed_row_count)
         upper = min(info.total_row_count, lower + int(p.get("max_row_count") or PULL_ROWS))
         batches = self.cluster.read_tablet(queue, tablet, lower, upper, service_columns=True) if lower < upper else []
-        return Rowset(self.cluster.get_schema(queue), (pa.Table.from_batches([b]) for b in batches))
+        return Rowset(self.cluster.get_schema(queue), (hybrid_timestamps(pa.Table.from_batches([b])) for b in batches))
 
     def read_table(self, p: Mapping[str, Any]) -> Tabular:
         """Rows of the path's first row range (`<ranges=[{lower_limit={row_index=...}}]>`, as retries resume), with

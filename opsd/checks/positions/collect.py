@@ -211,8 +211,9 @@ def error_text(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def collect_retention(cluster: Cluster, queue: str) -> QueueRetention:
-    """How `queue` is trimmed; a failure to read it becomes its `problem` (never raised)."""
+def collect_retention(cluster: Cluster, queue: str, automatic_trimming: bool | None = None) -> QueueRetention:
+    """How `queue` is trimmed (`automatic_trimming`: whether the cluster trims at all, read once per reading); a
+    failure to read it becomes its `problem` (never raised)."""
     try:
         try:
             config = AutoTrimConfig.from_yt(queue, cluster.get(f"{queue}/@{AUTO_TRIM_ATTRIBUTE}"))
@@ -223,7 +224,7 @@ def collect_retention(cluster: Cluster, queue: str) -> QueueRetention:
     except Exception as e:  # isolation: this queue's retention is unknown, the rest of the reading stands
         log.warning("retention_collect_failed", queue=queue, error=error_text(e))
         return QueueRetention(queue, problem=error_text(e))
-    return QueueRetention(queue, config, vital)
+    return QueueRetention(queue, config, vital, automatic_trimming=automatic_trimming)
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,8 @@ def collect(cluster: Cluster, targets: Sequence[QueryTarget], progress: Progress
         if query not in found:
             found[query] = _attached(cluster, query, events, schemas)
     read = dict.fromkeys(q.queue for positions in found.values() for q in positions if q.partitions)
-    retention = {queue: collect_retention(cluster, queue) for queue in read}
+    trimming = cluster.automatic_trimming() if read else None
+    retention = {queue: collect_retention(cluster, queue, trimming) for queue in read}
     return Reading(at, tuple(QueryPositions(q, at, tuple(with_vital(p, retention) for p in queues))
                              for q, queues in found.items()),
                    {t.query: t for t in targets}, retention)

@@ -26,7 +26,8 @@ def collect(reading: Reading, lag_of: Callable[[str], QueryLag | None]) -> list[
         ages = {(p.queue, p.partition): p.lag_seconds for p in lag.partitions} if lag else {}
         parts = tuple(_partition(retention, q.consumer, p.partition, p.next_row, p.row_count, p.trimmed_row_count,
                                  ages.get((q.queue, p.partition))) for p in q.partitions)
-        found.append(QueueTrimFacts(q.query, q.queue, q.consumer, reading.at, retention.auto_trim, parts))
+        found.append(QueueTrimFacts(q.query, q.queue, q.consumer, reading.at, retention.auto_trim, parts,
+                                    automatic_trimming=retention.automatic_trimming))
     return found
 
 

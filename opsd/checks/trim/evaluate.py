@@ -13,7 +13,8 @@ Each limit closes on `c` at its own speed, from the rates over the window (rows 
 
 The time until loss is the latest of the three (a limit not set is passed already); +Inf when one never closes at
 the current rates. The rule with the latest time is `binding`: the one that holds the rows longest, and so the one
-to raise (of limits all passed already, a retention rule). With no auto-trim, no vital consumer for the partition, or
+to raise (of limits all passed already, a retention rule). With the cluster's automatic trimming switched off (YTsaurus:
+the Queue Agent's `enable_automatic_trimming`, off by default), no auto-trim, no vital consumer for the partition, or
 the query's own consumer vital, the Queue Agent never deletes an unread row: +Inf, whatever the rates.
 """
 
@@ -50,9 +51,10 @@ def _closing(gap: float, speed: float) -> float:
     return gap / speed if speed > 0 else INF
 
 
-def forecast(p: PartitionTrimFacts, config: AutoTrimConfig | None, queue: str, samples: Sequence[Sample]
-             ) -> PartitionTrim:
-    """The partition's forecast; `samples` are its earlier samples and this one, oldest first."""
+def forecast(p: PartitionTrimFacts, config: AutoTrimConfig | None, queue: str, samples: Sequence[Sample], *,
+             automatic_trimming: bool | None = None) -> PartitionTrim:
+    """The partition's forecast; `samples` are its earlier samples and this one, oldest first; `automatic_trimming`
+    whether the cluster's trimming runs at all (None: unknown, as if it did)."""
     next_row = max(p.next_row, p.trimmed_row_count)
     unread = unread_rows(p.next_row, p.row_count, p.trimmed_row_count)
 
@@ -63,6 +65,8 @@ def forecast(p: PartitionTrimFacts, config: AutoTrimConfig | None, queue: str, s
 
     if config is None or not config.enable:
         return verdict(TrimOutlook.NO_AUTO_TRIM, INF)
+    if automatic_trimming is False:
+        return verdict(TrimOutlook.CLUSTER_TRIMMING_OFF, INF)
     if p.vital_offset is None:
         return verdict(TrimOutlook.NO_VITAL_CONSUMER, INF)
     if p.consumer_vital:
@@ -108,5 +112,6 @@ def evaluate(facts: QueueTrimFacts, samples: dict[int, Sequence[Sample]]) -> Que
     if facts.problem:
         return QueueTrim(facts.query, facts.queue, facts.consumer, facts.auto_trim, problem=facts.problem)
     return QueueTrim(facts.query, facts.queue, facts.consumer, facts.auto_trim,
-                     tuple(forecast(p, facts.auto_trim, facts.queue, samples.get(p.partition, ()))
+                     tuple(forecast(p, facts.auto_trim, facts.queue, samples.get(p.partition, ()),
+                                    automatic_trimming=facts.automatic_trimming)
                            for p in facts.partitions))

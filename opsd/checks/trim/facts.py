@@ -36,6 +36,8 @@ class QueueTrimFacts:
     auto_trim: AutoTrimConfig | None
     partitions: tuple[PartitionTrimFacts, ...] = ()
     problem: str | None = None
+    #: Whether the cluster's trimming runs at all (YTsaurus: the Queue Agent's `enable_automatic_trimming`).
+    automatic_trimming: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,44 @@
-"""Queue consumers over YTsaurus: consumer tables, registrations, offsets, pull and advance."""
+"""Queue consumers over YTsaurus: consumer tables, registrations, offsets, pull and advance.
+
+A YTsaurus proxy answers `pull_consumer` and `list_queue_consumer_registrations` from a registration cache it
+refreshes every 10 s (`yt/yt/ytlib/queue_client/config.cpp`, `cache_refresh_period`), each proxy its own: a pull
+soon after `register_queue_consumer` may be refused as "not registered" (901). A pull so refused is tried again,
+with a log line that says why, for `REGISTRATION_VISIBLE_WITHIN_SECONDS`; only then is it `NotRegisteredError`.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
+from yt.common import YtError
 
-from ..base import ORDERED, PULL_ROWS, READ_BATCH_BYTES, SORTED, TABLE, Registration, require_kind
+from ...log import get_logger
+from ..base import (
+    ORDERED,
+    PULL_ROWS,
+    READ_BATCH_BYTES,
+    REGISTRATION_POLL_SECONDS,
+    SORTED,
+    TABLE,
+    Registration,
+    require_kind,
+)
 from ..errors import SchemaError
 from ..schema import CONSUMER_SCHEMA
 from ..yson_values import plain
 from .client import WIRE, WIRE_RAW
+from .errors import not_registered
 from .rows import registration
 from .wire import decode_wire
+
+#: YTsaurus' registration cache refresh period (10 s) and a margin: how long a fresh registration may stay unseen.
+REGISTRATION_VISIBLE_WITHIN_SECONDS = 12.0
+T = TypeVar("T")
+log = get_logger(__name__)
 
 
 class ConsumerMixin:
@@ -22,6 +46,7 @@ class ConsumerMixin:
 
     _client: Any
     _errors: Callable[[str], AbstractContextManager[None]]
+    registration_visible_within_seconds = REGISTRATION_VISIBLE_WITHIN_SECONDS
 
     def create_consumer(self, path: str, *, recursive: bool = False, ignore_existing: bool = False) -> None:
         self.create(TABLE, path, recursive=recursive, ignore_existing=ignore_existing, attributes={
@@ -65,10 +90,29 @@ class ConsumerMixin:
     ) -> pa.Table:
         schema = self.get_schema(queue_path)
         with self._errors(f"{queue_path} <- {consumer_path}, partition {partition_index}"):
-            raw = self._client.pull_consumer(
+            raw = self._while_registration_is_fresh(queue_path, consumer_path, lambda: self._client.pull_consumer(
                 consumer_path, queue_path, offset, partition_index,
-                max_row_count=max_row_count, max_data_weight=max_data_weight, **WIRE_RAW).read()
+                max_row_count=max_row_count, max_data_weight=max_data_weight, **WIRE_RAW).read())
         return decode_wire(schema, raw, service_columns=True)
+
+    def _while_registration_is_fresh(self, queue_path: str, consumer_path: str, call: Callable[[], T]) -> T:
+        """`call()`, tried again while the proxy answers "not registered", for at most
+        `registration_visible_within_seconds` (a registration the proxy's cache does not see yet); the YTsaurus
+        error of the last try, or of any other failure, is raised as it came."""
+        deadline = time.monotonic() + self.registration_visible_within_seconds
+        waiting = False
+        while True:
+            try:
+                return call()
+            except YtError as err:
+                if not not_registered(err) or time.monotonic() >= deadline:
+                    raise
+            if not waiting:
+                waiting = True
+                log.info("yt_registration_not_visible_yet", queue=queue_path, consumer=consumer_path,
+                         waiting_seconds=self.registration_visible_within_seconds,
+                         reason="YTsaurus proxies refresh their registration cache every 10 s")
+            time.sleep(REGISTRATION_POLL_SECONDS)
 
     def advance_consumer(
         self, consumer_path: str, queue_path: str, partition_index: int, old_offset: int | None,

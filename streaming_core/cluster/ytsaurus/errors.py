@@ -26,9 +26,14 @@ def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
         return AlreadyExistsError(message)
     if err.contains_code(CONSUMER_OFFSET_CONFLICT):
         return ConflictError(message)
-    if err.find_matching_error(predicate=_is_not_registered):
+    if not_registered(err):
         return NotRegisteredError(message)
     return ClusterError(message)
+
+
+def not_registered(err: YtError) -> bool:
+    """A consumer not registered for the queue (or a registration the proxy's cache does not see yet)."""
+    return bool(err.find_matching_error(predicate=_is_not_registered))
 
 
 def _is_not_registered(err: YtError) -> bool:

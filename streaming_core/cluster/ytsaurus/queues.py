@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from yt.common import YtError
 
+from ...log import get_logger
 from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, TabletInfo, require_kind
 from ..errors import ClusterError, NoSuchPathError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema
@@ -21,10 +22,13 @@ from .client import WIRE_RAW, retry_seconds
 from .rows import split_batches
 from .wire import SERVICE_COLUMNS, decode_wire
 
+#: The Queue Agent's dynamic config document.
+QUEUE_AGENT_CONFIG = "//sys/queue_agents/config"
 #: How often tablet counters are asked for again while a table's tablets are unmounted or changing.
 TABLETS_MOVING_POLL_SECONDS = 0.2
 
 T = TypeVar("T")
+log = get_logger(__name__)
 
 
 def tablets_moving(err: YtError) -> bool:
@@ -37,6 +41,7 @@ class QueueMixin:
 
     _client: Any
     _errors: Callable[[str], AbstractContextManager[None]]
+    _while_registration_is_fresh: Callable[..., Any]  # `ConsumerMixin`'s
 
     def get_tablet_infos(self, path: str) -> list[TabletInfo]:
         try:
@@ -64,6 +69,20 @@ class QueueMixin:
             return self.get(f"{path}/@{name}")
         except NoSuchPathError:
             return None
+
+    def automatic_trimming(self) -> bool | None:
+        """`queue_agent/controller/enable_automatic_trimming` of the Queue Agent's dynamic config
+        (`QUEUE_AGENT_CONFIG`; absent: the default, off, `yt/yt/server/queue_agent/config.cpp`); None when the
+        document cannot be read."""
+        try:
+            config = self.get(QUEUE_AGENT_CONFIG)
+        except NoSuchPathError:
+            return False
+        except ClusterError as e:
+            log.info("queue_agent_config_unreadable", path=QUEUE_AGENT_CONFIG, error=str(e))
+            return None
+        controller = ((config or {}).get("queue_agent") or {}).get("controller") or {}
+        return controller.get("enable_automatic_trimming") is True
 
     def read_tablet(
         self, path: str, tablet_index: int, lower: int, upper: int, *,
@@ -114,9 +133,9 @@ class QueueMixin:
         max_bytes: int,
     ) -> pa.Table:
         with self._errors(f"{path} <- {consumer_path}, partition {tablet_index}"):
-            raw = self._client.pull_consumer(
+            raw = self._while_registration_is_fresh(path, consumer_path, lambda: self._client.pull_consumer(
                 consumer_path, path, start, tablet_index, max_row_count=stop - start, max_data_weight=max_bytes,
-                **WIRE_RAW).read()
+                **WIRE_RAW).read())
         return decode_wire(schema, raw, service_columns=True)
 
     def _check_range(self, path: str, tablet_index: int, lower: int, upper: int) -> None:

@@ -13,7 +13,9 @@ send or parse. The representations, per column type_v3 (YTsaurus docs, "Data typ
 - `dict`: a list of `[key, value]` pairs, whatever the key type (`string_keyed_dict_mode=positional`);
 - `optional<T>`: `#` for null, else T's value, except that an optional of an optional wraps a present
   value in a one-element list;
-- `uuid`: its text form (`uuid_mode=text_yql`), since the Arrow side holds it as a UTF-8 string;
+- `uuid`: its 16 bytes (`uuid_mode=binary`); the Arrow side holds its YQL text form as a UTF-8 string.
+  `select_rows`, `lookup_rows` and `pull_*` return the bytes whatever format attributes ask
+  (`yt/yt/client/formats/schemaful_writer.cpp`), so the bytes are the one form both ways;
 - `yson` / `any`: the YSON value itself, held as YSON-encoded bytes on the Arrow side;
 - `tagged<T>`: T's value;
 - `variant`: `[name, value]` over a struct, `[index, value]` over a tuple (Arrow: a struct of `_v<name>`);
@@ -43,14 +45,14 @@ from ..errors import SchemaError
 from ..schema import TABLET_INDEX, TableSchema, to_arrow_table
 from .wire import arrow_insert, decode_wire, dump_rows, encode_wire, load_rows
 
-#: The YSON format attributes of every row-carrying call; each is the server's default but one
-#: (`uuid_mode`), set anyway so that a changed default cannot change the wire representation.
+#: The YSON format attributes of every row-carrying call; each is the server's default, set anyway so that a changed
+#: default cannot change the wire representation of what we send.
 WIRE_FORMAT_ATTRIBUTES = {
     "complex_type_mode": "named",
     "string_keyed_dict_mode": "positional",
     "decimal_mode": "binary",
     "time_mode": "binary",
-    "uuid_mode": "text_yql",
+    "uuid_mode": "binary",
 }
 #: Rows are parsed and written by the `ytsaurus-yson` bindings, never by `ytsaurus-client`'s pure-Python
 #: YSON (~300x slower): the `wire` package refuses to load without them, and the format requires them too.
@@ -78,9 +80,10 @@ def from_yt_rows(
 
 @dataclass(frozen=True)
 class PreparedRows:
-    """Rows checked and converted for `insert_rows`: what is sent (`sent`: with `$tablet_index` for an ordered
-    table), as binary YSON (`wire`) or as the `arrow` input format (`arrow`, where `arrow_ok`), and the Arrow
-    table a transaction keeps to answer its own lookups."""
+    """Rows checked and converted for `insert_rows`: what is sent (`sent`: the write schema's columns, without the
+    system columns the cluster fills nor computed ones, and with `$tablet_index` for an ordered table), as binary
+    YSON (`wire`) or as the `arrow` input format (`arrow`, where `arrow_ok`), and the Arrow table a transaction
+    keeps to answer its own lookups."""
 
     path: str
     schema: TableSchema
@@ -106,10 +109,10 @@ def prepare_insert(path: str, info: NodeInfo, rows: Any, tablet_index: int | Non
     rows = as_list_or_table(rows)
     tablets = _tablet_column(rows, len(rows), tablet_index) if info.kind == ORDERED else None
     table = to_arrow_table(schema, rows, path)
-    sent = table
+    sent = table.select(schema.writable().names)  # YTsaurus parses inserts against the write schema
     if tablets is not None:
         placed = _place_rows(path, tablets, int(info.attributes.get("tablet_count", 1)))
-        sent = table.add_column(0, TABLET_INDEX, placed)
+        sent = sent.add_column(0, TABLET_INDEX, placed)
     return PreparedRows(path=path, schema=schema, table=table, sent=sent)
 
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import SchemaError
-from ...schema import TableSchema, is_optional
+from ...schema import TABLET_INDEX, TableSchema, is_optional
 from .yson_encode import encoder as yson_encoder
 
 _MICROS_PER_SECOND = 1_000_000
@@ -123,7 +123,9 @@ def encode(schema: TableSchema, table: pa.Table, *, path: str = "") -> bytes:
 
 def decode(schema: TableSchema, raw: bytes, *, path: str = "") -> pa.Table:
     """What the proxy reads from `arrow` input: one or several concatenated IPC streams, columns matched by
-    name (a missing one is null, a service column kept), as a table of `schema`'s Arrow types."""
+    name against the write schema (`TableSchema.writable`), as a table of its Arrow types (a missing column is
+    null, `$tablet_index` kept). As YTsaurus' Arrow parser does, a column the write schema lacks is dropped
+    silently (`$timestamp`, a computed column, an unknown name), where YSON input is refused."""
     batches = []
     reader = pa.BufferReader(raw)
     while reader.tell() < len(raw):
@@ -132,11 +134,8 @@ def decode(schema: TableSchema, raw: bytes, *, path: str = "") -> pa.Table:
             batches += [b for b in stream]
         except pa.ArrowInvalid as e:
             raise SchemaError(f"{path}: arrow input is not an IPC stream: {e}") from None
-    unknown = sorted({n for b in batches for n in b.schema.names if not n.startswith("$") and n not in schema.names})
-    if unknown:
-        raise SchemaError(f"{path}: columns {unknown} are not in the table schema {schema.names}")
-    service = sorted({n for b in batches for n in b.schema.names if n.startswith("$")})
-    fields = [*(pa.field(n, pa.int64(), nullable=False) for n in service), *schema.arrow_schema()]
+    service = sorted({n for b in batches for n in b.schema.names if n == TABLET_INDEX})
+    fields = [*(pa.field(n, pa.int64(), nullable=False) for n in service), *schema.writable().arrow_schema()]
     tables = [pa.Table.from_arrays([_from_wire(schema, b, f, path) for f in fields], schema=pa.schema(fields))
               for b in batches]
     return pa.concat_tables(tables) if tables else schema.arrow_schema().empty_table()

@@ -1,0 +1,260 @@
+"""The facts of a real YTsaurus (`../shared/YTSAURUS-FACTS.md`) that touch a command the backend calls, each served by
+the stand-in as YTsaurus' sources say and met by the backend, through the real `ytsaurus-client`.
+
+Every test is named after the fact it proves (the source file that states it is in its docstring).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+import structlog.testing
+import yt.wrapper as yt
+import yt.yson as yson
+from yt.common import YtError
+
+from opsd.checks.lag.collect import written_at
+from opsd.cli import main
+from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster.ytsaurus.client import WIRE
+from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
+from streaming_core.options import SourceOptions
+from streaming_core.source import check_readable
+from tests.support.wait import wait_until
+from ytsaurus_standin import StandinProxy
+from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
+
+SCHEMA_VIOLATION = 307
+
+
+@pytest.fixture(scope="module")
+def yson_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
+    """A proxy whose format manager refuses `arrow` input (as YTsaurus' may, for non-root users)."""
+    with StandinProxy(tmp_path_factory.mktemp("yson-only"), input_formats=("yson", "json")) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def yson_cluster(yson_only: StandinProxy) -> Iterator[Cluster]:
+    with connect(yson_only.uri) as cluster:
+        yield cluster
+
+
+def stamped_queue(cluster: Cluster, path: str) -> None:
+    cluster.create("table", path, recursive=True, attributes={"dynamic": True, "tablet_count": 2, "schema": [
+        {"name": "data", "type": "string"}, {"name": "$timestamp", "type": "uint64"},
+        {"name": "$cumulative_data_weight", "type": "int64"}]})
+
+
+class TestInsertRowsIsParsedAgainstTheWriteSchema:
+    """`yt/yt/client/table_client/schema.cpp` `TTableSchema::ToWrite`: an ordered table's write schema is
+    `$tablet_index` and its columns without `$timestamp` and `$cumulative_data_weight`; a sorted table's, its columns
+    without computed ones. YSON and JSON rows with another key: 307; `arrow` input drops such columns."""
+
+    @pytest.mark.parametrize("key", ["$timestamp", "$cumulative_data_weight", "unknown"])
+    def test_a_yson_row_with_a_key_the_write_schema_lacks_gets_307(self, yson_cluster: Cluster, key: str) -> None:
+        path = f"//tmp/facts/write-schema-{key.strip('$')}"
+        stamped_queue(yson_cluster, path)
+        with pytest.raises(YtError) as refused:
+            yson_cluster._client.insert_rows(path, [{"data": "x", key: 1}], **WIRE)
+
+        assert refused.value.contains_code(SCHEMA_VIOLATION)
+        assert "No column" in str(refused.value) and "in table schema" in str(refused.value)
+        assert sum(t.total_row_count for t in yson_cluster.get_tablet_infos(path)) == 0
+
+    def test_a_computed_column_may_not_be_written(self, yson_cluster: Cluster) -> None:
+        path = "//tmp/facts/computed"
+        yson_cluster.create("table", path, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "hash", "type": "uint64", "sort_order": "ascending", "expression": "farm_hash(key)"},
+            {"name": "key", "type": "string", "sort_order": "ascending"}, {"name": "value", "type": "string"}]})
+        with pytest.raises(YtError) as refused:
+            yson_cluster._client.insert_rows(path, [{"hash": 1, "key": "k", "value": "v"}], **WIRE)
+        assert refused.value.contains_code(SCHEMA_VIOLATION)
+
+        yson_cluster.insert_rows(path, [{"key": "k", "value": "v"}])  # the backend sends no computed column
+
+        assert [(r["key"], r["value"]) for r in yson_cluster.select_rows(path)] == [("k", "v")]
+
+    def test_arrow_input_drops_the_columns_the_write_schema_lacks(self, standin_cluster: Cluster) -> None:
+        path = "//tmp/facts/arrow-drops"
+        stamped_queue(standin_cluster, path)
+        rows = pa.table({"$tablet_index": [0], "data": ["x"], "unknown": [5]})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, rows.schema) as writer:
+            writer.write_table(rows)
+
+        standin_cluster._client.insert_rows(path, sink.getvalue().to_pybytes(), format=yt.format.ArrowFormat(),
+                                            raw=True)
+
+        assert [r["data"] for b in standin_cluster.read_tablet(path, 0, 0, 1) for r in b.to_pylist()] == ["x"]
+
+    def test_the_yson_fallback_sends_no_system_column(self, yson_only: StandinProxy, yson_cluster: Cluster) -> None:
+        path = "//tmp/facts/yson-fallback"
+        stamped_queue(yson_cluster, path)
+
+        yson_cluster.insert_rows(path, [{"data": f"r{i}"} for i in range(4)])
+
+        assert [s.input_format for s in yson_only.served if s.command == "insert_rows"][-1] == "yson"
+        assert sum(t.total_row_count for t in yson_cluster.get_tablet_infos(path)) == 4
+
+    def test_opsd_queue_produce_into_a_queue_that_declares_timestamp_works_over_yson(
+            self, yson_only: StandinProxy, yson_cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+        path = "//tmp/facts/produce-stamped"
+        stamped_queue(yson_cluster, path)
+        sys.stdin = io.StringIO('{"data": "a"}\n{"data": "b"}\n')
+        try:
+            code = main(["queue", "produce", path, "--cluster", yson_only.uri])
+        finally:
+            sys.stdin = sys.__stdin__
+
+        assert code == 0, capsys.readouterr().err
+        assert main(["queue", "produce", path, "--count", "10", "--cluster", yson_only.uri]) == 0
+        assert sum(t.total_row_count for t in yson_cluster.get_tablet_infos(path)) == 12
+
+
+def test_a_table_created_from_a_read_schema_is_the_same_table(standin_cluster: Cluster) -> None:
+    """A schema keeps `expression`, `aggregate`, `lock`, `group` and `required` (`yt/yt/client/table_client/schema.h`):
+    a table created from the schema read from another is the same table."""
+    schema = [
+        {"name": "hash", "type_v3": {"type_name": "optional", "item": "uint64"}, "sort_order": "ascending",
+         "expression": "farm_hash(key)"},
+        {"name": "key", "type_v3": "string", "sort_order": "ascending"},
+        {"name": "total", "type_v3": {"type_name": "optional", "item": "int64"}, "aggregate": "sum", "lock": "l1",
+         "group": "g1"},
+        {"name": "note", "type_v3": "utf8", "group": "g2"},
+    ]
+    standin_cluster.create("table", "//tmp/facts/schema-a", recursive=True,
+                           attributes={"dynamic": True, "schema": schema})
+    read = standin_cluster.get("//tmp/facts/schema-a/@schema")
+    standin_cluster.create("table", "//tmp/facts/schema-b", attributes={"dynamic": True, "schema": read})
+
+    assert standin_cluster.get("//tmp/facts/schema-b/@schema") == read == schema
+
+
+class TestReadRows:
+    def test_uuid_comes_back_as_16_raw_bytes_and_is_decoded_to_its_text(self, standin_cluster: Cluster) -> None:
+        """`select_rows`, `lookup_rows` and `pull_*` write rows with the schemaful writer, which ignores `uuid_mode`
+        (`yt/yt/client/formats/schemaful_writer.cpp`): 16 bytes, laid out as `uuid_text.cpp` reads the YQL text."""
+        text = "01234567-89ab-cdef-0123-456789abcdef"
+        path = "//tmp/facts/uuid"
+        standin_cluster.create("table", path, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "id", "type_v3": "uuid", "sort_order": "ascending"}, {"name": "v", "type_v3": "int64"}]})
+        standin_cluster.insert_rows(path, [{"id": text, "v": 1}])
+
+        raw = list(standin_cluster._client.select_rows(f"* FROM [{path}]", **WIRE))
+        assert yson.get_bytes(raw[0]["id"]) == uuid.UUID(text).bytes_le
+        assert standin_cluster.select_rows(path) == [{"id": text, "v": 1}]
+        assert standin_cluster.lookup_rows(path, [{"id": text}]) == [{"id": text, "v": 1}]
+
+    def test_uuid_in_a_queue_is_pulled_as_its_text(self, standin_cluster: Cluster) -> None:
+        path, consumer = "//tmp/facts/uuid-queue", "//tmp/facts/uuid-consumer"
+        standin_cluster.create("table", path, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "id", "type_v3": "uuid"}]})
+        standin_cluster.create_consumer(consumer)
+        standin_cluster.register_queue_consumer(path, consumer)
+        ids = [str(uuid.uuid4()) for _ in range(3)]
+        standin_cluster.insert_rows(path, [{"id": i} for i in ids])
+
+        pulled = standin_cluster.pull_consumer(consumer, path, 0, 0)
+        assert pulled.column("id").to_pylist() == ids
+
+    def test_timestamp_is_a_hybrid_commit_timestamp_and_lag_reads_it_as_unix_seconds(
+            self, standin_cluster: Cluster) -> None:
+        """`$timestamp` is unix seconds << 30 | a counter (`ordered_dynamic_store.cpp`), not microseconds."""
+        path = "//tmp/facts/hybrid"
+        stamped_queue(standin_cluster, path)
+        before = time.time()
+        standin_cluster.insert_rows(path, [{"data": "x"}], tablet_index=0)
+
+        [stamp] = [r["$timestamp"] for b in standin_cluster.read_tablet(path, 0, 0, 1) for r in b.to_pylist()]
+        assert int(before) <= stamp >> 30 <= time.time() and stamp & ((1 << 30) - 1) < 1 << 30
+        assert written_at(standin_cluster, path, 0, 0) == pytest.approx(before, abs=1.5)
+
+
+class TestRegistrationsAreCachedPerProxy:
+    """A proxy answers `pull_consumer` and `list_queue_consumer_registrations` from a registration cache refreshed
+    every 10 s (`yt/yt/ytlib/queue_client/config.cpp` `cache_refresh_period`, `registration_manager.cpp`)."""
+
+    def test_the_cache_hides_a_fresh_registration_for_its_delay_and_forgets_an_unregistered_one(self) -> None:
+        stored: set[tuple[str, str]] = {("//q/old", "//c")}
+        now = [100.0]
+        cache = RegistrationCache(lambda: set(stored), clock=lambda: now[0])
+        assert cache.delay_seconds == REGISTRATION_DELAY_SECONDS == 10.0
+        assert cache.visible("//q/old", "//c")  # registered before the proxy started
+
+        stored.add(("//q", "//c"))
+        cache.observe()
+        now[0] += 9.9
+        assert not cache.visible("//q", "//c")
+        now[0] += 0.1
+        assert cache.visible("//q", "//c")
+        stored.discard(("//q", "//c"))
+        assert not cache.visible("//q", "//c")
+
+    def test_pull_consumer_answers_901_for_the_default_10_s_and_the_backend_waits_it_out(
+            self, tmp_path) -> None:
+        with StandinProxy(tmp_path) as proxy, connect(proxy.uri) as cluster:
+            queue, consumer = "//tmp/q", "//tmp/c"
+            cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+                {"name": "data", "type": "string"}]})
+            cluster.create_consumer(consumer)
+            cluster.insert_rows(queue, [{"data": "x"}])
+            cluster.register_queue_consumer(queue, consumer)
+            registered = time.monotonic()
+
+            with pytest.raises(YtError) as refused:
+                cluster._client.pull_consumer(consumer, queue, 0, 0, **WIRE)
+            assert refused.value.contains_code(901) and "not registered" in str(refused.value)
+            assert cluster.list_queue_consumer_registrations(queue_path=queue) == []
+
+            with structlog.testing.capture_logs() as logs:
+                pulled = cluster.pull_consumer(consumer, queue, 0, 0)
+
+            assert pulled.column("data").to_pylist() == ["x"]
+            assert time.monotonic() - registered >= REGISTRATION_DELAY_SECONDS
+            assert [e["event"] for e in logs] == ["yt_registration_not_visible_yet"]
+
+    def test_the_source_waits_out_a_fresh_registration_with_a_message(self, tmp_path) -> None:
+        with StandinProxy(tmp_path, registration_delay_seconds=1.0) as proxy, connect(proxy.uri) as cluster:
+            queue, consumer = "//tmp/q", "//tmp/c"
+            cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+                {"name": "data", "type": "string"}]})
+            cluster.create_consumer(consumer)
+            cluster.register_queue_consumer(queue, consumer)
+            options = SourceOptions.parse({"path": queue, "consumer_path": consumer, "cluster": proxy.uri}, {},
+                                          streaming=True)
+
+            with structlog.testing.capture_logs() as logs:
+                check_readable(cluster, options, streaming=True)
+
+            [waited] = [e for e in logs if e["event"] == "waiting_for_consumer_registration"]
+            assert waited["consumer"] == consumer and "registration cache" in waited["reason"]
+
+
+def test_the_queue_agent_trims_only_where_enable_automatic_trimming_is_on(tmp_path) -> None:
+    """`enable_automatic_trimming` of the Queue Agent's dynamic config (`//sys/queue_agents/config`), default false
+    (`yt/yt/server/queue_agent/config.cpp`): a queue's `@auto_trim_config` alone trims nothing."""
+    with StandinProxy(tmp_path, auto_trim_seconds=0.1, registration_delay_seconds=0.5) as proxy, \
+            connect(proxy.uri) as cluster:
+        queue, vital = "//tmp/q", "//tmp/vital"
+        cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "data", "type": "string"}]})
+        cluster.create_consumer(vital)
+        cluster.register_queue_consumer(queue, vital, vital=True)
+        cluster.insert_rows(queue, [{"data": str(i)} for i in range(10)])
+        cluster.advance_consumer(vital, queue, 0, None, 6)
+        cluster.set(f"{queue}/@auto_trim_config", {"enable": True})
+
+        time.sleep(1.0)  # ten passes of the agent
+        assert cluster.automatic_trimming() is False
+        assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 0
+
+        cluster.set(QUEUE_AGENT_CONFIG, {"queue_agent": {"controller": {"enable_automatic_trimming": True}}})
+        assert cluster.automatic_trimming() is True
+        wait_until(lambda: cluster.get_tablet_infos(queue)[0].trimmed_row_count == 6, 30, "the agent to trim")

@@ -22,6 +22,7 @@ from tests.support.checkpoint import write_checkpoint
 from tests.support.cli import Run
 from tests.support.sink import ordered_rows
 from tests.support.standin import STANDIN_TOKEN
+from tests.support.wait import wait_until
 from ytsaurus_standin import StandinProxy
 
 #: Heals in a row.
@@ -73,6 +74,8 @@ def test_queue_consumer_and_table_are_made_filled_and_registered(opsd: Run, clus
     assert [i.total_row_count for i in cluster.get_tablet_infos(queue)] == [20, 25]
     assert [r["data"] for r in ordered_rows(cluster, queue)[20:25]] == [f"s{i}" for i in range(5)]
     assert cluster.get_consumer_offsets(consumer, queue) == {}
+    # a proxy lists a fresh registration after its cache's refresh
+    wait_until(lambda: cluster.list_queue_consumer_registrations(queue_path=queue), 10, "the registration listed")
     [registration] = cluster.list_queue_consumer_registrations(queue_path=queue)
     assert (registration.consumer_path, registration.vital) == (consumer, True)
     assert [(c["name"], c.get("sort_order")) for c in cluster.get(f"{root}/sorted/@schema")] == [
@@ -93,6 +96,7 @@ def job(opsd: Run, cluster: Cluster, root: str) -> tuple[str, str]:
 
 
 def test_queue_trim_and_seek_to_the_trim(opsd: Run, cluster: Cluster, job: tuple[str, str]) -> None:
+    """`--to-consumer` right after the registration: the trim waits until the proxy's cache lists it."""
     queue, consumer = job
     ok(opsd("consumer", "seek", queue, consumer, "--offset", "30"))
 

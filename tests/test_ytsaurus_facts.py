@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,12 +23,14 @@ from yt.common import YtError
 from opsd.checks.lag.collect import written_at
 from opsd.cli import main
 from streaming_core.cluster import Cluster, connect
-from streaming_core.cluster.ytsaurus.client import WIRE
+from streaming_core.cluster.ytsaurus.client import WIRE, default_client_factory
 from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from streaming_core.options import SourceOptions
 from streaming_core.source import check_readable
-from tests.support.wait import wait_until
+from tests.support.standin import STANDIN_TOKEN
+from tests.support.wait import registered_and_seen, wait_until
 from ytsaurus_standin import StandinProxy
+from ytsaurus_standin.commands.tables import PULL_STORE_ROWS
 from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
 
 SCHEMA_VIOLATION = 307
@@ -258,3 +261,59 @@ def test_the_queue_agent_trims_only_where_enable_automatic_trimming_is_on(tmp_pa
         cluster.set(QUEUE_AGENT_CONFIG, {"queue_agent": {"controller": {"enable_automatic_trimming": True}}})
         assert cluster.automatic_trimming() is True
         wait_until(lambda: cluster.get_tablet_infos(queue)[0].trimmed_row_count == 6, 30, "the agent to trim")
+
+
+def test_pull_consumer_answers_short_from_one_store_and_refuses_non_positive_bounds(standin_cluster: Cluster) -> None:
+    """`pull_consumer` reads one ordered store at most and stops at `max_row_count` / `max_data_weight` (defaults
+    1000 rows, 16 MiB; a non-positive one is an error, `queue_rowset.cpp`); below the trim it starts at the first
+    untrimmed row. The backend's bounded reads go on after a short answer."""
+    queue, consumer = "//tmp/facts/short/q", "//tmp/facts/short/c"
+    standin_cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+        {"name": "n", "type": "int64"}]})
+    standin_cluster.create_consumer(consumer)
+    registered_and_seen(standin_cluster, queue, consumer)
+    standin_cluster.insert_rows(queue, pa.table({"n": list(range(PULL_STORE_ROWS + 50))}))
+
+    short = standin_cluster.pull_consumer(consumer, queue, PULL_STORE_ROWS - 10, 0, max_row_count=100)
+    assert short.column("$row_index").to_pylist() == list(range(PULL_STORE_ROWS - 10, PULL_STORE_ROWS))
+    read = [r["n"] for b in standin_cluster.read_tablet(queue, 0, PULL_STORE_ROWS - 10, PULL_STORE_ROWS + 50,
+                                                        consumer_path=consumer) for r in b.to_pylist()]
+    assert read == list(range(PULL_STORE_ROWS - 10, PULL_STORE_ROWS + 50))
+    assert standin_cluster.pull_consumer(consumer, queue, 0, 0).num_rows == 1000  # the default bound
+    for bound in ({"max_row_count": 0}, {"max_data_weight": -1}):
+        with pytest.raises(YtError, match="must be positive"):
+            standin_cluster._client.pull_consumer(consumer, queue, 0, 0, **bound, **WIRE)
+    standin_cluster.trim_rows(queue, 0, 5)
+    assert standin_cluster.pull_consumer(consumer, queue, 2, 0, max_row_count=3).column("n").to_pylist() == [5, 6, 7]
+
+
+def test_unmounted_tablets_refuse_rows_with_1702_and_tablet_infos_with_a_generic_error_the_backend_waits_out(
+        standin, standin_cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`select_rows` / `lookup_rows` of an unmounted table: 1702; `get_tablet_infos` asks the tablets' cells, a generic
+    error (`client_dynamic_tables_impl.cpp`); unmounting is asynchronous, and a remount leaves the mount caches stale
+    for a moment (1701). The backend's tablet counters wait for the mount whichever error comes."""
+    path = "//tmp/facts/unmounted"
+    stamped_queue(standin_cluster, path)
+    standin_cluster.insert_rows(path, [{"data": "x"}], tablet_index=0)
+    monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "1")
+    client = default_client_factory(standin.address, STANDIN_TOKEN, None)
+
+    client.unmount_table(path)
+    assert client.get(f"{path}/@tablet_state") == "unmounting"
+    with pytest.raises(YtError, match=r"not all of its tablets are in .unmounted. state"):
+        client.reshard_table(path, tablet_count=3)
+    wait_until(lambda: client.get(f"{path}/@tablet_state") == "unmounted", 10, "the unmount")
+    with pytest.raises(YtError) as select:
+        client.select_rows(f"* FROM [{path}]")
+    with pytest.raises(YtError) as infos:
+        client.get_tablet_infos(path, [0])
+    assert select.value.contains_code(1702)
+    assert not infos.value.contains_code(1702) and not infos.value.contains_code(1701)
+
+    monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "30")
+    mount = threading.Timer(0.5, lambda: client.mount_table(path))
+    mount.start()
+    counters = standin_cluster.get_tablet_infos(path)
+    mount.join()
+    assert [t.total_row_count for t in counters] == [1, 0]
+    assert {s.status for s in standin.served if s.command == "get_tablet_infos"} >= {200, 400}

@@ -427,10 +427,11 @@ class ClusterContract:
         assert [r.consumer_path for r in cluster.list_queue_consumer_registrations(queue_path=queue)] == [
             f"{root}/c2"]
 
-    def test_unregistering_an_unregistered_consumer_raises(self, cluster: Cluster, root: str, queue: str) -> None:
+    def test_unregistering_a_consumer_not_registered_is_a_no_op(self, cluster: Cluster, root: str, queue: str) -> None:
+        """As YTsaurus' `unregister_queue_consumer` (`client_impl.cpp`): the registration is removed if there."""
         cluster.create_consumer(f"{root}/c", recursive=True)
-        with pytest.raises(NotRegisteredError, match=f"{root}/c"):
-            cluster.unregister_queue_consumer(queue, f"{root}/c")
+        cluster.unregister_queue_consumer(queue, f"{root}/c")
+        assert cluster.list_queue_consumer_registrations(queue_path=queue) == []
 
     def test_registering_needs_a_queue_and_a_consumer(self, cluster: Cluster, root: str, queue: str) -> None:
         sorted_table = self.make_table(cluster, f"{root}/kv", KV_SCHEMA, dynamic=True)

@@ -12,9 +12,11 @@ parent); Cypress calls inside it (create, remove, set) apply at once — a simpl
 Cypress file nodes (checkpoints that SPYT's file system writes) are files under the embedded cluster's root, as
 the embedded cluster maps `yt:///` paths for Spark.
 
-Dynamic tables are mounted from their creation; `unmount_table` / `mount_table` switch a table's `@tablet_state`
-(the state is the proxy's, kept while it runs). As in YTsaurus, `reshard_table` needs the table unmounted, and rows
-of an unmounted table are neither written nor read, nor are its tablet counters (`TABLET_NOT_MOUNTED`).
+Dynamic tables are mounted from their creation; `unmount_table` / `mount_table` move a table's `@tablet_state`
+asynchronously, as YTsaurus does (`tablets.TabletStates`: the state is the proxy's, kept while it runs). As in
+YTsaurus, `reshard_table` needs the table unmounted, rows of an unmounted table are neither written nor read
+(`TABLET_NOT_MOUNTED`), its tablet counters fail with a generic error, and a remount leaves mount caches stale for a
+moment (`NO_SUCH_TABLET`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from streaming_core.cluster.errors import NoSuchPathError
 
 from ..queue_agent import QueueAgent
 from ..registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
+from ..tablets import TabletStates
 from .common import MAP_NODE_TYPE, Descriptor, PendingTransaction, Rowset, Tabular, check_format_attributes
 from .consumers import ConsumerCommands
 from .cypress import CypressCommands
@@ -55,7 +58,7 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, TransactionComm
         self.queue_agent = QueueAgent(self.cluster, cluster_name)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}
-        self._unmounted: set[str] = set()
+        self.tablet_states = TabletStates()
         self._lock = threading.Lock()
         self.handlers: dict[str, tuple[Descriptor, Callable[..., Any]]] = {}
         for descriptor, handler in self._table():

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from streaming_core.cluster.base import MAP_NODE, TABLE
-from streaming_core.cluster.embedded import normalize_path
 from streaming_core.cluster.errors import AlreadyExistsError, NoSuchPathError
 from streaming_core.cluster.yson_values import plain
 
-from ..errors import GENERIC, TABLET_NOT_MOUNTED, BadRequest, YtCodedError
+from ..errors import GENERIC, BadRequest, YtCodedError
 from ..queue_agent import ATTRIBUTES as QUEUE_AGENT_ATTRIBUTES
 from ..queue_agent import DYNAMIC_CONFIG_PATH
+from ..tablets import UNMOUNTED
 from .common import FILE, new_id, path_of, v4_value
 
 
@@ -54,7 +54,7 @@ class CypressCommands:
         if not attrs.get("dynamic"):
             return sizes
         count = int(attrs.get("tablet_count") or 1)
-        state = "unmounted" if normalize_path(path) in self._unmounted else "mounted"
+        state = self.tablet_states.state(path)
         return {**sizes, "tablet_state": state, "tablet_count": count,
                 "tablets": [{"index": i, "state": state} for i in range(count)]}
 
@@ -122,18 +122,15 @@ class CypressCommands:
     def mount(self, p: Mapping[str, Any]) -> None:
         path = path_of(p)
         self._require_node(path)
-        with self._lock:
-            self._unmounted.discard(normalize_path(path))
+        self.tablet_states.mount(path)
 
     def unmount(self, p: Mapping[str, Any]) -> None:
         path = path_of(p)
         self._require_node(path)
-        with self._lock:
-            self._unmounted.add(normalize_path(path))
+        self.tablet_states.unmount(path)
 
     def _require_mounted(self, path: str) -> None:
-        if normalize_path(path) in self._unmounted:
-            raise YtCodedError(TABLET_NOT_MOUNTED, f"Table {path} is not mounted")
+        self.tablet_states.require_rows(path)
 
     def reshard_table(self, p: Mapping[str, Any]) -> None:
         """`reshard_table` of a whole ordered table to `tablet_count` tablets (`Cluster.reshard`), unmounted."""
@@ -144,7 +141,7 @@ class CypressCommands:
             raise BadRequest(f"{path}: the stand-in reshards a whole ordered table by tablet_count only"
                              + (f" (not {', '.join(given)})" if given else ""))
         self._require_node(path)
-        if normalize_path(path) not in self._unmounted:
+        if self.tablet_states.state(path) != UNMOUNTED:
             raise YtCodedError(GENERIC, "Cannot reshard table since not all of its tablets are in \"unmounted\" state")
         self.cluster.reshard(path, int(p["tablet_count"]))
 

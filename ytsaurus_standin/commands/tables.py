@@ -16,7 +16,7 @@ from streaming_core.cluster.schema import ROW_INDEX, TABLET_INDEX, TableSchema, 
 from streaming_core.cluster.yson_values import plain
 
 from .. import query as ql
-from ..errors import BadRequest
+from ..errors import GENERIC, BadRequest, YtCodedError
 from .common import (
     Rows,
     Rowset,
@@ -31,12 +31,27 @@ from .common import (
     wire_rows,
 )
 
+#: Rows of one ordered store of the stand-in's queues: a pull answers from one store at most, as YTsaurus' does.
+PULL_STORE_ROWS = 10_000
+
+
+def pull_bounds(p: Mapping[str, Any]) -> tuple[int, int]:
+    """A pull's `max_row_count` and `max_data_weight` (defaults 1000 rows and 16 MiB); a non-positive one is refused,
+    as YTsaurus refuses it (`queue_rowset.cpp`)."""
+    bounds = []
+    for name, default in (("max_row_count", PULL_ROWS), ("max_data_weight", READ_BATCH_BYTES)):
+        value = default if p.get(name) is None else int(p[name])
+        if value <= 0:
+            raise YtCodedError(GENERIC, f"{name} must be positive, got {value}")
+        bounds.append(value)
+    return bounds[0], bounds[1]
+
 
 class TableCommands:
     """Rows: tablet counters, trimming, selects, lookups, inserts and deletes, pulls, static tables and files."""
 
     def get_tablet_infos(self, p: Mapping[str, Any]) -> Any:
-        self._require_mounted(path_of(p))
+        self.tablet_states.require_cells(path_of(p))
         infos = self.cluster.get_tablet_infos(path_of(p))
         wanted = [int(i) for i in p.get("tablet_indexes") or range(len(infos))]
         return {"tablets": [{"total_row_count": infos[i].total_row_count,
@@ -115,14 +130,20 @@ class TableCommands:
         self._tablet_write(p, lambda tx: tx.delete_rows(path, keys))
 
     def pull_consumer(self, p: Mapping[str, Any]) -> Rowset:
+        """Rows of one partition from the consumer's offset (or `offset`): from the first untrimmed row when it is
+        below the trim, nothing past the end, and at most one ordered store (`PULL_STORE_ROWS` here) per answer,
+        as YTsaurus reads (`queue_rowset.cpp`): a short answer is normal."""
         queue = str(p["queue_path"])
         self._require_mounted(queue)
         self.require_visible_registration(queue, str(p["consumer_path"]))
         offset = None if p.get("offset") is None else int(p["offset"])
+        rows, data_weight = pull_bounds(p)
         table = self.cluster.pull_consumer(
             str(p["consumer_path"]), queue, offset, int(p["partition_index"]),
-            max_row_count=int(p.get("max_row_count") or PULL_ROWS),
-            max_data_weight=int(p.get("max_data_weight") or READ_BATCH_BYTES))
+            max_row_count=rows, max_data_weight=data_weight)
+        if table.num_rows:
+            first = table.column(ROW_INDEX)[0].as_py()
+            table = table.slice(0, PULL_STORE_ROWS - first % PULL_STORE_ROWS)
         return Rowset(self.cluster.get_schema(queue), [hybrid_timestamps(table)])
 
     def pull_queue(self, p: Mapping[str, Any]) -> Rowset:
@@ -130,7 +151,7 @@ class TableCommands:
         self._require_mounted(queue)
         info = self.cluster.get_tablet_infos(queue)[tablet]
         lower = max(int(p["offset"]), info.trimmed_row_count)
-        upper = min(info.total_row_count, lower + int(p.get("max_row_count") or PULL_ROWS))
+        upper = min(info.total_row_count, lower + pull_bounds(p)[0], (lower // PULL_STORE_ROWS + 1) * PULL_STORE_ROWS)
         batches = self.cluster.read_tablet(queue, tablet, lower, upper, service_columns=True) if lower < upper else []
         return Rowset(self.cluster.get_schema(queue), (hybrid_timestamps(pa.Table.from_batches([b])) for b in batches))
 

@@ -41,11 +41,9 @@ class ConsumerMixin:
                           json.dumps(list(partitions)) if partitions is not None else None))
 
     def unregister_queue_consumer(self, queue_path: str, consumer_path: str) -> None:
-        with WriteTxn(self._conn) as conn:
-            cur = conn.execute("DELETE FROM registrations WHERE queue=? AND consumer=?",
-                               (normalize_path(queue_path), normalize_path(consumer_path)))
-            if cur.rowcount == 0:
-                raise NotRegisteredError(f"consumer {consumer_path} is not registered for queue {queue_path}")
+        with WriteTxn(self._conn) as conn:  # a pair not registered: nothing to do, as in YTsaurus
+            conn.execute("DELETE FROM registrations WHERE queue=? AND consumer=?",
+                         (normalize_path(queue_path), normalize_path(consumer_path)))
 
     def list_queue_consumer_registrations(self, queue_path=None, consumer_path=None) -> list[Registration]:
         sql, args = "SELECT queue, consumer, vital, partitions FROM registrations WHERE 1=1", []

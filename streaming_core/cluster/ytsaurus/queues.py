@@ -166,17 +166,26 @@ class QueueMixin:
             self._client.trim_rows(path, tablet_index, trimmed_row_count)
 
     def _while_tablets_move(self, path: str, call: Callable[[], T]) -> T:
-        """`call()`, tried again while the table's tablets are unmounted or changing (`tablets_moving`), for at most
-        the client's retry bound (`OPSD_YT_RETRY_SECONDS`); other errors, and the last one, as ours."""
+        """`call()`, tried again while the table's tablets are unmounted or changing, for at most the client's retry
+        bound (`OPSD_YT_RETRY_SECONDS`); other errors, and the last one, as ours. Moving tablets are told by the
+        error (`tablets_moving`) or, since `get_tablet_infos` of an unmounted table fails with a generic error (it
+        asks the tablets' cells, `client_dynamic_tables_impl.cpp`), by `@tablet_state`."""
         deadline = time.monotonic() + retry_seconds()
         with self._errors(path):
             while True:
                 try:
                     return call()
                 except YtError as err:
-                    if not tablets_moving(err) or time.monotonic() >= deadline:
+                    if time.monotonic() >= deadline or not (tablets_moving(err) or self._not_mounted(path)):
                         raise
                 time.sleep(TABLETS_MOVING_POLL_SECONDS)
+
+    def _not_mounted(self, path: str) -> bool:
+        """Whether the table's `@tablet_state` is anything but `mounted` (False when it cannot be read)."""
+        try:
+            return str(self._client.get(f"{path}/@tablet_state")) != "mounted"
+        except YtError:
+            return False
 
     def _reshard(self, path: str, tablet_count: int) -> None:
         """Unmount, `reshard_table` with `tablet_count`, mount, each waited for: YTsaurus reshards unmounted tablets

@@ -31,6 +31,8 @@ SCHEMA_VIOLATION = 307
 NO_SUCH_TRANSACTION = 11000
 NO_SUCH_TABLET = 1701
 TABLET_NOT_MOUNTED = 1702
+#: The native client's `TooManyRowsInTransaction` (a tablet's rows in one transaction past the limit).
+TOO_MANY_ROWS_IN_TRANSACTION = 1717
 UNAVAILABLE = 105
 
 

@@ -13,6 +13,9 @@ from ..errors import AlreadyExistsError, ClusterError, ConflictError, NoSuchPath
 #: YTsaurus error codes the backend tells apart (the stand-in answers with the same).
 CONSUMER_OFFSET_CONFLICT = 3100
 AUTHORIZATION_ERROR = 901
+#: A row the transaction wrote was committed by another transaction since it started (`TransactionLockConflict`):
+#: a compare-and-set that lost the race at commit rather than at the call, so a conflict as 3100 is.
+TRANSACTION_LOCK_CONFLICT = 1700
 
 
 def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
@@ -24,7 +27,7 @@ def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
         return NoSuchPathError(message)
     if err.is_already_exists():
         return AlreadyExistsError(message)
-    if err.contains_code(CONSUMER_OFFSET_CONFLICT):
+    if err.contains_code(CONSUMER_OFFSET_CONFLICT) or err.contains_code(TRANSACTION_LOCK_CONFLICT):
         return ConflictError(message)
     if not_registered(err):
         return NotRegisteredError(message)

@@ -10,7 +10,6 @@ started it) and reads its checkpoint at `yt:///...` from the stand-in's storage 
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pytest
@@ -41,15 +40,14 @@ def uri(standin: StandinProxy) -> str:
 
 
 @pytest.fixture
-def cluster(standin_cluster: Cluster) -> Cluster:
+def yt(standin_cluster: Cluster) -> Cluster:
+    """The cluster of `yt_root` (a fresh directory per test) and of the checks: the stand-in."""
     return standin_cluster
 
 
 @pytest.fixture
-def root(cluster: Cluster) -> str:
-    path = f"//home/cli{uuid.uuid4().hex[:12]}"
-    cluster.create("map_node", path, recursive=True)
-    return path
+def cluster(standin_cluster: Cluster) -> Cluster:
+    return standin_cluster
 
 
 def ok(result: tuple[int, str, str]) -> str:
@@ -58,8 +56,8 @@ def ok(result: tuple[int, str, str]) -> str:
     return out
 
 
-def test_queue_consumer_and_table_are_made_filled_and_registered(opsd: Run, cluster: Cluster, root: str) -> None:
-    queue, consumer = f"{root}/queue", f"{root}/consumer"
+def test_queue_consumer_and_table_are_made_filled_and_registered(opsd: Run, cluster: Cluster, yt_root: str) -> None:
+    queue, consumer = f"{yt_root}/queue", f"{yt_root}/consumer"
 
     ok(opsd("queue", "create", queue, "--partitions", "2", "--schema", "data:string,n:int64"))
     ok(opsd("consumer", "create", consumer))
@@ -67,9 +65,9 @@ def test_queue_consumer_and_table_are_made_filled_and_registered(opsd: Run, clus
     ok(opsd("queue", "produce", queue, "--partition", "1",
             stdin="".join(json.dumps({"data": f"s{i}", "n": i}) + "\n" for i in range(5))))
     ok(opsd("queue", "produce", queue, "--count", "40"))
-    ok(opsd("table", "create", f"{root}/sorted", "--schema", "key:int64,value:string", "--sorted-by", "key"))
-    ok(opsd("table", "create", f"{root}/ordered", "--schema", "data:string", "--tablets", "3"))
-    ok(opsd("table", "create", f"{root}/static", "--schema", "t:timestamp", "--static"))
+    ok(opsd("table", "create", f"{yt_root}/sorted", "--schema", "key:int64,value:string", "--sorted-by", "key"))
+    ok(opsd("table", "create", f"{yt_root}/ordered", "--schema", "data:string", "--tablets", "3"))
+    ok(opsd("table", "create", f"{yt_root}/static", "--schema", "t:timestamp", "--static"))
 
     assert [i.total_row_count for i in cluster.get_tablet_infos(queue)] == [20, 25]
     assert [r["data"] for r in ordered_rows(cluster, queue)[20:25]] == [f"s{i}" for i in range(5)]
@@ -78,16 +76,16 @@ def test_queue_consumer_and_table_are_made_filled_and_registered(opsd: Run, clus
     wait_until(lambda: cluster.list_queue_consumer_registrations(queue_path=queue), 10, "the registration listed")
     [registration] = cluster.list_queue_consumer_registrations(queue_path=queue)
     assert (registration.consumer_path, registration.vital) == (consumer, True)
-    assert [(c["name"], c.get("sort_order")) for c in cluster.get(f"{root}/sorted/@schema")] == [
+    assert [(c["name"], c.get("sort_order")) for c in cluster.get(f"{yt_root}/sorted/@schema")] == [
         ("key", "ascending"), ("value", None)]
-    assert cluster.get(f"{root}/ordered/@tablet_count") == 3
-    assert cluster.get(f"{root}/static/@dynamic") is False
+    assert cluster.get(f"{yt_root}/ordered/@tablet_count") == 3
+    assert cluster.get(f"{yt_root}/static/@dynamic") is False
 
 
 @pytest.fixture
-def job(opsd: Run, cluster: Cluster, root: str) -> tuple[str, str]:
+def job(opsd: Run, cluster: Cluster, yt_root: str) -> tuple[str, str]:
     """A queue of two partitions of 100 rows each and its registered consumer, made with the CLI."""
-    queue, consumer = f"{root}/queue", f"{root}/consumer"
+    queue, consumer = f"{yt_root}/queue", f"{yt_root}/consumer"
     ok(opsd("queue", "create", queue, "--partitions", "2", "--schema", "data:string,n:int64"))
     ok(opsd("consumer", "create", consumer))
     ok(opsd("consumer", "register", queue, consumer))

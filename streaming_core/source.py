@@ -8,7 +8,6 @@ workers on unpickled copies. Readers therefore pickle as plain configuration and
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -38,13 +37,12 @@ from .cluster.base import (
     ORDERED,
     READ_BATCH_BYTES,
     READ_BATCH_ROWS,
-    REGISTRATION_POLL_SECONDS,
     SORTED,
     STATIC,
     require_kind,
 )
 from .cluster.schema import CUMULATIVE_DATA_WEIGHT, is_composite
-from .consumer import advance_consumer
+from .consumer import advance_consumer, registration_seen
 from .log import get_logger
 from .offsets import (
     QueueOffset,
@@ -320,24 +318,7 @@ def check_readable(cluster: Cluster, options: SourceOptions, *, streaming: bool)
     if options.include_service_columns and info.kind != ORDERED:
         raise ValueError(f"option {INCLUDE_SERVICE_COLUMNS!r} applies to queues (ordered dynamic tables); "
                          f"{options.path} is a {info.kind} table")
-    if streaming and not registration_seen(cluster, options):
+    if streaming and not registration_seen(cluster, options.path, options.consumer_path):
         raise NotRegisteredError(
             f"consumer {options.consumer_path} is not registered for queue {options.path} "
             f"(register it: opsd consumer register {options.path} {options.consumer_path})")
-
-
-def registration_seen(cluster: Cluster, options: SourceOptions) -> bool:
-    """Whether the consumer's registration for the queue is seen, waiting out a fresh one: a YTsaurus proxy lists a
-    registration only after its cache's refresh (`Cluster.registration_visible_within_seconds`), and says so here."""
-    deadline = time.monotonic() + cluster.registration_visible_within_seconds
-    waiting = False
-    while not cluster.list_queue_consumer_registrations(options.path, options.consumer_path):
-        if time.monotonic() >= deadline:
-            return False
-        if not waiting:
-            waiting = True
-            log.info("waiting_for_consumer_registration", queue=options.path, consumer=options.consumer_path,
-                     at_most_seconds=cluster.registration_visible_within_seconds,
-                     reason="a fresh registration is seen after the cluster's registration cache refresh")
-        time.sleep(REGISTRATION_POLL_SECONDS)
-    return True

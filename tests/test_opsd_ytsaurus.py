@@ -1,11 +1,13 @@
 """`opsd run` against YTsaurus: a pipeline over the YTsaurus backend, through the real client over HTTPS against the
-stand-in (`tests.support.standin.tls_proxy`, the CA bundle named in the cluster URI), with the token only in the
-daemon's `YT_TOKEN`.
+stand-in's balancer with its proxies behind it (`tests.support.standin.tls_proxy`, the CA bundle named in the cluster
+URI), with the token only in the daemon's `YT_TOKEN`.
 
 The checkpoint is a `yt:///` location in the stand-in's Cypress: SPYT's file system, which writes it on a real
 cluster, cannot run here, so the session maps `yt:///` onto the stand-in's storage root (Hadoop's overload scheme,
 as on the embedded cluster); opsd reads it back over HTTP (`list`, `exists`, `read_file`). Every check that reads
-the cluster — desync (and its heal), lag, OOM risk and the auto-tuner — runs against it.
+the cluster — desync (and its heal), lag, OOM risk, the auto-tuner and the trim forecast (the Queue Agent's automatic
+trimming switched on, the pipeline's consumer vital) — runs against it, and `opsd history` reads their decisions back
+from the cluster.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
+from opsd.cli.main import main
+from opsd.observe.results import TrimOutlook
 from streaming_core.cluster import connect
+from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from streaming_core.session import CHECKPOINT_FILE_MANAGER
 from streaming_core.tuning import read_tuning
 from tests.support.cluster import make_queue
@@ -39,19 +44,25 @@ CHECKPOINT = "yt:///home/yt-e2e/checkpoint"
 PIPELINE = "copy"
 #: How long this pipeline (over HTTPS to the stand-in) is waited for: more than `tests.support.daemon.WAIT_SECONDS`.
 WAIT_SECONDS = 150.0
+#: Rows the Queue Agent keeps of each partition below the vital consumer.
+RETAINED_ROWS = 30
 
 
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
-    with tls_proxy(tmp_path_factory.mktemp("yt-daemon-tls"), token=STANDIN_TOKEN) as (proxy, _):
+    with tls_proxy(tmp_path_factory.mktemp("yt-daemon-tls"), token=STANDIN_TOKEN, auto_trim_seconds=1) as (proxy, _):
         yield proxy
 
 
 @pytest.fixture(scope="module")
-def daemon(standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+def daemon(standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
     work = tmp_path_factory.mktemp("yt-daemon")
     with connect(standin.uri, token=STANDIN_TOKEN) as cluster:
-        make_queue(cluster, QUEUE, consumer=CONSUMER)
+        make_queue(cluster, QUEUE)
+        cluster.create_consumer(CONSUMER, recursive=True)
+        cluster.register_queue_consumer(QUEUE, CONSUMER, vital=True)
+        cluster.set(f"{QUEUE}/@auto_trim_config", {"enable": True, "retained_rows": RETAINED_ROWS})
+        cluster.set(QUEUE_AGENT_CONFIG, {"queue_agent": {"controller": {"enable_automatic_trimming": True}}})
         make_table(cluster, RESULT, COPY_SCHEMA)
         cluster.insert_rows(QUEUE, [{"data": f"row-{i}", "n": i} for i in range(200)])
     port = free_port()
@@ -64,7 +75,8 @@ def daemon(standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
             "spark.hadoop.fs.yt.impl.disable.cache": "true",
             "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER}},
         "http": {"host": "127.0.0.1", "port": port},
-        "checks": {"desync_seconds": 1, "lag_seconds": 1, "oom_risk_seconds": 2, "autotune_seconds": 2},
+        "checks": {"desync_seconds": 1, "lag_seconds": 1, "oom_risk_seconds": 2, "autotune_seconds": 2,
+                   "retention_seconds": 1},
         "pipelines": [{
             "name": PIPELINE,
             "source": {"format": "yt", "path": QUEUE, "options": {"consumer_path": CONSUMER,
@@ -84,7 +96,7 @@ def daemon(standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         wait_until(lambda: process.poll() is not None or http_status(f"{url}/readyz") == 200, START_SECONDS,
                    "/readyz to answer 200")
         assert process.poll() is None, f"opsd run exited early:\n{stderr.read_text()[-3000:]}"
-        yield url, stderr
+        yield url, stderr, config_file
     finally:
         process.terminate()
         try:
@@ -103,8 +115,9 @@ def metrics(url: str) -> str:
         return response.read().decode()
 
 
-def test_a_pipeline_over_ytsaurus_delivers_and_every_check_reads_the_cluster(daemon, standin) -> None:
-    url, stderr = daemon
+def test_a_pipeline_over_ytsaurus_delivers_and_every_check_reads_the_cluster(daemon, standin, capsys,
+                                                                             monkeypatch) -> None:
+    url, stderr, config_file = daemon
     with connect(standin.uri, token=STANDIN_TOKEN) as cluster:
         wait_until(lambda: len(ordered_rows(cluster, RESULT)) >= 200, WAIT_SECONDS, "200 rows in the result table")
         assert sorted(r["n"] for r in ordered_rows(cluster, RESULT)) == list(range(200))
@@ -125,6 +138,20 @@ def test_a_pipeline_over_ytsaurus_delivers_and_every_check_reads_the_cluster(dae
         tuned = read_tuning(cluster, f"{CONSUMER}_tuning")
         assert tuned.max_rows_per_partition is None or 10 <= tuned.max_rows_per_partition <= 100_000
         assert tuned.max_rows_per_partition != 20
+        # the trim forecast: the Queue Agent trims up to the vital consumer, keeping the retained rows, and never
+        # deletes a row the query has not read (its own consumer holds them)
+        wait_until(lambda: all(i.trimmed_row_count == i.total_row_count - RETAINED_ROWS
+                               for i in cluster.get_tablet_infos(QUEUE)), WAIT_SECONDS, "the Queue Agent's trim")
+        wait_until(lambda: (status(url).get("trim") or {}).get(QUEUE), WAIT_SECONDS, "/status to show the forecast")
+        trim = status(url)["trim"][QUEUE]
+        assert trim["auto_trim_config"] == {"enable": True, "retained_rows": RETAINED_ROWS}
+        assert {p["outlook"] for p in trim["partitions"].values()} == {TrimOutlook.CONSUMER_VITAL}
+    # history: the heal and the tuner's decisions, read back from the cluster with the daemon's config
+    monkeypatch.setenv("YT_TOKEN", STANDIN_TOKEN)
+    capsys.readouterr()
+    assert main(["history", PIPELINE, "--config", str(config_file), "--json"]) == 0
+    decided = {(e["kind"], e["outcome"]) for e in json.loads(capsys.readouterr().out)}
+    assert ("heal", "healed") in decided and "tuner" in {kind for kind, _ in decided}, decided
     # OOM risk: the next batch judged from the Spark UI's peaks, with bytes per row sampled through the stand-in
     wait_until(lambda: 'pool="jvm_heap"' in metrics(url) and "opsd_oom_risk{" in metrics(url), WAIT_SECONDS,
                "opsd_oom_risk of the pipeline")

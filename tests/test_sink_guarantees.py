@@ -6,14 +6,17 @@ calls of 10 rows. At batch 1 the driver's whole process group (driver, JVM, work
 point; then one more child resumes every scenario from its `yt:///` checkpoint, without faults, to the end.
 The output is then compared with the input row by row.
 
-Scenarios: transactional mode at all four fault points; at-least-once and the idempotent receiver at
-`during_write` (some rows of the batch written) and `after_commit` (the whole batch written, Spark's commit
-log not) - for those two modes `before_write` leaves nothing to check and `after_write` is `after_commit`, as
-their commit does nothing. 8 killed runs + 1 resume: about a minute and a half on 2 idle cores.
+On the embedded cluster: transactional mode at all four fault points; at-least-once and the idempotent receiver at
+`during_write` (some rows of the batch written) and `after_commit` (the whole batch written, Spark's commit log
+not) - there every mode stages its rows, so for those two `before_write` leaves nothing to check and `after_write`
+is `after_commit`. 8 killed runs + 1 resume: about a minute and a half on 2 idle cores.
 
-The YTsaurus backend, through the real client over HTTP against the stand-in (`tests.support.standin`, with its token
-in the driver's `YT_TOKEN`, checkpoints on local disk), is killed once per guarantee mode: 3 more killed runs and
-a resume.
+Through the YTsaurus backend (the real client over HTTP against the stand-in, `tests.support.standin`, its token in
+the driver's `YT_TOKEN`), every mode is killed at every fault point: there at-least-once and the idempotent receiver
+insert straight into the target in calls of `dyn_batch_size` rows, so each point leaves the target in another
+state (nothing, part of the batch, all of it without the sink's commit, all of it with it). 12 killed runs and a
+resume. Their `yt:///` checkpoints are on the stand-in's storage (the driver maps `yt:///` onto its root, as SPYT's
+file system maps it onto a real cluster's Cypress), read back here through Cypress commands.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ from streaming_core.sink import commit_log_path
 from tests.support.cluster import make_queue
 from tests.support.sink import COPY_SCHEMA, fill_queue, make_table, multiset, ordered_rows
 from tests.support.standin import STANDIN_TOKEN
+from ytsaurus_standin import StandinProxy
 
 pytestmark = pytest.mark.spark
 
@@ -52,11 +55,10 @@ IDEMPOTENT_SCHEMA = [
     {"name": SRC_ROW_INDEX, "type": "int64", "required": True, "sort_order": "ascending"},
     *COPY_SCHEMA,
 ]
-#: One kill per guarantee mode through the YTsaurus backend (there, at-least-once inserts directly, so a batch
-#: killed during its write may leave part of itself: `after_commit` is the deterministic case).
-STANDIN_SCENARIOS = [
-    ("transactional", "during_write"), ("at_least_once", "after_commit"), ("idempotent", "during_write"),
-]
+MODES = ("transactional", "at_least_once", "idempotent")
+FAULTS = ("before_write", "during_write", "after_write", "after_commit")
+#: Every guarantee mode killed at every fault point through the YTsaurus backend.
+STANDIN_SCENARIOS = [(mode, fault) for mode in MODES for fault in FAULTS]
 SCENARIOS = [
     ("transactional", "before_write"), ("transactional", "during_write"), ("transactional", "after_write"),
     ("transactional", "after_commit"), ("at_least_once", "during_write"), ("at_least_once", "after_commit"),
@@ -73,10 +75,10 @@ class Outcome:
     killed_returncode: int
 
 
-def _run_driver(cluster_uri: str, scenarios: list[dict[str, Any]]) -> int:
+def _run_driver(cluster_uri: str, scenarios: list[dict[str, Any]], yt_root: Path | None) -> int:
     env = {**os.environ, "YT_TOKEN": STANDIN_TOKEN}
-    proc = subprocess.Popen([sys.executable, str(DRIVER), cluster_uri, json.dumps(scenarios)], env=env,
-                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    args = [sys.executable, str(DRIVER), cluster_uri, json.dumps(scenarios), *([str(yt_root)] if yt_root else [])]
+    proc = subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _, err = proc.communicate(timeout=RUN_TIMEOUT_S)
     finally:
@@ -88,8 +90,9 @@ def _run_driver(cluster_uri: str, scenarios: list[dict[str, Any]]) -> int:
 
 
 def run_scenarios(cluster_uri: str, scenarios: list[tuple[str, str]],
-                  checkpoint: Callable[[str], str]) -> dict[tuple[str, str], Outcome]:
-    """Run `scenarios` on the cluster at `cluster_uri`: the killed runs two at a time, then one resume of them all."""
+                  yt_root: Path | None = None) -> dict[tuple[str, str], Outcome]:
+    """Run `scenarios` on the cluster at `cluster_uri`, checkpoints at `yt:///` (mapped onto `yt_root` when given): the
+    killed runs two at a time, then one resume of them all."""
     specs = {}
     with connect(cluster_uri, token=STANDIN_TOKEN) as yt:
         for mode, fault in scenarios:
@@ -98,25 +101,24 @@ def run_scenarios(cluster_uri: str, scenarios: list[tuple[str, str]],
             rows = fill_queue(yt, f"{root}/queue", ROWS_PER_TABLET)
             make_table(yt, f"{root}/out", IDEMPOTENT_SCHEMA if mode == "idempotent" else COPY_SCHEMA)
             spec = {"queue": f"{root}/queue", "consumer": f"{root}/consumer", "target": f"{root}/out",
-                    "checkpoint": checkpoint(root), "mode": mode, "max_rows": MAX_ROWS}
+                    "checkpoint": f"yt:/{root}/checkpoint", "mode": mode, "max_rows": MAX_ROWS}
             specs[mode, fault] = (spec, rows)
     with ThreadPoolExecutor(max_workers=2) as pool:
         killed = dict(zip(specs, pool.map(
-            lambda key: _run_driver(cluster_uri, [{**specs[key][0], "fault": key[1], "fail_batch": FAIL_BATCH}]),
-            specs), strict=True))
-    assert _run_driver(cluster_uri, [spec for spec, _ in specs.values()]) == 0
+            lambda key: _run_driver(cluster_uri, [{**specs[key][0], "fault": key[1], "fail_batch": FAIL_BATCH}],
+                                    yt_root), specs), strict=True))
+    assert _run_driver(cluster_uri, [spec for spec, _ in specs.values()], yt_root) == 0
     return {key: Outcome(key[0], key[1], spec, rows, killed[key]) for key, (spec, rows) in specs.items()}
 
 
 @pytest.fixture(scope="module")
 def outcomes(cluster_uri: str) -> dict[tuple[str, str], Outcome]:
-    return run_scenarios(cluster_uri, SCENARIOS, lambda root: f"yt:/{root}/checkpoint")
+    return run_scenarios(cluster_uri, SCENARIOS)
 
 
 @pytest.fixture(scope="module")
-def standin_outcomes(standin, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Outcome]:
-    checkpoints = tmp_path_factory.mktemp("checkpoints")
-    return run_scenarios(standin.uri, STANDIN_SCENARIOS, lambda root: f"file://{checkpoints}{root}")
+def standin_outcomes(standin: StandinProxy) -> dict[tuple[str, str], Outcome]:
+    return run_scenarios(standin.uri, STANDIN_SCENARIOS, standin.root)
 
 
 def batch_rows(batch_id: int) -> Counter:
@@ -153,15 +155,20 @@ def check_idempotent(cluster_uri: str, outcome: Outcome) -> None:
 
 
 def check_at_least_once(cluster_uri: str, outcome: Outcome) -> None:
+    """Nothing missing; duplicates only of the interrupted batch, as much of it as reached the target before the
+    crash: on the embedded cluster tasks stage their rows and the sink's commit publishes them, on YTsaurus tasks
+    insert straight into the target."""
     assert outcome.killed_returncode == -signal.SIGKILL
     got, expected = output(cluster_uri, outcome), multiset(outcome.input, "data", "n")
     assert expected - got == Counter(), "no input row is missing"
-    duplicates = got - expected
-    if outcome.fault == "after_commit":
-        assert duplicates == batch_rows(FAIL_BATCH), "a batch written whole before the crash is written again"
+    duplicates, batch = got - expected, batch_rows(FAIL_BATCH)
+    direct = not cluster_uri.startswith("local://")
+    if outcome.fault == "after_commit" or (direct and outcome.fault == "after_write"):
+        assert duplicates == batch, "a batch written whole before the crash is written again"
+    elif direct and outcome.fault == "during_write":
+        assert Counter() < duplicates < batch, "the rows inserted before the crash, and only those, twice"
     else:
-        # The embedded cluster stages at-least-once batches: what a killed attempt staged never reaches the table.
-        assert duplicates == Counter(), "a batch interrupted before its commit left nothing in the table"
+        assert duplicates == Counter(), "a batch interrupted before any row reached the table left nothing in it"
     with connect(cluster_uri, token=STANDIN_TOKEN) as yt:
         staging = outcome.spec["target"] + "_staging"
         assert not yt.exists(staging) or yt.list(staging) == [], "what the killed attempt staged is dropped"
@@ -186,5 +193,15 @@ def test_at_least_once_misses_nothing_and_duplicates_only_the_interrupted_batch(
 
 
 @pytest.mark.parametrize("key", [pytest.param(key, id="-".join(key)) for key in STANDIN_SCENARIOS])
-def test_each_guarantee_holds_through_the_ytsaurus_backend_after_a_crash(standin_outcomes, standin, key):
+def test_each_guarantee_holds_through_the_ytsaurus_backend_after_a_crash_at_each_point(standin_outcomes, standin, key):
     CHECKS[key[0]](standin.uri, standin_outcomes[key])
+
+
+def test_yt_checkpoints_through_the_ytsaurus_backend_are_on_the_clusters_storage(standin_outcomes, standin):
+    """Each query's `yt:///` checkpoint is served by the cluster's Cypress file commands: every batch committed."""
+    with connect(standin.uri, token=STANDIN_TOKEN) as yt:
+        for outcome in standin_outcomes.values():
+            checkpoint = outcome.spec["checkpoint"].removeprefix("yt:/")
+            commits = [name for name in yt.list(f"{checkpoint}/commits") if not name.endswith(".crc")]
+            assert sorted(commits) == ["0", "1", "2"]
+            assert yt.get(f"{checkpoint}/offsets/2/@type") == "file"

@@ -3,7 +3,8 @@
 The listings start a query without a trigger and wait on it; here a watcher thread stops the query once the
 result table holds every input row. Each runs twice: on the embedded cluster, and with the session's cluster
 `yt+https://127.0.0.1:PORT?ca_bundle=...` — the YTsaurus backend through the real client over HTTPS, against the
-stand-in.
+stand-in. Their `yt:///` checkpoints are on the cluster they run on (on YTsaurus in Cypress, here the stand-in's
+storage), read back as opsd reads them.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import length
 
+from streaming_core.checkpoint import read_checkpoint
 from streaming_core.cluster.base import Cluster
 from streaming_core.cluster.embedded import EmbeddedCluster
+from streaming_core.options import CONF_CLUSTER
 from tests.support.cluster import make_queue
 from tests.support.sink import (
     COPY_SCHEMA,
@@ -49,6 +52,13 @@ def row_count(yt: Cluster, path: str, expected: int) -> Callable[[], bool]:
     return lambda: yt.get(f"{path}/@row_count") >= expected
 
 
+def checkpointed(spark: SparkSession, location: str, queue: str) -> dict[int, int]:
+    """The newest batch's end offset of `queue` in the checkpoint at `location`, read from the session's cluster."""
+    newest = read_checkpoint(location, spark.conf.get(CONF_CLUSTER)).newest
+    assert newest is not None, f"no batch planned in {location}"
+    return newest.queue(queue).partitions
+
+
 def test_listing_3_queue_to_result_with_data_length(spark, yt, yt_root):
     make_queue(yt, f"{yt_root}/queue", consumer=f"{yt_root}/consumer")
     rows = fill_queue(yt, f"{yt_root}/queue", 40)
@@ -72,6 +82,7 @@ def test_listing_3_queue_to_result_with_data_length(spark, yt, yt_root):
     run_listing(spark, listing_3, row_count(yt, f"{yt_root}/result", len(rows)))
     assert multiset(ordered_rows(yt, f"{yt_root}/result"), "data", "data_length") == multiset(
         [{"data": r["data"], "data_length": len(r["data"])} for r in rows], "data", "data_length")
+    assert checkpointed(spark, f"yt:/{yt_root}/checkpoints", f"{yt_root}/queue") == {0: 39, 1: 39}
 
 
 def test_listing_5_max_rows_per_partition_and_dyn_batch_size(spark, yt, yt_root, storage_root):
@@ -104,6 +115,7 @@ def test_listing_5_max_rows_per_partition_and_dyn_batch_size(spark, yt, yt_root,
     assert multiset(ordered_rows(yt, result_table_path), "data", "n") == multiset(rows, "data", "n")
     # Tasks of 1000 and 500 rows per tablet, inserted in calls of 100 rows (each stored as one chunk).
     assert stored_chunks(storage_root, result_table_path) == [100] * 30
+    assert checkpointed(spark, checkpoints_path, queue_path) == {0: 1499, 1: 1499}
 
 
 COMPOSITE_SCHEMA = [
@@ -145,3 +157,4 @@ def test_listing_6_composite_types_round_trip(spark, yt, yt_root, type_v3):
 
     run_listing(spark, listing_6, row_count(yt, result_table_path, len(rows)))
     assert sorted(ordered_rows(yt, result_table_path), key=lambda r: r["id"]) == rows
+    assert checkpointed(spark, checkpoints_path, queue_path) == {0: 19}

@@ -22,9 +22,7 @@ from streaming_core.auto_trim import AutoTrimConfig, trim_limit
 from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from tests.support.retention import Clock, retention_job
-
-#: The Queue Agent's dynamic config with automatic trimming switched on (off by default).
-AUTOMATIC_TRIMMING_ON = {"queue_agent": {"controller": {"enable_automatic_trimming": True}}}
+from ytsaurus_standin.queue_agent import AUTOMATIC_TRIMMING_ON
 
 
 @pytest.fixture

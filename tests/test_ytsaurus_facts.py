@@ -31,6 +31,7 @@ from tests.support.standin import STANDIN_TOKEN
 from tests.support.wait import registered_and_seen, wait_until
 from ytsaurus_standin import StandinProxy
 from ytsaurus_standin.commands.tables import PULL_STORE_ROWS
+from ytsaurus_standin.queue_agent import AUTOMATIC_TRIMMING_ON
 from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
 
 SCHEMA_VIOLATION = 307
@@ -258,7 +259,7 @@ def test_the_queue_agent_trims_only_where_enable_automatic_trimming_is_on(tmp_pa
         assert cluster.automatic_trimming() is False
         assert cluster.get_tablet_infos(queue)[0].trimmed_row_count == 0
 
-        cluster.set(QUEUE_AGENT_CONFIG, {"queue_agent": {"controller": {"enable_automatic_trimming": True}}})
+        cluster.set(QUEUE_AGENT_CONFIG, AUTOMATIC_TRIMMING_ON)
         assert cluster.automatic_trimming() is True
         wait_until(lambda: cluster.get_tablet_infos(queue)[0].trimmed_row_count == 6, 30, "the agent to trim")
 

@@ -1,5 +1,7 @@
-"""`python -m ytsaurus_standin ROOT [--port N] [--proxies N] [--token-env VAR] [--auto-trim-seconds S]`: the
-stand-in as a process of its own (with `--auto-trim-seconds`, trimming queues by their `@auto_trim_config`).
+"""`python -m ytsaurus_standin ROOT [--port N] [--proxies N] [--token-env VAR] [--auto-trim-seconds S]
+[--automatic-trimming] [--registration-delay-seconds S]`: the stand-in as a process of its own (with
+`--auto-trim-seconds`, trimming queues by their `@auto_trim_config` once automatic trimming is switched on, as YTsaurus'
+Queue Agent does: at start with `--automatic-trimming`, else through `//sys/queue_agents/config`).
 
 Prints `yt://127.0.0.1:PORT` (the balancer's) once it serves, then serves until SIGTERM or SIGINT. A process of its
 own lets a bench count the stand-in's CPU apart from the client's; the token, when one is required, comes from an
@@ -14,6 +16,8 @@ import signal
 import threading
 
 from . import PROXIES, StandinProxy
+from .queue_agent import AUTOMATIC_TRIMMING_ON
+from .registrations import REGISTRATION_DELAY_SECONDS
 
 
 def main() -> None:
@@ -24,13 +28,19 @@ def main() -> None:
     parser.add_argument("--token-env", help="require the token held by this environment variable")
     parser.add_argument("--auto-trim-seconds", type=float,
                         help="trim queues by their @auto_trim_config every this many seconds, as a Queue Agent does")
+    parser.add_argument("--automatic-trimming", action="store_true",
+                        help="switch the Queue Agent's automatic trimming on (YTsaurus: off by default)")
+    parser.add_argument("--registration-delay-seconds", type=float, default=REGISTRATION_DELAY_SECONDS,
+                        help="how long a fresh consumer registration stays unseen (YTsaurus: 10 s)")
     args = parser.parse_args()
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     token = os.environ[args.token_env] if args.token_env else None
     with StandinProxy(args.root, port=args.port, token=token, auto_trim_seconds=args.auto_trim_seconds,
-                      proxies=args.proxies) as proxy:
+                      proxies=args.proxies, registration_delay_seconds=args.registration_delay_seconds) as proxy:
+        if args.automatic_trimming:
+            proxy.state.commands.queue_agent.dynamic_config = AUTOMATIC_TRIMMING_ON
         print(proxy.uri, flush=True)
         stop.wait()
 

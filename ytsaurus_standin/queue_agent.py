@@ -31,6 +31,8 @@ from streaming_core.cluster.schema import TIMESTAMP
 #: The Queue Agent's dynamic config document, and where in it automatic trimming is switched on.
 DYNAMIC_CONFIG_PATH = "//sys/queue_agents/config"
 AUTOMATIC_TRIMMING_KEYS = ("queue_agent", "controller", "enable_automatic_trimming")
+#: The dynamic config that switches automatic trimming on.
+AUTOMATIC_TRIMMING_ON = {"queue_agent": {"controller": {"enable_automatic_trimming": True}}}
 
 #: The window of the write rates, and the snapshots kept per tablet.
 RATE_WINDOW_SECONDS = 60.0

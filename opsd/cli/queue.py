@@ -22,6 +22,7 @@ from opsd.telemetry.terminal import Shown
 from streaming_core.cluster import Cluster, ClusterError, NotRegisteredError, RowError, SchemaError, TableSchema
 from streaming_core.cluster.base import MAX_TABLET_COUNT, ORDERED, require_kind
 from streaming_core.cluster.schema import to_arrow_table
+from streaming_core.consumer import registration_seen
 from streaming_core.offsets import unread_rows
 
 DEFAULT_SCHEMA = "data:string"
@@ -273,7 +274,7 @@ def trim_targets(cluster: Cluster, args: argparse.Namespace) -> dict[int, int]:
         if args.count < 0:
             raise CliError(f"--count must be >= 0, got {args.count}")
         return {args.partition: args.count}
-    if not cluster.list_queue_consumer_registrations(queue_path=args.path, consumer_path=args.to_consumer):
+    if not registration_seen(cluster, args.path, args.to_consumer):
         raise NotRegisteredError(f"consumer {args.to_consumer} is not registered for queue {args.path}")
     offsets = cluster.get_consumer_offsets(args.to_consumer, args.path)
     chosen = [args.partition] if args.partition is not None else sorted(partitions)

@@ -1,7 +1,8 @@
 """Driver for the sink's fault-injection tests: queue -> `yt` sink, `availableNow`, killed at a chosen point.
 
-Usage: `python sink_fault_driver.py CLUSTER_URI SCENARIOS_JSON`, where the JSON is a list of scenarios, run one
-after the other in this process (one Spark start for several resumed queries):
+Usage: `python sink_fault_driver.py CLUSTER_URI SCENARIOS_JSON [YT_ROOT]`, where the JSON is a list of scenarios, run
+one after the other in this process (one Spark start for several resumed queries), and `YT_ROOT` the local directory
+that `yt:///` checkpoint locations map to (a YTsaurus stand-in's storage; default: as `build_session` maps them):
 
     {"queue": "//...", "consumer": "//...", "target": "//...", "checkpoint": "yt:///...",
      "mode": "at_least_once" | "transactional" | "idempotent", "max_rows": 30,
@@ -9,7 +10,7 @@ after the other in this process (one Spark start for several resumed queries):
 
 `fault`/`fail_batch` are optional. Faults are injected without hooks in the product: the `yt` format is
 re-registered as a subclass of the session's data source whose stream writer (a subclass of `YtStreamWriter`)
-SIGKILLs this driver's whole process group (driver, its JVM, the Python workers and runners: a machine crash)
+SIGKILLs this driver's whole process group (driver, its JVM, the Python runners) and its workers' (a machine crash)
 when batch `fail_batch` reaches the fault point:
 
 - before_write: in a task's `write()`, before any row of the batch is written;
@@ -31,6 +32,7 @@ from pyspark import TaskContext
 
 from streaming_core import build_session
 from streaming_core.datasource import register
+from streaming_core.session import checkpoint_conf
 from streaming_core.sink import YtStreamWriter
 
 #: Rows per insert call, and rows a task writes before a `during_write` fault (two chunks and a bit).
@@ -39,8 +41,15 @@ DURING_WRITE_AFTER_ROWS = 25
 
 
 def crash(driver_pid: int) -> None:
-    """SIGKILL the driver's process group: nothing of the driver, its JVM or its workers survives."""
-    os.killpg(os.getpgid(driver_pid), signal.SIGKILL)
+    """SIGKILL the driver's process group and this process's: nothing of the driver, its JVM or its workers survives.
+
+    PySpark's worker daemon puts itself and the workers it forks in a process group of their own: killing the
+    driver's group alone leaves a worker running its task to the end (on YTsaurus, inserting the rest of its rows)."""
+    own = os.getpgid(0)
+    driver = os.getpgid(driver_pid)
+    if driver != own:
+        os.killpg(driver, signal.SIGKILL)
+    os.killpg(own, signal.SIGKILL)
 
 
 class FaultyWriter(YtStreamWriter):
@@ -110,8 +119,9 @@ def run(spark, scenario: dict) -> None:
 
 def main() -> None:
     cluster, scenarios = sys.argv[1], json.loads(sys.argv[2])
+    checkpoints = checkpoint_conf(f"local://{sys.argv[3]}") if len(sys.argv) > 3 else {}
     spark = build_session("sink-fault", master="local[2]", cluster=cluster, conf={
-        "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "512m"})
+        "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "512m", **checkpoints})
     for scenario in scenarios:
         run(spark, scenario)
     spark.stop()

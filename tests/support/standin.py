@@ -73,13 +73,20 @@ def tls_proxy(root: Path, **kwargs) -> Iterator[tuple[StandinProxy, str]]:
         yield proxy, str(ca_file)
 
 
+#: The Hadoop setting (in a session's conf, as `session_conf` sets it) that maps `yt:///` paths onto a local root.
+YT_PATHS_ROOT = "fs__viewfs__mounttable__default__linkFallback"
+
+
 def spark_backend(request: pytest.FixtureRequest, spark: SparkSession, cluster_uri: str) -> Iterator[Cluster]:
     """For a fixture parametrized `embedded` / `ytsaurus`: the cluster a Spark query runs on, the run's embedded one or
-    the stand-in through `ytsaurus-client` (the session's `spark.yt.cluster` names it meanwhile)."""
+    the stand-in through `ytsaurus-client` (the session's `spark.yt.cluster` names it meanwhile, and `yt:///`
+    checkpoint locations map onto the stand-in's storage, where its Cypress file commands serve them: what SPYT's file
+    system does on a real cluster)."""
     if request.param == "embedded":
         with connect(cluster_uri) as cluster:
             yield cluster
         return
     proxy = request.getfixturevalue("open_standin")
-    with session_conf(spark, spark__yt__cluster=proxy.uri), connect(proxy.uri) as cluster:
+    with session_conf(spark, spark__yt__cluster=proxy.uri, **{YT_PATHS_ROOT: f"file://{proxy.root}"}), \
+            connect(proxy.uri) as cluster:
         yield cluster

@@ -290,6 +290,21 @@ def test_the_rendered_config_is_one_opsd_accepts(chart, scenario, tmp_path):
     assert [p.name for p in load_config(path).pipelines] == ["data_length"]
 
 
+@pytest.mark.hostile
+def test_the_uis_every_interface_leaves_the_drivers_rpc_and_block_manager_on_loopback_with_a_local_master(
+        chart, tmp_path):
+    from opsd.config.load import load_config
+    from opsd.config.spark import LOCAL_IP_ENV, spark_defaults, spark_environment
+
+    path = tmp_path / "config.yaml"
+    path.write_text(find(render(chart, {}), "ConfigMap")["data"]["config.yaml"])
+    config = load_config(path)
+    assert config.spark.ui_host == "0.0.0.0" and config.spark.master.startswith("local")
+    assert spark_environment(config, {}) == {LOCAL_IP_ENV: None}  # the UI on every interface, for the Service
+    conf = spark_defaults(config)
+    assert conf["spark.driver.bindAddress"] == conf["spark.driver.host"] == "127.0.0.1"
+
+
 def test_values_without_a_pipeline_are_refused_at_install(chart):
     with pytest.raises(helm.HelmValuesError, match="pipelines"):
         render(chart, {"config": {"pipelines": []}})

@@ -2,9 +2,9 @@
 PySpark's `bin/spark-class` as a user starts them by hand, each worker with a clean environment (nothing of the
 test's own but what a worker host would have: `PATH`, `HOME`, `JAVA_HOME`, the Python path of this project).
 
-`SPARK_HOME` is a folder of links to PySpark's `bin`, `jars`, `python` and `sbin` under the test's directory, so
-that the workers' `work/app-*` folders land there, not in the installed package (ARCHITECTURE's facts on
-`local-cluster`).
+`SPARK_HOME` is a folder of links to PySpark's `bin`, `jars`, `python` and `sbin` under the test's directory
+(`bench.distance.spark_home_of_links`, which the benches' `local-cluster` runs use too), so that the workers'
+`work/app-*` folders land there, not in the installed package (ARCHITECTURE's facts on `local-cluster`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from bench.distance import spark_home_of_links as spark_home
 from tests.support.ports import free_port
 from tests.support.wait import wait_until
 
@@ -23,20 +24,6 @@ from tests.support.wait import wait_until
 DAEMON_MEMORY = "256m"
 WORKER_CORES, WORKER_MEMORY = 2, "1g"
 START_SECONDS = 60.0
-
-
-def spark_home(root: Path) -> Path:
-    """A `SPARK_HOME` of links to the installed PySpark's parts."""
-    import pyspark
-
-    installed = Path(pyspark.__file__).parent
-    home = root / "spark-home"
-    home.mkdir(parents=True, exist_ok=True)
-    for part in ("bin", "jars", "python", "sbin"):
-        link = home / part
-        if not link.exists():
-            link.symlink_to(installed / part)
-    return home
 
 
 def worker_environment(home: Path, **extra: str) -> dict[str, str]:

@@ -114,19 +114,20 @@ class MissingTokenError(AuthenticationError):
 
     def __init__(self, what: str) -> None:
         self.what = what
-        super().__init__(f"{what}: the YTsaurus proxy asks for a token and this process has none "
-                         f"(YT_TOKEN, YT_TOKEN_PATH and ~/.yt/token are all empty)")
+        super().__init__(f"{what}: {self.problem()}")
+
+    def problem(self) -> str:
+        return ("the YTsaurus proxy asks for a token and this process has none "
+                "(YT_TOKEN, YT_TOKEN_PATH and ~/.yt/token are all empty)")
 
 
 class ExecutorTokenError(MissingTokenError):
     """A task on a Spark executor (a source's `read()`, a sink's `write()`) found no YTsaurus token: the executors
     have none. The message says how to give them one on each engine (`EXECUTOR_TOKEN_HOWTO`)."""
 
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.args = (f"{what}: the Spark executors have no YTsaurus token (the driver's own token never reaches "
-                     f"them: executors read YT_TOKEN or YT_TOKEN_PATH from their own environment). Give them one - "
-                     f"{EXECUTOR_TOKEN_HOWTO}",)
+    def problem(self) -> str:
+        return ("the Spark executors have no YTsaurus token (the driver's own token never reaches them: executors "
+                f"read YT_TOKEN or YT_TOKEN_PATH from their own environment). Give them one - {EXECUTOR_TOKEN_HOWTO}")
 
 
 @contextlib.contextmanager

@@ -494,10 +494,13 @@ def test_spark_rpc_is_authenticated_and_encrypted_with_the_existing_secret_mount
     objects = spark_on_kubernetes(chart)
     conf = opsd_config(objects)["spark"]["conf"]
     assert conf["spark.authenticate"] == conf["spark.network.crypto.enabled"] == "true"
+    # One key for both sides (the .driver / .executor ones fall back to it): an executor's first connection, which
+    # fetches the driver's conf, reads only this one (tests/test_kubernetes.py fails without it).
+    assert "spark.authenticate.secret.driver.file" not in conf and "spark.authenticate.secret.executor.file" not in conf
     for spec, container, key in ((find(objects, "Deployment")["spec"]["template"]["spec"], opsd_container(objects),
-                                  "spark.authenticate.secret.driver.file"),
+                                  "spark.authenticate.secret.file"),
                                  (executor_pod(objects)["spec"], executor_pod(objects)["spec"]["containers"][0],
-                                  "spark.authenticate.secret.executor.file")):
+                                  "spark.authenticate.secret.file")):
         volume = next(v for v in spec["volumes"] if v.get("secret", {}).get("secretName") == SPARK_AUTH_SECRET)
         assert volume["secret"]["items"] == [{"key": "secret", "path": "secret"}]
         mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])

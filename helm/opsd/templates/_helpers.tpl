@@ -242,8 +242,10 @@ overridden.
 {{- $secretFile := printf "%s/secret" (include "opsd.sparkAuthDir" .) }}
 {{- $_ := set $derived "spark.authenticate" "true" }}
 {{- $_ := set $derived "spark.network.crypto.enabled" "true" }}
-{{- $_ := set $derived "spark.authenticate.secret.driver.file" $secretFile }}
-{{- $_ := set $derived "spark.authenticate.secret.executor.file" $secretFile }}
+{{- /* The one file key for both sides: an executor fetches the driver's conf before it knows it is an executor, with
+the secret of spark.authenticate.secret.file (SecurityManager's default); .driver.file and .executor.file fall back
+to it. */}}
+{{- $_ := set $derived "spark.authenticate.secret.file" $secretFile }}
 {{- end }}
 {{- $conf = merge $conf $derived }}
 {{- end }}

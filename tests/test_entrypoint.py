@@ -74,6 +74,8 @@ def test_executor_starts_sparks_kubernetes_executor_backend_from_the_pods_enviro
     assert run_ == {"program": "java", "argv": [
         # The JVM options in the order of their numbers, as Spark numbers them.
         env["SPARK_JAVA_OPT_0"], env["SPARK_JAVA_OPT_2"], env["SPARK_JAVA_OPT_10"],
+        # A k8s:// master for the first connection's conf: Spark reads the RPC secret file only under one.
+        "-Dspark.master=k8s://https://kubernetes.default.svc",
         "-Xms1024m", "-Xmx1024m",
         "-cp", f"{env['SPARK_CONF_DIR']}:{spark_home}/jars/*",
         BACKEND,

@@ -497,8 +497,6 @@ def test_spark_rpc_is_authenticated_and_encrypted_with_the_existing_secret_mount
     # One key for both sides (the .driver / .executor ones fall back to it): an executor's first connection, which
     # fetches the driver's conf, reads only this one (tests/test_kubernetes.py fails without it).
     assert "spark.authenticate.secret.driver.file" not in conf and "spark.authenticate.secret.executor.file" not in conf
-    # ... and which it reads only knowing that the master is k8s:// (its JVM options are all it has then).
-    assert conf["spark.executor.defaultJavaOptions"] == f"-Dspark.master={opsd_config(objects)['spark']['master']}"
     for spec, container, key in ((find(objects, "Deployment")["spec"]["template"]["spec"], opsd_container(objects),
                                   "spark.authenticate.secret.file"),
                                  (executor_pod(objects)["spec"], executor_pod(objects)["spec"]["containers"][0],

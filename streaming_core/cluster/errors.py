@@ -117,7 +117,7 @@ class MissingTokenError(AuthenticationError):
         super().__init__(f"{what}: {self.problem()}")
 
     def problem(self) -> str:
-        return ("the YTsaurus proxy asks for a token and this process has none "
+        return ("the YTsaurus proxy cannot authenticate the request: it asks for a token and this process has none "
                 "(YT_TOKEN, YT_TOKEN_PATH and ~/.yt/token are all empty)")
 
 

@@ -246,9 +246,6 @@ overridden.
 the secret of spark.authenticate.secret.file (SecurityManager's default); .driver.file and .executor.file fall back
 to it. */}}
 {{- $_ := set $derived "spark.authenticate.secret.file" $secretFile }}
-{{- /* Spark reads a secret file only where its conf names a k8s:// master, and an executor's first connection has only
-its JVM's -D options: without spark.master among them it finds no secret and cannot register. */}}
-{{- $_ := set $derived "spark.executor.defaultJavaOptions" (printf "-Dspark.master=%s" $spark.master) }}
 {{- end }}
 {{- $conf = merge $conf $derived }}
 {{- end }}

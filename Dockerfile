@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # The opsd image: the yt-streaming-opsd package with its dependencies in a venv at a fixed path, Java 17,
-# and `opsd` as the entrypoint. The chart (helm/opsd) runs it; tests/test_dockerfile.py checks this file
-# against pyproject.toml and the chart, and scans it with checkov.
+# and `opsd-entrypoint` as the entrypoint: `opsd` with the arguments, or Spark's executor backend when Spark on
+# Kubernetes starts an executor pod from this image (args `executor`; scripts/opsd-entrypoint). The chart (helm/opsd)
+# runs it; tests/test_dockerfile.py checks this file against pyproject.toml and the chart, and scans it with checkov.
 #
 # The venv is at the same path in every container built from this image, so Spark executors on Kubernetes
 # (same image) start Python with the driver's PYSPARK_PYTHON. It runs as the unprivileged user 1000 and works
@@ -63,5 +64,5 @@ EXPOSE 9108
 # The daemon answers /healthz while it runs (the chart's probes ask it too); 9108 is opsd's default port (`opsd.config.models.DEFAULT_PORT`).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9108/healthz', timeout=4)"]
-ENTRYPOINT ["opsd"]
+ENTRYPOINT ["opsd-entrypoint"]
 CMD ["run", "/etc/opsd/config.yaml"]

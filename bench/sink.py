@@ -18,6 +18,9 @@ a `noop` run made just before it (same source options), so that both see the sam
   PySpark's Python sink path itself costs (rows to Arrow, a Python worker per task, the commit round),
   so `floor_ratio` is the best any Python sink can reach here.
 
+Then the cost of distance (`bench.distance`): at-least-once pairs again on `local-cluster[2,1,1024]` in a child
+process over the same queue, and `distance_ratio`, its `yt` rows/s over `local[2]`'s.
+
 A readable table first; the last line is one JSON object for scripts and CI logs.
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -33,6 +37,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from bench.distance import FLAG, LOCAL_CLUSTER, on_local_cluster
 from streaming_core import build_session
 from streaming_core.cluster import Cluster, connect
 from streaming_core.options import SRC_ROW_INDEX, SRC_TABLET_INDEX
@@ -152,12 +157,34 @@ def pair(bench: Bench, base: dict[str, Any], yt: dict[str, Any]) -> tuple[float,
     return bench.run("noop", **base), bench.run("yt", **base, **yt)
 
 
+def session(root: str, master: str):
+    return build_session("bench-sink", master=master, cluster=f"local://{root}",
+                         conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+
+
+def write_on_local_cluster(root: str) -> None:
+    """The child of `main()`: at-least-once pairs on `local-cluster` over the filled queue (a warm-up pair, then
+    `REPEATS`); prints the median rows/s of each side."""
+    with connect(f"local://{root}") as cluster:
+        spark = session(root, LOCAL_CLUSTER)
+        bench = Bench(spark, cluster)
+        try:
+            pair(bench, {}, {})
+            pairs = [pair(bench, {}, {}) for _ in range(REPEATS)]
+        finally:
+            spark.stop()
+    print(json.dumps({"noop_rows_per_s": round(statistics.median(n for n, _ in pairs)),
+                      "yt_rows_per_s": round(statistics.median(y for _, y in pairs))}))
+
+
 def main() -> None:
+    if sys.argv[1:2] == [FLAG]:
+        write_on_local_cluster(sys.argv[2])
+        return
     root = tempfile.mkdtemp(prefix="bench-sink-")
     with connect(f"local://{root}") as cluster:
         fill_queue(cluster)
-        spark = build_session("bench-sink", master="local[2]", cluster=f"local://{root}",
-                              conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+        spark = session(root, "local[2]")
         spark.dataSource.register(FloorSink)
         bench = Bench(spark, cluster)
         for _ in range(WARM_UPS):  # JIT, Python workers, first reads of the queue, the sink's imports
@@ -170,6 +197,7 @@ def main() -> None:
         floor = [(bench.run("noop"), bench.run(FloorSink.name())) for _ in range(REPEATS)]
         sweep = {size: bench.run("yt", dyn_batch_size=size) for size in SWEEP}
         spark.stop()
+    distant = on_local_cluster("bench.sink", root)
 
     ratios = {mode: statistics.median(y / n for n, y in runs) for mode, runs in pairs.items()}
     # rows/s over all rounds (total rows / total time), so that a round with a compaction counts in full
@@ -193,6 +221,10 @@ def main() -> None:
     for mode, value in versus.items():
         print(f"{mode} / at-least-once rows/s (over {REPEATS} rounds) {value:.2f}, goal >= {GUARANTEE_GOAL}: "
               f"{'met' if value >= GUARANTEE_GOAL else 'NOT met'}")
+    near = statistics.median(y for _, y in pairs["at-least-once"])
+    distance_ratio = distant["yt_rows_per_s"] / near
+    print(f"yt at-least-once on {LOCAL_CLUSTER}: {distant['yt_rows_per_s']:,.0f} rows/s, {distance_ratio:.2f} of "
+          f"local[2]'s {near:,.0f} (noop there: {distant['noop_rows_per_s']:,.0f} rows/s)")
     print(json.dumps({
         "bench": "sink", "ratio": round(ratio, 3), "goal": GOAL, "rows": ROWS,
         "noop_rows_per_s": round(noop),
@@ -206,6 +238,9 @@ def main() -> None:
         "idempotent_rows_per_s": round(statistics.median(y for _, y in pairs["idempotent receiver"])),
         "dyn_batch_size_rows_per_s": {str(k): round(v) for k, v in sweep.items()},
         "floor_ratio": round(floor_ratio, 3), "yt_vs_floor": round(ratio / floor_ratio, 3),
+        "distance_ratio": round(distance_ratio, 3), "local_cluster": LOCAL_CLUSTER,
+        "local_cluster_yt_rows_per_s": distant["yt_rows_per_s"],
+        "local_cluster_noop_rows_per_s": distant["noop_rows_per_s"],
     }))
 
 

@@ -15,7 +15,9 @@ Spark launching its streaming-source runner process:
 - `rate`: `rate-micro-batch` with four partitions, one micro-batch of the same number of rows, plus the
   same 100-byte payload column (`repeat('x', 100)`).
 
-The three alternate, `REPEATS` times each; rows/s is the median. `--backlog` adds the memory scenario: a
+The three alternate, `REPEATS` times each; rows/s is the median. Then the cost of distance (`bench.distance`):
+the `yt` side again, on `local-cluster[2,1,1024]` in a child process over the same queue, and `distance_ratio`,
+its rows/s over `local[2]`'s. `--backlog` adds the memory scenario: a
 2 GB backlog of 10 KB rows read without a cap by a driver with `spark.driver.memory=512m`, in a child
 process with its own session (it must complete without the JVM being killed).
 
@@ -40,6 +42,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from bench.distance import FLAG, LOCAL_CLUSTER, on_local_cluster
 from streaming_core import build_session
 from streaming_core.cluster import Cluster, connect
 from streaming_core.cluster.base import READ_BATCH_ROWS
@@ -171,15 +174,19 @@ def summarise(runs: dict[str, list[Measured]]) -> dict[str, Any]:
             "rows": ROWS, "partitions": TABLETS, "payload_bytes": PAYLOAD_BYTES, "repeats": REPEATS}
 
 
+def session(root: str, master: str):
+    return build_session("bench-source", master=master, cluster=f"local://{root}/cluster",
+                         conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g",
+                               "spark.ui.showConsoleProgress": "false"})
+
+
 def throughput() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-source-") as root:
         cluster = connect(f"local://{root}/cluster")
         started = time.perf_counter()
         fill_queue(cluster, QUEUE, ROWS, PAYLOAD_BYTES)
         print(f"queue filled: {ROWS:,} rows of {PAYLOAD_BYTES} B in {time.perf_counter() - started:.1f} s")
-        spark = build_session("bench-source", master="local[2]", cluster=f"local://{root}/cluster",
-                              conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g",
-                                    "spark.ui.showConsoleProgress": "false"})
+        spark = session(root, "local[2]")
         spark.dataSource.register(FloorSource)
         sources = {YT: lambda: run_yt(spark, cluster, QUEUE, root), FLOOR: lambda: run_floor(spark, root),
                    RATE: lambda: run_rate(spark, root)}
@@ -198,7 +205,33 @@ def throughput() -> dict[str, Any]:
                           f"{m.rows / m.seconds:>12,.0f}")
         finally:
             spark.stop()
-    return summarise(runs)
+        distant = on_local_cluster("bench.source", root)
+    return {**summarise(runs), **distance(runs[YT], distant)}
+
+
+def distance(local: list[Measured], distant: dict[str, Any]) -> dict[str, Any]:
+    """The `yt` source's rows/s on `local-cluster` against `local[2]` (medians)."""
+    near = statistics.median(m.rows / m.seconds for m in local)
+    ratio = distant["rows_per_s"] / near
+    print(f"yt on {LOCAL_CLUSTER}: {distant['rows_per_s']:,.0f} rows/s, {ratio:.3f} of local[2]'s {near:,.0f}")
+    return {"distance_ratio": round(ratio, 3), "local_cluster_rows_per_s": distant["rows_per_s"],
+            "local_cluster_startup_s": distant["startup_s"], "local_cluster": LOCAL_CLUSTER}
+
+
+def read_on_local_cluster(root: str) -> None:
+    """The child of `throughput()`: the `yt` side on `local-cluster` over the filled queue (a warm-up, then
+    `REPEATS` runs); prints the median rows/s and start-up."""
+    cluster = connect(f"local://{root}/cluster")
+    spark = session(root, LOCAL_CLUSTER)
+    try:
+        run_yt(spark, cluster, QUEUE, root)
+        runs = [run_yt(spark, cluster, QUEUE, root) for _ in range(REPEATS)]
+    finally:
+        spark.stop()
+    if any(m.rows != ROWS for m in runs):
+        raise RuntimeError(f"yt on {LOCAL_CLUSTER} read {[m.rows for m in runs]} rows, expected {ROWS} each")
+    print(json.dumps({"rows_per_s": round(statistics.median(m.rows / m.seconds for m in runs)),
+                      "startup_s": round(statistics.median(m.startup for m in runs), 2)}))
 
 
 def backlog() -> dict[str, Any]:
@@ -237,9 +270,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backlog", action="store_true", help="also read a 2 GB backlog with a 512 MB driver")
     parser.add_argument("--read-backlog", metavar="ROOT", help=argparse.SUPPRESS)
+    parser.add_argument(FLAG, metavar="ROOT", dest="local_cluster", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.read_backlog:
         read_backlog(args.read_backlog)
+        return
+    if args.local_cluster:
+        read_on_local_cluster(args.local_cluster)
         return
     result = {"bench": "source", **throughput()}
     if args.backlog:

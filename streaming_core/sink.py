@@ -35,6 +35,7 @@ from pyspark.sql.types import StructType
 from . import insert_failure
 from .cluster import Cluster, SchemaError, TableSchema, connect
 from .cluster.base import MAP_NODE, ORDERED, SORTED, STATIC, TABLE, require_kind
+from .cluster.errors import on_executor
 from .cluster.schema import is_composite, to_arrow_table
 from .log import get_logger
 from .options import SinkOptions
@@ -188,7 +189,7 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: 
     `root_made`: the write made its staging root before any task ran (batch writes), so a task never makes it: a
     task that outlives its write's abort (Spark kills tasks asynchronously) then fails instead of leaving a staging
     directory behind."""
-    with connect(plan.options.cluster) as cluster:
+    with on_executor(), connect(plan.options.cluster) as cluster:
         size = chunk_rows(plan, cluster)
         staging = _staging_path(staging_root) if staging_root else None
         if staging:

@@ -33,14 +33,8 @@ from .cluster import (
     TrimmedRowsError,
     connect,
 )
-from .cluster.base import (
-    ORDERED,
-    READ_BATCH_BYTES,
-    READ_BATCH_ROWS,
-    SORTED,
-    STATIC,
-    require_kind,
-)
+from .cluster.base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, SORTED, STATIC, require_kind
+from .cluster.errors import on_executor
 from .cluster.schema import CUMULATIVE_DATA_WEIGHT, is_composite
 from .consumer import advance_consumer, registration_seen
 from .log import get_logger
@@ -99,19 +93,20 @@ class _ClusterReader:
 
     def read(self, partition: TabletRange) -> Iterator[pa.RecordBatch]:
         """Called in a Spark Python worker: stream the partition's rows in bounded Arrow batches."""
-        cluster = connect(self.options.cluster)
-        target = arrow_schema_for_spark(self.schema)
-        yson_columns = self._yson_columns(cluster)
-        if partition.tablet_index is None:
-            batches = cluster.read_table(self.options.path, max_rows=READ_BATCH_ROWS)
-        else:
-            batches = cluster.read_tablet(
-                self.options.path, partition.tablet_index, partition.lower, partition.upper,
-                max_rows=READ_BATCH_ROWS, max_bytes=READ_BATCH_BYTES,
-                service_columns=self.options.include_service_columns, consumer_path=self._consumer_path(),
-            )
-        for batch in batches:
-            yield conform(batch, target, yson_columns)
+        with on_executor():
+            cluster = connect(self.options.cluster)
+            target = arrow_schema_for_spark(self.schema)
+            yson_columns = self._yson_columns(cluster)
+            if partition.tablet_index is None:
+                batches = cluster.read_table(self.options.path, max_rows=READ_BATCH_ROWS)
+            else:
+                batches = cluster.read_tablet(
+                    self.options.path, partition.tablet_index, partition.lower, partition.upper,
+                    max_rows=READ_BATCH_ROWS, max_bytes=READ_BATCH_BYTES,
+                    service_columns=self.options.include_service_columns, consumer_path=self._consumer_path(),
+                )
+            for batch in batches:
+                yield conform(batch, target, yson_columns)
 
 
 class YtBatchReader(_ClusterReader, DataSourceReader):

@@ -28,6 +28,7 @@ CHART_DIR = ROOT / "helm" / "opsd"
 VALUES = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
 VENV = PurePosixPath("/opt/opsd/venv")
 LOCK, BUILD_LOCK = ROOT / "requirements.lock", ROOT / "requirements-build.lock"
+ENTRYPOINT_SCRIPT = "scripts/opsd-entrypoint"
 
 
 def locked(lock: Path) -> dict[str, tuple[str | None, list[str]]]:
@@ -159,9 +160,12 @@ def test_executors_start_the_venvs_python_through_the_packaged_wrapper():
     assert env()["PYSPARK_PYTHON"] == f"{VENV}/bin/{wrapper}"
 
 
-def test_the_entrypoint_is_opsd_and_the_command_is_the_charts():
+def test_the_entrypoint_is_the_packaged_entrypoint_script_and_the_command_is_the_charts():
     assert "opsd" in PYPROJECT["project"]["scripts"]
-    assert [exec_form(args) for args in final("ENTRYPOINT")] == [["opsd"]]
+    [entrypoint] = [exec_form(args) for args in final("ENTRYPOINT")]
+    # Installed into the venv's bin (on PATH) from the script files; tests/test_entrypoint.py runs it.
+    assert entrypoint == [PurePosixPath(ENTRYPOINT_SCRIPT).name]
+    assert ENTRYPOINT_SCRIPT in PYPROJECT["tool"]["setuptools"]["script-files"]
     template = (CHART_DIR / "templates" / "deployment.yaml").read_text()
     assert 'command: ["opsd"]' in template
     assert f"args: {json.dumps(exec_form(final('CMD')[0]))}" in template

@@ -7,7 +7,6 @@ is checked by hand against what the Prometheus operator reads.
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import re
@@ -28,15 +27,17 @@ KUBE_VERSION = "1.30"
 RELEASE, NAMESPACE = "stream", "streaming"
 FULLNAME = f"{RELEASE}-opsd"
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
+#: Spark on Kubernetes as the values turn it on: with the existing Secret of Spark's RPC secret, which it requires.
+SPARK_AUTH_SECRET = "opsd-spark-auth"
+SPARK_ON_K8S = {"enabled": True, "authSecret": {"existingSecret": SPARK_AUTH_SECRET}}
 # Each optional feature, the values that turn it on, and the (kind, name) objects only it creates.
 FEATURES = {
     "serviceMonitor": ({"serviceMonitor": {"enabled": True}}, {("ServiceMonitor", FULLNAME)}),
     "prometheusRule": ({"prometheusRule": {"enabled": True}}, {("PrometheusRule", FULLNAME)}),
     "dashboards": ({"dashboards": {"enabled": True}}, {("ConfigMap", f"{FULLNAME}-dashboards")}),
-    "sparkOnKubernetes": ({"sparkOnKubernetes": {"enabled": True}}, {
+    "sparkOnKubernetes": ({"sparkOnKubernetes": SPARK_ON_K8S}, {
         ("Role", FULLNAME), ("RoleBinding", FULLNAME), ("Service", f"{FULLNAME}-driver"),
-        ("ServiceAccount", f"{FULLNAME}-executor"), ("Secret", f"{FULLNAME}-spark-auth"),
-        ("NetworkPolicy", f"{FULLNAME}-executors"),
+        ("ServiceAccount", f"{FULLNAME}-executor"), ("NetworkPolicy", f"{FULLNAME}-executors"),
     }),
     "serviceAccount": ({"serviceAccount": {"create": True}}, {("ServiceAccount", FULLNAME)}),
     "networkPolicy": ({"networkPolicy": {"enabled": True}}, {("NetworkPolicy", FULLNAME)}),
@@ -254,7 +255,7 @@ def test_the_dashboards_config_map_holds_the_built_dashboards_under_the_sidecar_
 
 
 def test_spark_on_kubernetes_points_executors_at_the_driver_service(chart):
-    objects = render(chart, merged({"sparkOnKubernetes": {"enabled": True}}))
+    objects = render(chart, merged({"sparkOnKubernetes": SPARK_ON_K8S}))
     settings = yaml.safe_load(find(objects, "ConfigMap")["data"]["config.yaml"])["spark"]
     spark = settings["conf"]
     assert settings["master"] == "k8s://https://kubernetes.default.svc"
@@ -272,7 +273,7 @@ def test_spark_on_kubernetes_points_executors_at_the_driver_service(chart):
 
 
 def test_spark_settings_given_in_values_win_over_the_derived_ones(chart):
-    values = merged({"sparkOnKubernetes": {"enabled": True}, "config": {
+    values = merged({"sparkOnKubernetes": SPARK_ON_K8S, "config": {
         "spark": {"master": "k8s://https://api:6443", "conf": {"spark.driver.port": "9999"}}}})
     spark = yaml.safe_load(find(render(chart, values), "ConfigMap")["data"]["config.yaml"])["spark"]
     assert spark["master"] == "k8s://https://api:6443"
@@ -287,6 +288,21 @@ def test_the_rendered_config_is_one_opsd_accepts(chart, scenario, tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(config_yaml)
     assert [p.name for p in load_config(path).pipelines] == ["data_length"]
+
+
+@pytest.mark.hostile
+def test_the_uis_every_interface_leaves_the_drivers_rpc_and_block_manager_on_loopback_with_a_local_master(
+        chart, tmp_path):
+    from opsd.config.load import load_config
+    from opsd.config.spark import LOCAL_IP_ENV, spark_defaults, spark_environment
+
+    path = tmp_path / "config.yaml"
+    path.write_text(find(render(chart, {}), "ConfigMap")["data"]["config.yaml"])
+    config = load_config(path)
+    assert config.spark.ui_host == "0.0.0.0" and config.spark.master.startswith("local")
+    assert spark_environment(config, {}) == {LOCAL_IP_ENV: None}  # the UI on every interface, for the Service
+    conf = spark_defaults(config)
+    assert conf["spark.driver.bindAddress"] == conf["spark.driver.host"] == "127.0.0.1"
 
 
 def test_values_without_a_pipeline_are_refused_at_install(chart):
@@ -378,7 +394,7 @@ def test_checkov_passes_every_scenario_or_skips_a_check_with_a_written_reason(ch
 
 
 def test_the_network_policy_admits_the_ports_the_pod_serves_and_no_other(chart):
-    objects = render(chart, merged({"sparkOnKubernetes": {"enabled": True}}))
+    objects = render(chart, merged({"sparkOnKubernetes": SPARK_ON_K8S}))
     policy = find(objects, "NetworkPolicy")
     admitted = {port["port"] for rule in policy["spec"]["ingress"] for port in rule["ports"]}
     assert admitted == {port["name"] for port in opsd_container(objects)["ports"]}
@@ -392,7 +408,7 @@ def test_the_service_account_token_is_mounted_only_for_spark_on_kubernetes(chart
             "automountServiceAccountToken"]
 
     assert mounted({}) is False
-    assert mounted({"sparkOnKubernetes": {"enabled": True}}) is True
+    assert mounted({"sparkOnKubernetes": SPARK_ON_K8S}) is True
 
 
 def test_the_spark_ui_can_be_reached_through_an_optional_ingress_on_the_services_port(chart):
@@ -435,7 +451,7 @@ def test_executors_get_yt_token_from_the_same_secret_as_the_driver(chart):
 
 
 def test_without_a_token_secret_executors_get_no_token_either(chart):
-    pod = executor_pod(render(chart, merged({"sparkOnKubernetes": {"enabled": True}})))
+    pod = executor_pod(render(chart, merged({"sparkOnKubernetes": SPARK_ON_K8S})))
     assert "YT_TOKEN" not in {e["name"] for e in pod["spec"]["containers"][0]["env"]}
 
 
@@ -474,22 +490,55 @@ def test_executors_run_under_the_pods_security_contexts(chart):
 
 
 @pytest.mark.hostile
-def test_spark_rpc_is_authenticated_and_encrypted_with_a_generated_secret_mounted_as_a_file(chart):
+def test_spark_rpc_is_authenticated_and_encrypted_with_the_existing_secret_mounted_as_a_file(chart):
     objects = spark_on_kubernetes(chart)
     conf = opsd_config(objects)["spark"]["conf"]
     assert conf["spark.authenticate"] == conf["spark.network.crypto.enabled"] == "true"
-    secret = find(objects, "Secret", f"{FULLNAME}-spark-auth")
-    assert len(base64.b64decode(secret["data"]["secret"])) == 64
-    assert find(spark_on_kubernetes(chart), "Secret", f"{FULLNAME}-spark-auth") != secret, "generated per install"
+    # One key for both sides (the .driver / .executor ones fall back to it): an executor's first connection, which
+    # fetches the driver's conf, reads only this one (tests/test_kubernetes.py fails without it).
+    assert "spark.authenticate.secret.driver.file" not in conf and "spark.authenticate.secret.executor.file" not in conf
     for spec, container, key in ((find(objects, "Deployment")["spec"]["template"]["spec"], opsd_container(objects),
-                                  "spark.authenticate.secret.driver.file"),
+                                  "spark.authenticate.secret.file"),
                                  (executor_pod(objects)["spec"], executor_pod(objects)["spec"]["containers"][0],
-                                  "spark.authenticate.secret.executor.file")):
-        volume = next(v for v in spec["volumes"] if v.get("secret", {}).get("secretName") == secret["metadata"]["name"])
+                                  "spark.authenticate.secret.file")):
+        volume = next(v for v in spec["volumes"] if v.get("secret", {}).get("secretName") == SPARK_AUTH_SECRET)
+        assert volume["secret"]["items"] == [{"key": "secret", "path": "secret"}]
         mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
         assert conf[key] == f"{mount['mountPath']}/secret" and mount["readOnly"] is True
     # Spark puts the secret in the executors' environment (visible to whoever reads pods) only without the file.
     assert "SPARK_AUTH_SECRET" not in json.dumps(objects)
+
+
+@pytest.mark.hostile
+def test_two_renders_of_the_same_values_give_the_same_spark_rpc_secret_which_the_chart_never_generates(chart):
+    first, second = spark_on_kubernetes(chart), spark_on_kubernetes(chart)
+    assert first == second  # a GitOps render or `helm template` changes nothing, the secret least of all
+    assert [o for o in first if o["kind"] == "Secret"] == []
+
+
+def test_naming_another_rpc_secret_restarts_the_driver_and_reloader_restarts_it_when_the_secret_changes(chart):
+    def pod_template(objects: list[dict]) -> dict:
+        return find(objects, "Deployment")["spec"]["template"]
+
+    objects = spark_on_kubernetes(chart)
+    rotated = spark_on_kubernetes(chart, sparkOnKubernetes={"authSecret": {"existingSecret": "opsd-spark-auth-2"}})
+    assert pod_template(objects)["metadata"]["annotations"]["checksum/config"] != \
+        pod_template(rotated)["metadata"]["annotations"]["checksum/config"]
+    annotations = find(objects, "Deployment")["metadata"]["annotations"]
+    assert annotations["secret.reloader.stakater.com/reload"] == SPARK_AUTH_SECRET
+
+
+def test_spark_authentication_without_a_named_secret_is_refused_saying_how_to_make_one(chart):
+    with pytest.raises(helm.HelmRenderError, match="kubectl create secret generic"):
+        render(chart, merged({"sparkOnKubernetes": {"enabled": True}}))
+
+
+def test_the_driver_pod_name_comes_from_the_downward_api_so_executors_are_owned_by_the_driver(chart):
+    objects = spark_on_kubernetes(chart)
+    pod_name = opsd_config(objects)["spark"]["conf"]["spark.kubernetes.driver.pod.name"]
+    variable = re.fullmatch(r"\$\{env:(\w+)\}", pod_name).group(1)  # Spark expands ${env:NAME} in conf values
+    env = {e["name"]: e for e in opsd_container(objects)["env"]}
+    assert env[variable]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
 
 def test_rpc_authentication_can_be_turned_off(chart):

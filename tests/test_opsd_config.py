@@ -217,6 +217,8 @@ def test_seed_best_practices_for_stateless_pipelines(tmp_path: Path) -> None:
         "spark.executor.processTreeMetrics.enabled": "true",
         "spark.executor.metrics.pollingInterval": "200ms",
         "spark.eventLog.logStageExecutorMetrics": "true",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
     }
 
 
@@ -403,6 +405,17 @@ def ui_config(**spark: object) -> OpsdConfig:
 def test_the_spark_ui_binds_to_loopback_with_a_local_master_unless_asked_otherwise(
         spark: dict, environ: dict, expected: dict) -> None:
     assert spark_environment(ui_config(**spark), environ) == expected
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("ui_host", [None, "0.0.0.0", "10.9.8.7"])
+def test_with_a_local_master_the_drivers_rpc_and_block_manager_stay_on_loopback_whatever_the_ui_binds(ui_host):
+    for master in ("local[*]", "local-cluster[2,1,1024]"):
+        conf = spark_defaults(ui_config(master=master, ui_host=ui_host))
+        assert conf["spark.driver.bindAddress"] == conf["spark.driver.host"] == "127.0.0.1"
+    # Executors elsewhere must reach the driver: other masters keep Spark's choice (or the chart's, on Kubernetes).
+    assert "spark.driver.bindAddress" not in spark_defaults(ui_config(master="spark://m:7077", ui_host=ui_host))
+    assert spark_defaults(ui_config(conf={"spark.driver.host": "10.1.1.1"}))["spark.driver.host"] == "10.1.1.1"
 
 
 def test_the_spark_uis_kill_buttons_are_off_unless_the_conf_turns_them_on() -> None:

@@ -21,6 +21,13 @@ UI_CONF = {
 LOCAL_IP_ENV = "SPARK_LOCAL_IP"
 LOOPBACK = "127.0.0.1"
 EVERY_INTERFACE = ("0.0.0.0", "::")
+#: With a local master every Spark process is on this host: the driver's RPC endpoint and block manager (which have no
+#: authentication unless `spark.authenticate`) stay on loopback whatever the UI binds to (`SPARK_LOCAL_IP`, which
+#: would otherwise move them too).
+LOCAL_MASTER_DRIVER_CONF = {
+    "spark.driver.bindAddress": LOOPBACK,
+    "spark.driver.host": LOOPBACK,
+}
 #: The UI on (`UI_CONF`) with the memory peaks the OOM check reads from its REST API: per stage, including the process
 #: tree (Python workers), polled every 200 ms (the default, on heartbeats only, misses short peaks).
 MEMORY_METRICS_CONF = {
@@ -41,7 +48,8 @@ def spark_defaults(config: OpsdConfig) -> dict[str, str]:
     gracefully is opsd itself: on SIGTERM it lets the running micro-batch finish (for at most
     `SparkSettings.graceful_timeout_seconds`), then stops the query (`opsd.runtime.runner`). opsd's sessions
     keep the Spark UI on (`build_session` turns it off for others): its REST API serves the memory peaks. Its kill
-    buttons are off, and where it binds is `spark_environment`'s.
+    buttons are off, and where it binds is `spark_environment`'s; with a local master the driver's RPC and block
+    manager stay on loopback whatever the UI binds to (`LOCAL_MASTER_DRIVER_CONF`).
 
     Spark's console progress bar is off (it would cut into opsd's log lines and the demo's view), and the driver
     JVM logs in opsd's format at `logging.spark_level` (`opsd.telemetry.logs.spark_java_options`).
@@ -56,6 +64,8 @@ def spark_defaults(config: OpsdConfig) -> dict[str, str]:
     }
     if not any(p.stateful for p in config.pipelines):
         defaults["spark.sql.streaming.minBatchesToRetain"] = "2"
+    if is_local_master(config.spark.master):
+        defaults |= LOCAL_MASTER_DRIVER_CONF
     conf = {**defaults, **config.spark.conf}
     # The user's own JVM options come after opsd's, so that a -D of theirs wins.
     conf[JAVA_OPTIONS] = " ".join(filter(None, [spark_java_options(
@@ -73,6 +83,11 @@ def spark_environment(config: OpsdConfig, environ: Mapping[str, str]) -> dict[st
     """
     host = config.spark.ui_host
     if host is None:
-        local = config.spark.master.startswith("local")
+        local = is_local_master(config.spark.master)
         return {LOCAL_IP_ENV: LOOPBACK} if local and LOCAL_IP_ENV not in environ else {}
     return {LOCAL_IP_ENV: None if host in EVERY_INTERFACE else host}
+
+
+def is_local_master(master: str) -> bool:
+    """`local`, `local[N]`, `local-cluster[...]`: every Spark process of the session runs on this host."""
+    return master.startswith("local")

@@ -19,10 +19,13 @@ from urllib.parse import parse_qs, urlencode, urlparse
 from .base import Cluster, NodeInfo, Registration, TabletInfo, Transaction
 from .errors import (
     AlreadyExistsError,
+    AuthenticationError,
     BeyondQueueEndError,
     ClusterError,
     ConflictError,
+    ExecutorTokenError,
     InvalidUriError,
+    MissingTokenError,
     NoSuchPathError,
     NotRegisteredError,
     QueueReshardedError,
@@ -37,11 +40,11 @@ from .errors import (
 from .schema import Column, TableSchema
 
 __all__ = [
-    "AlreadyExistsError", "BeyondQueueEndError", "Cluster", "ClusterError", "Column", "ConflictError",
-    "InvalidUriError", "NoSuchPathError", "NodeInfo", "NotRegisteredError", "QueueReshardedError", "Registration",
-    "RowError", "SchemaError", "TableSchema", "TabletInfo", "Transaction", "TrimmedRowsError",
-    "UnreachableClusterError", "UntrimmedTabletsError", "VitalConsumerError", "YsonBindingsError", "connect",
-    "default_uri", "resolve_uri", "yt_proxy", "yt_uri",
+    "AlreadyExistsError", "AuthenticationError", "BeyondQueueEndError", "Cluster", "ClusterError", "Column",
+    "ConflictError", "ExecutorTokenError", "InvalidUriError", "MissingTokenError", "NoSuchPathError", "NodeInfo",
+    "NotRegisteredError", "QueueReshardedError", "Registration", "RowError", "SchemaError", "TableSchema",
+    "TabletInfo", "Transaction", "TrimmedRowsError", "UnreachableClusterError", "UntrimmedTabletsError",
+    "VitalConsumerError", "YsonBindingsError", "connect", "default_uri", "resolve_uri", "yt_proxy", "yt_uri",
 ]
 
 #: Root of the embedded cluster when neither the URI nor `OPSD_CLUSTER_ROOT` names one.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class ClusterError(Exception):
     """Base class of everything the cluster interface raises on purpose."""
@@ -91,3 +94,47 @@ class UnreachableClusterError(ClusterError):
 
 class YsonBindingsError(ClusterError):
     """The `ytsaurus-yson` bindings, which the YTsaurus backend needs to parse and write rows, cannot be loaded."""
+
+
+#: How Spark's executors get a YTsaurus token, per engine. They read it from their own environment as the driver does
+#: (`YT_TOKEN`, or a file named by `YT_TOKEN_PATH`); Spark hands them nothing of the driver's.
+EXECUTOR_TOKEN_HOWTO = (
+    "local[*]: the driver's own environment; "
+    "local-cluster and standalone: YT_TOKEN (or YT_TOKEN_PATH, a file holding it) in the environment of every "
+    "worker before it starts (e.g. its conf/spark-env.sh), or spark.executorEnv.YT_TOKEN_PATH=<a token file present "
+    "on every worker host>; "
+    "Kubernetes: YT_TOKEN from a Secret in the executor pod template (the chart's ytToken.existingSecret does it)")
+
+
+class AuthenticationError(ClusterError):
+    """The cluster refused the request's credentials: a token it does not accept (YTsaurus error code 900)."""
+
+
+class MissingTokenError(AuthenticationError):
+    """The cluster asks for a token and this process has none (YTsaurus error 900 without a token sent)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"{what}: {self.problem()}")
+
+    def problem(self) -> str:
+        return ("the YTsaurus proxy cannot authenticate the request: it asks for a token and this process has none "
+                "(YT_TOKEN, YT_TOKEN_PATH and ~/.yt/token are all empty)")
+
+
+class ExecutorTokenError(MissingTokenError):
+    """A task on a Spark executor (a source's `read()`, a sink's `write()`) found no YTsaurus token: the executors
+    have none. The message says how to give them one on each engine (`EXECUTOR_TOKEN_HOWTO`)."""
+
+    def problem(self) -> str:
+        return ("the Spark executors have no YTsaurus token (the driver's own token never reaches them: executors "
+                f"read YT_TOKEN or YT_TOKEN_PATH from their own environment). Give them one - {EXECUTOR_TOKEN_HOWTO}")
+
+
+@contextlib.contextmanager
+def on_executor() -> Iterator[None]:
+    """Around the work of a Spark task: a missing token there is the executors' (`ExecutorTokenError`)."""
+    try:
+        yield
+    except MissingTokenError as e:
+        raise ExecutorTokenError(e.what) from None

@@ -93,13 +93,33 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-opsd.sparkAuth: the Secret with Spark's RPC authentication secret, and where driver and executors mount it.
+opsd.sparkAuthDir: where the driver and the executors mount Spark's RPC authentication secret (as the file `secret`).
 */}}
-{{- define "opsd.sparkAuthSecretName" -}}
-{{- printf "%s-spark-auth" (include "opsd.fullname" .) | trunc 63 | trimSuffix "-" }}
-{{- end }}
 {{- define "opsd.sparkAuthDir" -}}
 /var/run/secrets/opsd/spark-auth
+{{- end }}
+
+{{/*
+opsd.sparkAuthSecretName: the existing Secret holding Spark's RPC authentication secret
+(sparkOnKubernetes.authSecret.existingSecret). The chart never makes it: a secret generated at render time (randAlphaNum,
+even kept with `lookup`) changes with every `helm template` or GitOps render, and executors started after a change
+cannot authenticate to the driver. Rendering fails, saying how to make it once, when it is not named.
+*/}}
+{{- define "opsd.sparkAuthSecretName" -}}
+{{- required "sparkOnKubernetes.authSecret.existingSecret: name a Secret holding Spark's RPC secret, made once, e.g. kubectl create secret generic opsd-spark-auth --from-literal=secret=$(openssl rand -hex 32) (or set sparkOnKubernetes.authenticate=false)" .Values.sparkOnKubernetes.authSecret.existingSecret }}
+{{- end }}
+
+{{/*
+opsd.sparkAuthVolume: the volume of the driver's and the executors' pods with that Secret's key as the file `secret`.
+*/}}
+{{- define "opsd.sparkAuthVolume" -}}
+- name: spark-auth
+  secret:
+    secretName: {{ include "opsd.sparkAuthSecretName" . }}
+    items:
+      - key: {{ .Values.sparkOnKubernetes.authSecret.key }}
+        path: secret
+    defaultMode: 0440
 {{- end }}
 
 {{/*
@@ -155,10 +175,7 @@ spec:
     - name: tmp
       emptyDir: {}
     {{- if .Values.sparkOnKubernetes.authenticate }}
-    - name: spark-auth
-      secret:
-        secretName: {{ include "opsd.sparkAuthSecretName" . }}
-        defaultMode: 0440
+    {{- include "opsd.sparkAuthVolume" . | nindent 4 }}
     {{- end }}
 {{- end }}
 
@@ -182,10 +199,19 @@ checkov.io/skip10: CKV_K8S_35=opsd and ytsaurus-client read the YTsaurus token f
 {{- end }}
 
 {{/*
+opsd.podNameEnv: the environment variable of the opsd container holding its pod's name (downward API). Spark reads
+spark.kubernetes.driver.pod.name from it (`${env:...}` in a Spark conf value): executor pods are then owned by the
+driver's pod (ownerReferences), so Kubernetes deletes them with it instead of leaving them to outlive a dead driver.
+*/}}
+{{- define "opsd.podNameEnv" -}}
+OPSD_POD_NAME
+{{- end }}
+
+{{/*
 opsd.config: the opsd configuration file. It is .Values.config as given, except that with
 sparkOnKubernetes.enabled the Spark conf executors need is added under config.spark (the driver's address and
-ports, the executors' ServiceAccount and pod template, RPC authentication and encryption; the driver Service is the
-chart's, so Spark does not delete services); keys the user set there win, so any derived value can be
+ports, its pod's name, the executors' ServiceAccount and pod template, RPC authentication and encryption; the driver
+Service is the chart's, so Spark does not delete services); keys the user set there win, so any derived value can be
 overridden.
 */}}
 {{- define "opsd.config" -}}
@@ -210,13 +236,16 @@ overridden.
   "spark.kubernetes.executor.podTemplateFile" (include "opsd.executorPodTemplateFile" .)
   "spark.kubernetes.executor.podTemplateContainerName" "executor"
   "spark.kubernetes.driver.service.deleteOnTermination" "false"
+  "spark.kubernetes.driver.pod.name" (printf "${env:%s}" (include "opsd.podNameEnv" .))
 }}
 {{- if $k8s.authenticate }}
 {{- $secretFile := printf "%s/secret" (include "opsd.sparkAuthDir" .) }}
 {{- $_ := set $derived "spark.authenticate" "true" }}
 {{- $_ := set $derived "spark.network.crypto.enabled" "true" }}
-{{- $_ := set $derived "spark.authenticate.secret.driver.file" $secretFile }}
-{{- $_ := set $derived "spark.authenticate.secret.executor.file" $secretFile }}
+{{- /* The one file key for both sides: an executor fetches the driver's conf before it knows it is an executor, with
+the secret of spark.authenticate.secret.file (SecurityManager's default); .driver.file and .executor.file fall back
+to it. */}}
+{{- $_ := set $derived "spark.authenticate.secret.file" $secretFile }}
 {{- end }}
 {{- $conf = merge $conf $derived }}
 {{- end }}
@@ -226,6 +255,18 @@ overridden.
 {{- $_ := set $spark "conf" $conf }}
 {{- $_ := set $config "spark" $spark }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/*
+opsd.configChecksum: the sha256 of what the ConfigMap holds (the config and, with sparkOnKubernetes, the executors' pod
+template), an annotation of the pod template so that a change restarts the driver (opsd reads the files at start).
+*/}}
+{{- define "opsd.configChecksum" -}}
+{{- $template := "" }}
+{{- if .Values.sparkOnKubernetes.enabled }}
+{{- $template = include "opsd.executorPodTemplate" . }}
+{{- end }}
+{{- print (include "opsd.config" .) $template | sha256sum }}
 {{- end }}
 
 {{/*

@@ -8,7 +8,15 @@ from typing import Any
 import yt.wrapper as yt
 from yt.common import YtError
 
-from ..errors import AlreadyExistsError, ClusterError, ConflictError, NoSuchPathError, NotRegisteredError
+from ..errors import (
+    AlreadyExistsError,
+    AuthenticationError,
+    ClusterError,
+    ConflictError,
+    MissingTokenError,
+    NoSuchPathError,
+    NotRegisteredError,
+)
 
 #: YTsaurus error codes the backend tells apart (the stand-in answers with the same).
 CONSUMER_OFFSET_CONFLICT = 3100
@@ -19,10 +27,18 @@ TRANSACTION_LOCK_CONFLICT = 1700
 
 
 def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
-    """Our error for a `yt.wrapper` error: the class by YT error code, the message naming `what`."""
+    """Our error for a `yt.wrapper` error: the class by YT error code, the message naming `what`.
+
+    `token`: the token this process sent, None when it had none; an authentication error without one is a
+    `MissingTokenError` (where Spark tasks meet it, `streaming_core.cluster.errors.on_executor` names the executors).
+    """
+    if err.is_authentication_error() and not token:
+        return MissingTokenError(what)
     message = f"{what}: {_messages(err)}"
     if token:
         message = message.replace(token, "***")
+    if err.is_authentication_error():
+        return AuthenticationError(message)
     if err.is_resolve_error():
         return NoSuchPathError(message)
     if err.is_already_exists():

@@ -185,8 +185,8 @@ def test_the_daemon_records_it_as_that_querys_problem_and_checks_and_heals_the_o
     bad_q, bad_c, bad = damaged(yt, yt_root, tmp_path, case)
     before = snapshot(bad)
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
-    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, [QueryTarget("bad", str(bad), heal=True),
-                                                                   QueryTarget("good", str(good), heal=True)]))
+    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, [QueryTarget("bad", str(bad), consumer=bad_c, heal=True),
+                                                                   QueryTarget("good", str(good), consumer=c, heal=True)]))
 
     check.run()
 
@@ -268,10 +268,10 @@ def test_offsets_past_the_queues_end_are_found_alerted_and_never_healed(yt, clus
     case.make(yt, q, c)
     registry = CollectorRegistry()
     recorder = Recorder(Metrics(registry), StatusStore())
-    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, [QueryTarget("job", str(location), heal=True)]))
+    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, [QueryTarget("job", str(location), consumer=c, heal=True)]))
 
     check.run()
-    code = main(["desync", "heal", "--checkpoint", str(location), "--stopped", "--cluster", cluster_uri])
+    code = main(["desync", "heal", "--checkpoint", str(location), "--consumer", c, "--stopped", "--cluster", cluster_uri])
     out, err = capsys.readouterr()
 
     labels = {"query": "job", "queue": q, "partition": str(case.partition), "state": case.state}

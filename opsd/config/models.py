@@ -131,6 +131,10 @@ class HttpSettings(_Model):
 
     host: str = Field("127.0.0.1", description="address to bind (0.0.0.0 in a container)")
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535, description="port to bind; 0 = any free port")
+    bearer_token_file: str | None = Field(
+        None, description="a file (a mounted Secret) holding the bearer token that /metrics and /status then ask for "
+                          "(Authorization: Bearer <token>; read at every request, so a rotation applies at once); "
+                          "/healthz and /readyz stay open; null = no token")
 
 
 def _upper(value: Any) -> Any:

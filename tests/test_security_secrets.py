@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from opsd.config.load import ConfigError, load_config
+from opsd.telemetry.redaction import REDACTED, REFRESH_SECONDS, Redactor, known_secrets
 from streaming_core.cluster import InvalidUriError, connect, resolve_uri, yt_proxy
 
 pytestmark = [pytest.mark.hostile]
@@ -42,3 +43,41 @@ def test_credentials_in_a_uri_are_refused_naming_the_fix_not_the_password(uri: s
     with pytest.raises(ConfigError) as config_error:
         load_config(path)
     assert "YT_TOKEN" in str(config_error.value) and PASSWORD not in str(config_error.value)
+
+
+# -- the redactor knows every token source the client reads, and follows rotation ------------------------------------
+
+PATCH_TOKEN = "patch-token-Hq81Zx02"
+CONFIG_TOKEN = "config-token-Lm55Pw19"
+PATH_TOKEN = "token-path-file-Rt66Nv44"
+
+
+@pytest.fixture
+def client_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A token in each of YT_CONFIG_PATCHES, the config file (YT_CONFIG_PATH) and a token_path file it names."""
+    (tmp_path / "token-file").write_text(PATH_TOKEN + "\n")
+    config = tmp_path / "config"
+    config.write_text(f'{{proxy={{url="hahn"}}; token="{CONFIG_TOKEN}"; token_path="{tmp_path / "token-file"}"}}')
+    monkeypatch.setenv("YT_CONFIG_PATCHES", f'{{token="{PATCH_TOKEN}"}}')
+    monkeypatch.setenv("YT_CONFIG_PATH", str(config))
+    monkeypatch.delenv("YT_TOKEN", raising=False)
+    monkeypatch.delenv("YT_TOKEN_PATH", raising=False)
+    return tmp_path
+
+
+def test_tokens_from_config_patches_the_config_file_and_its_token_path_are_masked(client_sources: Path) -> None:
+    text = f"malformed patch near {PATCH_TOKEN[-9:]}... {PATCH_TOKEN} {CONFIG_TOKEN} {PATH_TOKEN}"
+    masked = Redactor.from_environment().text(text)
+    assert PATCH_TOKEN not in masked and CONFIG_TOKEN not in masked and PATH_TOKEN not in masked
+
+
+def test_a_rotated_token_file_is_masked_after_the_refresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("first-token-Aa11Bb22")
+    monkeypatch.setenv("YT_TOKEN_PATH", str(token_file))
+    now = [0.0]
+    redactor = Redactor(source=known_secrets, clock=lambda: now[0])
+    token_file.write_text("rotated-token-Cc33Dd44")
+
+    now[0] += REFRESH_SECONDS
+    assert redactor.text("rotated-token-Cc33Dd44") == REDACTED

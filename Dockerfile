@@ -12,13 +12,14 @@
 # with the `spyt` extra) or requirements-build.lock (setuptools, to build the package), each version pinned with
 # its sha256 hashes and installed with --require-hashes and without build isolation (which would fetch build tools
 # unpinned); the package itself is installed from the build context without dependencies or an index.
-# `make lock` writes both files with pip-compile (pip-tools). To pin the base image too, replace the tag of both
-# FROM lines by tag and digest, e.g. python:3.11.11-slim-bookworm@sha256:<digest>, where
-# `docker buildx imagetools inspect python:3.11.11-slim-bookworm` prints the digest (the index's, which covers
-# every platform); tests/test_dockerfile.py accepts either form.
+# `make lock` writes both files with pip-compile (pip-tools). The base image is pinned by tag and digest, and the
+# JRE by its Debian 12 (bookworm) package version: see docs/security.md ("Renewing the image's pins") for how to
+# renew both (`docker buildx imagetools inspect python:3.11.<patch>-slim-bookworm` prints the index's digest;
+# `apt-cache policy openjdk-17-jre-headless` in the base image the JRE's version); tests/test_dockerfile.py checks
+# that both stay pinned.
 
 # Build stage: install the locked dependencies, then the package, into the venv.
-FROM python:3.11.11-slim-bookworm AS build
+FROM python:3.11.15-slim-bookworm@sha256:9c6f90801e6b68e772b7c0ca74260cbf7af9f320acec894e26fccdaccfbe3b47 AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/opsd/venv
@@ -37,9 +38,9 @@ RUN /opt/opsd/venv/bin/pip install --no-deps --no-index --no-build-isolation . \
 
 # Runtime stage: Java 17 JRE, the venv, an unprivileged user.
 # The same base as the build stage: the venv's python links to its /usr/local/bin/python3.11.
-FROM python:3.11.11-slim-bookworm
+FROM python:3.11.15-slim-bookworm@sha256:9c6f90801e6b68e772b7c0ca74260cbf7af9f320acec894e26fccdaccfbe3b47
 RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openjdk-17-jre-headless=17.0.21.1+2-1~deb12u1 \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --gid 1000 opsd \
     && useradd --uid 1000 --gid 1000 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin opsd \

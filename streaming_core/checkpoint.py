@@ -24,8 +24,11 @@ exception. A line of a yt source (an object with `path` and `partitions`) must p
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +36,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from .cluster import resolve_uri, yt_proxy
-from .offsets import JVM_LONG_MAX, QueueOffset, shorten
+from .offsets import JVM_LONG_MAX, QueueOffset, described, shorten
 
 #: The offset log version this reader understands (Spark's `OffsetSeqLog.VERSION`).
 OFFSETS_VERSION = "v1"
@@ -63,18 +66,52 @@ class CheckpointFiles(Protocol):
 
 
 class LocalFiles:
-    """A checkpoint on local disk (a plain path, `file://`, or `yt:///` on the embedded cluster)."""
+    """A checkpoint on local disk (a plain path, `file://`, or `yt:///` on the embedded cluster).
+
+    Below the location (which may itself be a link, as configured) nothing is followed: a folder or a file that is a
+    symbolic link is refused (`O_NOFOLLOW`), and only regular files are read, opened without blocking (`O_NONBLOCK`),
+    so that a FIFO or a device placed in a checkpoint is an error at once, never a read that waits forever.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
     def list(self, folder: str) -> list[str]:
-        path = self.root / folder
-        return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+        try:
+            fd = self._open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return []
+        try:
+            return sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
 
     def read(self, path: str, limit: int) -> bytes:
-        with (self.root / path).open("rb") as f:
-            return f.read(limit)
+        fd = self._open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise IsADirectoryError(errno.EISDIR, "not a regular file")
+            chunks, left = [], limit
+            while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def _open(self, path: str, flags: int) -> int:
+        """A descriptor of `path` below the root, each name opened relative to its folder without following a link
+        (`OSError` ELOOP or ENOTDIR for one)."""
+        *folders, name = [part for part in path.split("/") if part]
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for folder in folders:
+                inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            return os.open(name, flags | os.O_NOFOLLOW, dir_fd=fd)
+        finally:
+            os.close(fd)
 
     def remove(self, path: str) -> None:
         (self.root / path).unlink(missing_ok=True)
@@ -182,14 +219,15 @@ def parse_offsets(text: str, batch_id: int, where: str) -> BatchOffsets:
     """The text of one `offsets/N` file; `CheckpointError` names the file and the line at fault."""
     lines = text.splitlines()
     if not lines or lines[0].strip() != OFFSETS_VERSION:
-        found = shorten(lines[0].strip()) if lines else "an empty file"
-        raise CheckpointError(f"{where}: line 1: expected offset log version {OFFSETS_VERSION}, found {found!r}")
+        found = f"{len(lines[0])} other characters" if lines else "an empty file"
+        raise CheckpointError(f"{where}: line 1: expected offset log version {OFFSETS_VERSION}, found {found} (its "
+                              "content is not shown)")
     if len(lines) < 2:
         raise CheckpointError(f"{where}: line 2: the batch metadata line is missing")
     metadata = _json(lines[1], f"{where}: line 2: the batch metadata")
     stamp = metadata.get("batchTimestampMs") if isinstance(metadata, dict) else None
     if stamp is not None and (type(stamp) is not int or not 0 <= stamp <= JVM_LONG_MAX):
-        raise CheckpointError(f"{where}: line 2: batchTimestampMs {shorten(repr(stamp))} is not a time in milliseconds")
+        raise CheckpointError(f"{where}: line 2: batchTimestampMs {described(stamp)} is not a time in milliseconds")
     sources = tuple(_source(line, f"{where}: line {n}") for n, line in enumerate(lines[2:], start=3))
     return BatchOffsets(batch_id, stamp, sources)
 
@@ -230,7 +268,7 @@ def read_text(files: CheckpointFiles, path: str, where: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CheckpointError(f"{where}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})") from None
+        raise CheckpointError(f"{where}: not UTF-8 text (at byte {e.start})") from None
 
 
 def _batch_ids(files: CheckpointFiles, folder: str, location: str) -> list[int]:

@@ -53,7 +53,7 @@ class QueueOffset:
         if consumer is not None and not isinstance(consumer, str):
             wrong.append("consumer_path")
         if wrong:
-            raise ValueError(f"not a yt queue offset: {', '.join(wrong)} must be text ({shorten(repr(value))})")
+            raise ValueError(f"not a yt queue offset: {', '.join(wrong)} must be text")
         return cls(fields["cluster"], fields["path"], _partitions(value.get("partitions")), consumer)
 
     @classmethod
@@ -85,18 +85,31 @@ class QueueOffset:
 
 def _partitions(value: object) -> dict[int, int]:
     if not isinstance(value, Mapping):
-        raise ValueError(f"not a yt queue offset: partitions must be an object of partition: last read row "
-                         f"({shorten(repr(value))})")
+        raise ValueError(f"not a yt queue offset: partitions must be an object of partition: last read row, "
+                         f"found {described(value)}")
     parsed = {}
     for key, last in value.items():
         if not isinstance(key, str) or not _PARTITION_KEY.fullmatch(key) or int(key) > JVM_INT_MAX:
-            raise ValueError(f"not a yt queue offset: partition {shorten(repr(key))} is not a partition number "
-                             f"(decimal digits 0-9, at most {JVM_INT_MAX})")
+            raise ValueError(f"not a yt queue offset: a partition key of {len(str(key))} characters is not a partition "
+                             f"number (decimal digits 0-9, at most {JVM_INT_MAX})")
         if type(last) is not int or not -1 <= last <= JVM_LONG_MAX:
-            raise ValueError(f"not a yt queue offset: partition {key}: last read row {shorten(repr(last))} is not an "
+            raise ValueError(f"not a yt queue offset: partition {key}: last read row {described(last)} is not an "
                              f"integer from -1 to {JVM_LONG_MAX}")
         parsed[int(key)] = last
     return parsed
+
+
+def described(value: object) -> str:
+    """A value read from a checkpoint or an offset, for an error message, by its kind and never its content (a crafted
+    file may hold what it should not): a JSON integer as its digits (cut by `shorten`), anything else by its type."""
+    if type(value) is int:
+        return shorten(str(value))
+    return f"(a JSON {JSON_KINDS.get(type(value), type(value).__name__)})"
+
+
+#: Python's types of parsed JSON values, by their JSON names.
+JSON_KINDS = {bool: "boolean", float: "number with a fraction", str: "string", list: "array", dict: "object",
+              type(None): "null"}
 
 
 def shorten(text: str, limit: int = 80) -> str:

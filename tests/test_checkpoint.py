@@ -35,7 +35,8 @@ def test_an_offsets_file_gives_the_batch_time_and_each_sources_end() -> None:
 
 
 def test_a_file_of_another_version_is_an_error_naming_file_and_line() -> None:
-    with pytest.raises(ValueError, match=r"cp/offsets/7: line 1: expected offset log version v1, found 'v2'"):
+    with pytest.raises(ValueError, match=r"cp/offsets/7: line 1: expected offset log version v1, found 2 other "
+                                         r"characters"):
         parse_offsets("v2\n{}\n", 7, "cp/offsets/7")
 
 

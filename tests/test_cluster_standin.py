@@ -202,9 +202,9 @@ class TestHttps:
 
 class TestUris:
     @pytest.mark.parametrize(("uri", "proxy"), [
-        ("yt://h:80", "h:80"), ("yt+https://h:443", "https://h:443"), ("yt+http://h", "http://h"),
+        ("yt://127.0.0.1:80", "127.0.0.1:80"), ("yt+https://h:443", "https://h:443"), ("yt+http://h", "http://h"),
     ])
-    def test_the_scheme_is_the_clients_unless_the_uri_forces_one(self, uri: str, proxy: str) -> None:
+    def test_on_loopback_the_scheme_is_the_clients_unless_the_uri_forces_one(self, uri: str, proxy: str) -> None:
         cluster = connect(uri)
         assert (cluster.proxy, cluster.uri) == (proxy, uri)
 

@@ -93,12 +93,13 @@ def chart_writable_mounts() -> list[PurePosixPath]:
     return [PurePosixPath(path) for path, read_only in mounts if not read_only]
 
 
+@pytest.mark.hostile
 def test_it_has_a_build_stage_and_a_runtime_stage_on_the_same_pinned_python_base():
     froms = [args for instruction, args in instructions() if instruction == "FROM"]
     assert len(froms) == 2
     images = [args.split()[0] for args in froms]
-    # A full version tag, optionally with the digest that pins it (the Dockerfile's header says how to find it).
-    assert images[0] == images[1] and re.fullmatch(r"python:3\.11\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?", images[0])
+    # A full version tag and the digest that pins it (docs/security.md says how to renew it).
+    assert images[0] == images[1] and re.fullmatch(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", images[0])
     assert PYPROJECT["project"]["requires-python"].startswith(">=3.11")
     # The locks were resolved with the image's Python (`make lock` uses it whatever PYTHON the venvs use).
     minor = images[0].removeprefix("python:").rsplit(".", 1)[0]
@@ -150,8 +151,12 @@ def test_the_lock_satisfies_every_runtime_dependency_and_the_spyt_extra():
         assert build.get(canonicalize_name(requirement.name)) in requirement.specifier
 
 
-def test_the_runtime_has_java_17_and_the_venv_first_on_path():
-    assert "openjdk-17-jre-headless" in " ".join(final("RUN"))
+@pytest.mark.hostile
+def test_the_runtime_has_java_17_pinned_to_a_debian_12_version_and_the_venv_first_on_path():
+    installed = re.findall(r"apt-get install [^&]*", " ".join(final("RUN")))
+    packages = [word for command in installed for word in command.split()[2:] if not word.startswith("-")]
+    assert packages and all(re.fullmatch(r"[a-z0-9.+-]+=[0-9][\w.+~:-]*~deb12u\d+", p) for p in packages), packages
+    assert any(p.startswith("openjdk-17-jre-headless=17.") for p in packages)
     assert env()["PATH"].startswith(f"{VENV}/bin:")
 
 

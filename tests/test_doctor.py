@@ -3,6 +3,7 @@ healthy, 1 needs action, 2 the doctor failed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ from opsd.observe.results import Decision, DesyncState, PartitionLag, QueryLag, 
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
-from tests.support.checkpoint import job_with_checkpoint
+from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
 from tests.support.doctor import doctor
 from tests.support.ports import free_port
 
@@ -41,7 +42,7 @@ def test_an_idle_query_one_batch_behind_is_healthy_with_the_heal_as_advice(yt, j
     assert facts["desync"][q]["state"] == "lagging_one_batch" and facts["lag"]["backlog_rows"] == 0
     [finding] = report["queries"][location]["findings"]
     assert finding["severity"] == "info" and finding["advice"] == (
-        f"heal it (opsd desync heal --checkpoint {location} --cluster {cluster_uri})")
+        f"heal it (opsd desync heal --checkpoint {location} --cluster {cluster_uri} --consumer {c})")
 
 
 @pytest.mark.parametrize(("consumer", "trim", "advice"), [
@@ -65,15 +66,19 @@ def test_a_consumer_ahead_or_a_checkpoint_behind_the_trim_needs_action(yt, job, 
 
 def test_a_config_gives_every_query_with_its_tuning_values(yt, job, cluster_uri, capsys, tmp_path: Path) -> None:
     q, c, location = job
-    for p in (0, 1):
-        yt.advance_consumer(c, q, p, None, 20)
+    elsewhere = f"{c}_elsewhere"  # each query its own consumer and checkpoint
+    yt.create_consumer(elsewhere)
+    yt.register_queue_consumer(q, elsewhere)
+    for consumer, p in itertools.product((c, elsewhere), (0, 1)):
+        yt.advance_consumer(consumer, q, p, None, 20)
+    theirs = write_checkpoint(tmp_path / "elsewhere", q, {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, 1, consumer=elsewhere)
     config = tmp_path / "opsd.yaml"
     config.write_text(json.dumps({
         "cluster": cluster_uri,
         "pipelines": [{"name": "run", "source": {"path": q, "options": {"consumer_path": c,
                                                                         "max_rows_per_partition": "500"}},
                        "sink": {"format": "console"}, "checkpoint_location": location}],
-        "watch": [{"name": "elsewhere", "checkpoint_location": location, "consumer": c}],
+        "watch": [{"name": "elsewhere", "checkpoint_location": str(theirs), "consumer": elsewhere}],
     }))
 
     code, report = doctor(capsys, "--config", str(config), "--json")

@@ -82,17 +82,17 @@ CHECKPOINTS = [
     Hostile("deep-nesting-source", "offsets/1", offsets_file(raw_source("[" * DEEP + "]" * DEEP)),
             "line 3: the source offset is nested too deeply"),
     Hostile("list-for-a-number", "offsets/1", offsets_file(source({"0": [9]})),
-            "line 3: not a yt queue offset: partition 0: last read row [9] is not an integer"),
+            "line 3: not a yt queue offset: partition 0: last read row (a JSON array) is not an integer"),
     Hostile("list-for-partitions", "offsets/1", offsets_file(source([9, 9])),
             "line 3: not a yt queue offset: partitions must be an object"),
     Hostile("object-for-a-number", "offsets/1", offsets_file(source({"0": {"n": 9}})),
-            "line 3: not a yt queue offset: partition 0: last read row {'n': 9} is not an integer"),
+            "line 3: not a yt queue offset: partition 0: last read row (a JSON object) is not an integer"),
     Hostile("bool-for-a-number", "offsets/1", offsets_file(source({"0": True})),
-            "partition 0: last read row True is not an integer"),
+            "partition 0: last read row (a JSON boolean) is not an integer"),
     Hostile("float-for-a-number", "offsets/1", offsets_file(source({"0": 9.5})),
-            "partition 0: last read row 9.5 is not an integer"),
+            "partition 0: last read row (a JSON number with a fraction) is not an integer"),
     Hostile("text-for-a-number", "offsets/1", offsets_file(source({"0": "9"})),
-            "partition 0: last read row '9' is not an integer"),
+            "partition 0: last read row (a JSON string) is not an integer"),
     Hostile("number-past-int64", "offsets/1", offsets_file(source({"0": 2**63})),
             f"partition 0: last read row {2**63} is not an integer from -1 to {2**63 - 1}"),
     Hostile("number-below-minus-one", "offsets/1", offsets_file(source({"0": -5})),
@@ -101,13 +101,13 @@ CHECKPOINTS = [
             "line 3: the source offset is not JSON"),
     Hostile("nan", "offsets/1", offsets_file(raw_source('{"0": NaN}')), "NaN is not a JSON number"),
     Hostile("infinity-timestamp", "offsets/1", offsets_file(source({"0": 9}), metadata='{"batchTimestampMs": 1e999}'),
-            "line 2: batchTimestampMs inf is not a time in milliseconds"),
+            "line 2: batchTimestampMs (a JSON number with a fraction) is not a time in milliseconds"),
     Hostile("list-timestamp", "offsets/1", offsets_file(source({"0": 9}), metadata='{"batchTimestampMs": [1]}'),
-            "line 2: batchTimestampMs [1] is not a time in milliseconds"),
+            "line 2: batchTimestampMs (a JSON array) is not a time in milliseconds"),
     Hostile("unicode-digit-partition", "offsets/1", offsets_file(source({"\u0661": 9})),
-            "partition '\u0661' is not a partition number"),
+            "a partition key of 1 characters is not a partition number"),
     Hostile("partition-past-int32", "offsets/1", offsets_file(source({str(2**31): 9})),
-            f"partition '{2**31}' is not a partition number"),
+            "a partition key of 10 characters is not a partition number"),
     Hostile("path-not-text", "offsets/1", offsets_file(json.dumps({"cluster": "local", "path": 7, "partitions": {}})),
             "not a yt queue offset: path must be text"),
     Hostile("unicode-digits-batch-name", "offsets/\u0661\u0662", offsets_file(source({"0": 9})),
@@ -118,10 +118,11 @@ CHECKPOINTS = [
     Hostile("batch-id-past-int64", "offsets/99999999999999999999", offsets_file(source({"0": 9})),
             "not a batch file name"),
     Hostile("batch-name-of-255-digits", "commits/" + "9" * 255, b"v1\n{}", "not a batch file name"),
-    Hostile("invalid-utf8", "offsets/1", b"v1\n\xff\xfe\x00garbage", "not UTF-8 text (byte 3: b'\\xff')"),
-    Hostile("empty-file", "offsets/1", b"", "line 1: expected offset log version v1, found 'an empty file'"),
+    Hostile("invalid-utf8", "offsets/1", b"v1\n\xff\xfe\x00garbage", "not UTF-8 text (at byte 3)"),
+    Hostile("empty-file", "offsets/1", b"", "line 1: expected offset log version v1, found an empty file"),
     Hostile("only-a-version", "offsets/1", b"v1", "line 2: the batch metadata line is missing"),
-    Hostile("another-version", "offsets/1", b"v99\n{}\n", "line 1: expected offset log version v1, found 'v99'"),
+    Hostile("another-version", "offsets/1", b"v99\n{}\n",
+            "line 1: expected offset log version v1, found 3 other characters (its content is not shown)"),
     Hostile("control-characters", "offsets/1", bytes(range(128)) * 4, "line 1: expected offset log version v1"),
     Hostile("huge-file", "offsets/1", offsets_file(source({"0": 9})) + b"\n" + b"x" * MAX_FILE_BYTES,
             f"larger than {MAX_FILE_BYTES} bytes"),
@@ -185,8 +186,9 @@ def test_the_daemon_records_it_as_that_querys_problem_and_checks_and_heals_the_o
     bad_q, bad_c, bad = damaged(yt, yt_root, tmp_path, case)
     before = snapshot(bad)
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
-    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, [QueryTarget("bad", str(bad), heal=True),
-                                                                   QueryTarget("good", str(good), heal=True)]))
+    targets = [QueryTarget("bad", str(bad), consumer=bad_c, heal=True),
+               QueryTarget("good", str(good), consumer=c, heal=True)]
+    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, targets))
 
     check.run()
 
@@ -268,10 +270,12 @@ def test_offsets_past_the_queues_end_are_found_alerted_and_never_healed(yt, clus
     case.make(yt, q, c)
     registry = CollectorRegistry()
     recorder = Recorder(Metrics(registry), StatusStore())
-    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, [QueryTarget("job", str(location), heal=True)]))
+    targets = [QueryTarget("job", str(location), consumer=c, heal=True)]
+    check = DesyncCheck(recorder, PositionsCollector(cluster_uri, targets))
 
     check.run()
-    code = main(["desync", "heal", "--checkpoint", str(location), "--stopped", "--cluster", cluster_uri])
+    code = main(["desync", "heal", "--checkpoint", str(location), "--consumer", c, "--stopped",
+                 "--cluster", cluster_uri])
     out, err = capsys.readouterr()
 
     labels = {"query": "job", "queue": q, "partition": str(case.partition), "state": case.state}

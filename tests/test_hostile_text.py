@@ -92,8 +92,9 @@ def test_desync_show_shows_the_checkpoint_and_queue_as_text(world) -> None:
 
 
 def test_desync_heal_prints_its_line_as_text(world) -> None:
-    uri, _, _, _, checkpoint = world
-    assert_shown_as_text(opsd("desync", "heal", "--checkpoint", str(checkpoint), "--cluster", uri, "--dry-run"), 0, 1)
+    uri, _, _, consumer, checkpoint = world
+    assert_shown_as_text(opsd("desync", "heal", "--checkpoint", str(checkpoint), "--consumer", consumer,
+                              "--cluster", uri, "--dry-run"), 0, 1)
 
 
 def test_doctor_of_a_checkpoint_shows_it_as_text(world) -> None:

@@ -24,12 +24,12 @@ pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="the `prometheus` bin
 @pytest.fixture
 def opsd_server(yt, yt_root: str, cluster_uri: str, tmp_path: Path) -> Iterator[OpsHttpServer]:
     """opsd's endpoint after one desync run (healing a lagging consumer) and two lag runs 10 s apart."""
-    q, _, location = job_with_checkpoint(yt, yt_root, tmp_path / "cp", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}},
+    q, c, location = job_with_checkpoint(yt, yt_root, tmp_path / "cp", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}},
                                          committed=1, consumer_at=10)
     metrics = Metrics(CollectorRegistry())
     recorder = Recorder(metrics, StatusStore())
     now = [1000.0]
-    targets = [QueryTarget("job", location, heal=True)]
+    targets = [QueryTarget("job", location, consumer=c, heal=True)]
     lag = LagCheck(recorder, PositionsCollector(cluster_uri, targets, clock=lambda: now[0]))
     lag.run()
     DesyncCheck(recorder, PositionsCollector(cluster_uri, targets)).run()

@@ -139,14 +139,14 @@ class TestCheckpointConf:
         monkeypatch.syspath_prepend(str(tmp_path))
         conf = checkpoint_conf("yt://hahn.example.net")
         assert conf["spark.hadoop.fs.yt.impl"] == "tech.ytsaurus.spyt.fs.YtFileSystem"
-        assert conf["spark.hadoop.yt.proxy"] == "hahn.example.net"
+        assert conf["spark.hadoop.yt.proxy"] == "https://hahn.example.net"
         assert conf["spark.jars"].split(",") == [str(jars / "common" / "yson.jar"),
                                                  str(jars / "scala-2.13" / "file-system_2.13.jar")]
 
     def test_without_the_spyt_extra_yt_paths_are_left_unmapped_with_a_warning(self):
         with capture_logs() as logs:
             conf = checkpoint_conf("yt://hahn.example.net")
-        assert conf == {"spark.hadoop.yt.proxy": "hahn.example.net"}
+        assert conf == {"spark.hadoop.yt.proxy": "https://hahn.example.net"}
         assert [e for e in logs if e["log_level"] == "warning" and "yt-streaming-opsd[spyt]" in e["fix"]]
 
     def test_on_the_embedded_cluster_yt_paths_fall_back_to_the_cluster_root(self, tmp_path):

@@ -27,7 +27,7 @@ from opsd.checks.history.decide import heal_entries
 from opsd.checks.history.table import history_path
 from opsd.checks.positions.collect import collect_target
 from opsd.cli.blocks import Column, Item, console, view, view_width
-from opsd.cli.common import resolve_target
+from opsd.cli.common import CliError, resolve_target
 from opsd.config.load import load_config
 from opsd.config.models import ChecksSettings
 from opsd.observe.results import QueueDesync
@@ -79,6 +79,10 @@ def show_desync(args: argparse.Namespace) -> int:
 
 def heal_desync(args: argparse.Namespace) -> int:
     uri, target = resolve_target(args)
+    if not target.consumer:
+        named = "--consumer" if args.checkpoint else f"the watch entry's consumer (watch: consumer in {args.config})"
+        raise CliError(f"{target.query}: a heal moves only the consumer you name: give {named}; the consumer a "
+                       "checkpoint's offsets name is evidence, never a target")
     code, shown = 0, Shown()
     with connect(uri or default_uri()) as cluster:
         for facts in collect_target(cluster, target, stopped=args.stopped):

@@ -6,6 +6,8 @@ something in opsd reads it. Loading and its error messages: `opsd.config.load`.
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 from typing import Annotated, Any, Literal, TextIO
 
@@ -129,6 +131,10 @@ class HttpSettings(_Model):
 
     host: str = Field("127.0.0.1", description="address to bind (0.0.0.0 in a container)")
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535, description="port to bind; 0 = any free port")
+    bearer_token_file: str | None = Field(
+        None, description="a file (a mounted Secret) holding the bearer token that /metrics and /status then ask for "
+                          "(Authorization: Bearer <token>; read at every request, so a rotation applies at once); "
+                          "/healthz and /readyz stay open; null = no token")
 
 
 def _upper(value: Any) -> Any:
@@ -404,8 +410,15 @@ class WatchConfig(_Model):
     consumer: str | None = Field(
         None, description="its consumer; null = the consumer_path in the checkpoint's offsets (SPYT's have none)")
     heal: bool = Field(False, description="heal its offset desync automatically (off: opsd does not know when "
-                                          "the job runs; `opsd desync heal` heals on demand)")
+                                          "the job runs; `opsd desync heal` heals on demand); needs `consumer`")
     autotune: AutotuneSettings = Field(default_factory=AutotuneSettings)
+
+    @model_validator(mode="after")
+    def _heals_only_a_named_consumer(self) -> WatchConfig:
+        if self.heal and not self.consumer:
+            raise ValueError(f"watch {self.name!r}: heal: true needs 'consumer' (what a heal moves comes from the "
+                             "config, never from a checkpoint's offsets)")
+        return self
 
 
 class OpsdConfig(_Model):
@@ -428,6 +441,43 @@ class OpsdConfig(_Model):
         if problem:
             raise ValueError(problem)
         return self
+
+    @model_validator(mode="after")
+    def _own_data_only(self) -> OpsdConfig:
+        owners = [(p.name, p.source.options.get(CONSUMER_PATH) if p.source.format == "yt" else None,
+                   p.checkpoint_location) for p in self.pipelines]
+        owners += [(w.name, w.consumer, w.checkpoint_location) for w in self.watch]
+        problems = [*shared("consumer", {n: consumer_key(c) for n, c, _ in owners if c}),
+                    *shared("checkpoint location", {n: checkpoint_key(cp) for n, _, cp in owners if cp})]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def consumer_key(path: str) -> str:
+    """A consumer's path as compared between queries (`//a/c/` is `//a/c`)."""
+    return path.rstrip("/")
+
+
+def checkpoint_key(location: str) -> str:
+    """A checkpoint location as compared between queries: `file:///x`, `/x/` and `/x/./` are one; `yt:///x` keeps
+    its scheme; a relative path is taken from the working directory (as Spark takes it)."""
+    scheme, sep, rest = location.partition("://")
+    if not sep:
+        return os.path.abspath(location)
+    if scheme == "file":
+        return os.path.abspath(rest)
+    return f"{scheme}://{posixpath.normpath(rest or '/')}"
+
+
+def shared(kind: str, keys: dict[str, str]) -> list[str]:
+    """One problem per `kind` two or more queries share, naming them all: one query would move the other's data
+    (a consumer acknowledged by one is skipped by the other; a checkpoint is one query's)."""
+    by_key: dict[str, list[str]] = {}
+    for name, key in keys.items():
+        by_key.setdefault(key, []).append(name)
+    return [f"{' and '.join(names)} share the {kind} {key}: each query needs its own (one would move or skip the "
+            f"other's rows)" for key, names in by_key.items() if len(names) > 1]
 
 
 def duplicate_names(names: list[Any]) -> str | None:

@@ -45,6 +45,7 @@ class Naming:
     seek: Callable[[str], str]
     config: str
     cluster: str = ""
+    names_consumer: bool = True
 
     @classmethod
     def of_config(cls, path: str, cluster: str | None = None) -> Naming:
@@ -53,9 +54,11 @@ class Naming:
 
     @classmethod
     def of_checkpoint(cls, flags: str, cluster: str | None = None) -> Naming:
-        """`flags`: ` --queue Q --consumer C --cluster URI` as given (each only when given)."""
+        """`flags`: ` --queue Q --consumer C --cluster URI` as given (each only when given); a heal's advice adds the
+        consumer where they do not name it (a heal moves only the consumer the command names)."""
         at = f" --cluster {cluster}" if cluster else ""
-        return cls(lambda q: f"--checkpoint {q}{flags}", lambda q: f"--checkpoint {q}{at}", "CONFIG", at)
+        return cls(lambda q: f"--checkpoint {q}{flags}", lambda q: f"--checkpoint {q}{at}", "CONFIG", at,
+                   names_consumer="--consumer " in flags)
 
 
 def findings(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Finding]:
@@ -115,7 +118,8 @@ def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
     for partition, p in sorted((desync.get("partitions") or {}).items(), key=lambda item: int(item[0])):
         by_state.setdefault(p["state"], []).append((partition, p))
     waiting = any(p["row_count"] > p["checkpoint_next"] for p in (desync.get("partitions") or {}).values())
-    heal = f"(opsd desync heal {naming.desync(query)}" + (" --stopped" if active is False and waiting else "") + ")"
+    heal = (f"(opsd desync heal {naming.desync(query)}" + ("" if naming.names_consumer else f" --consumer {consumer}")
+            + (" --stopped" if active is False and waiting else "") + ")")
     if waiting and active is None:
         heal += "; add --stopped once the query is stopped (while it runs, its next batch acknowledges this one)"
     if "lagging_one_batch" in by_state:

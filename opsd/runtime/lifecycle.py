@@ -27,7 +27,7 @@ from opsd.config.spark import spark_defaults, spark_environment
 from opsd.observe.failures import classify
 from opsd.runtime.monitor import Monitor, start_monitor
 from opsd.runtime.runner import Runner
-from opsd.telemetry.http import check_port_free
+from opsd.telemetry.http import BearerToken, check_port_free
 from opsd.telemetry.logs import children_write_to
 from streaming_core import build_session
 
@@ -58,7 +58,8 @@ def monitor_for(spark: SparkSession, config: OpsdConfig, teardown: contextlib.Ex
     before every start: the OOM check's verdict first, then the tuner that reads it."""
     checks = config.checks
     monitor = start_monitor(spark, checks, config=config, memory=spark_memory(spark, config, teardown),
-                            host=config.http.host, port=config.http.port)
+                            host=config.http.host, port=config.http.port,
+                            token=BearerToken(config.http.bearer_token_file) if config.http.bearer_token_file else None)
     return monitor, monitor.checks.before_start
 
 

@@ -27,7 +27,7 @@ from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy, readiness_probe
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
-from opsd.telemetry.http import OpsHttpServer
+from opsd.telemetry.http import BearerToken, OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.options import CONF_CLUSTER
 
@@ -96,6 +96,7 @@ def start_monitor(
     port: int | None = 0,
     policy: ProgressPolicy | None = None,
     clock: Callable[[], float] = time.time,
+    token: BearerToken | None = None,
 ) -> Monitor:
     """`attach` with the checks `opsd.checks.registry` builds for `config` (None: the session's running queries
     alone) and `memory` (what the OOM check measures the session by; None: no OOM check)."""
@@ -109,7 +110,8 @@ def start_monitor(
         if port is not None:
             ui = spark.sparkContext.uiWebUrl  # the Spark UI (Structured Streaming tab), None when it is off
             http = OpsHttpServer(metrics.render, status=lambda: {**recorder.status.to_json(), "spark_ui": ui},
-                                 readiness=readiness_probe(recorder.status, policy, clock), host=host, port=port)
+                                 readiness=readiness_probe(recorder.status, policy, clock), host=host, port=port,
+                                 token=token)
             undo.callback(http.stop)
         listener.start()
         undo.callback(listener.stop)

@@ -8,6 +8,10 @@ slow or half-sent request), so that a scrape gets in whatever idle connections a
 connection (`Connection: close`), GET and HEAD only. Every document leaves through the redaction of
 `opsd.telemetry.redaction`.
 
+With a bearer token (`BearerToken`: a file, such as a mounted Secret, read at every request so a rotation applies at
+once), `/metrics` and `/status` answer 401 to a request without `Authorization: Bearer <token>`; `/healthz` and
+`/readyz` stay open for the kubelet's probes.
+
 Port 0 binds an ephemeral port, exposed as `OpsHttpServer.port`. A port taken by another process is a
 `PortInUseError` naming host and port; `check_port_free` finds it before anything slow (Spark) has started. The
 server knows nothing of queries: the caller passes what renders each document (`opsd.runtime.monitor` wires the
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hmac
 import json
 import socket
 import threading
@@ -25,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -50,6 +56,28 @@ class HttpLimits:
     workers: int = 4
     #: Connections open at once; beyond it the oldest one still sending its head is closed.
     max_connections: int = 128
+
+
+#: The documents a bearer token guards (the probes stay open: a kubelet sends no token).
+GUARDED = ("/metrics", "/status")
+
+
+@dataclass(frozen=True)
+class BearerToken:
+    """The token in the file at `path`, read at every request (a rotated Secret applies at once); an unreadable or
+    empty file accepts nobody."""
+
+    path: str
+
+    def accepts(self, authorization: str | None) -> bool:
+        try:
+            expected = Path(self.path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            log.warning("http_bearer_token_unreadable", path=self.path, error=type(e).__name__)
+            return False
+        scheme, _, given = (authorization or "").strip().partition(" ")
+        return bool(expected) and scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
+                                                                                     expected.encode())
 
 
 class PortInUseError(OSError):
@@ -100,8 +128,10 @@ class OpsHttpServer:
         host: str = "127.0.0.1",
         port: int = 0,
         limits: HttpLimits = HttpLimits(),
+        token: BearerToken | None = None,
     ) -> None:
         self.exposition = exposition
+        self.token = token
         self.status = status
         self.readiness = readiness
         self.limits = limits
@@ -154,10 +184,13 @@ class OpsHttpServer:
             self._workers = None
         self._socket.close()
 
-    def respond(self, path: str) -> tuple[int, str, bytes]:
-        """Status code, content type and body for a GET of ``path``; secrets masked in every body."""
+    def respond(self, path: str, authorization: str | None = None) -> tuple[int, str, bytes]:
+        """Status code, content type and body for a GET of ``path`` (with the request's `Authorization` header);
+        secrets masked in every body."""
         route = path.split("?", 1)[0]
         redactor = Redactor.from_environment()
+        if route in GUARDED and self.token is not None and not self.token.accepts(authorization):
+            return HTTPStatus.UNAUTHORIZED, _JSON, b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
         if route == "/metrics":
             return HTTPStatus.OK, CONTENT_TYPE, redactor.text(self.exposition().decode()).encode()
         if route == "/healthz":
@@ -226,13 +259,16 @@ class OpsHttpServer:
         except asyncio.LimitOverrunError:
             return HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, _TEXT, b"request head too large\n", "GET"
         self._open[writer] = True
-        method, _, rest = head.decode("latin-1").partition(" ")
+        request, *headers = head.decode("latin-1").split("\r\n")
+        method, _, rest = request.partition(" ")
         path = rest.partition(" ")[0]
+        authorization = next((value.strip() for name, _, value in (h.partition(":") for h in headers)
+                              if name.strip().lower() == "authorization"), None)
         if method not in ("GET", "HEAD"):
             return HTTPStatus.METHOD_NOT_ALLOWED, _TEXT, b"only GET and HEAD\n", "GET"
         loop = asyncio.get_running_loop()
         try:
-            code, content_type, body = await loop.run_in_executor(self._workers, self.respond, path)
+            code, content_type, body = await loop.run_in_executor(self._workers, self.respond, path, authorization)
         except Exception:
             log.exception("http_request_failed", path=path)
             code, content_type, body = HTTPStatus.INTERNAL_SERVER_ERROR, _JSON, b'{"error": "internal"}'

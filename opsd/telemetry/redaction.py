@@ -7,8 +7,10 @@ errors (`opsd.config.load`). It masks
 
 - the value of every key that names a secret (`SECRET_KEY`: token, password, secret, authorization, ...), at any
   depth of dicts and lists;
-- every occurrence of a secret this process knows: `$YT_TOKEN`, and the contents of `$YT_TOKEN_PATH` and of
-  `~/.yt/token` (the places `ytsaurus-client` reads a token from);
+- every occurrence of a secret this process knows, from every place `ytsaurus-client` reads a token from:
+  `$YT_TOKEN`; the files `$YT_TOKEN_PATH` and `~/.yt/token`; a `token` and the file of a `token_path` in
+  `$YT_CONFIG_PATCHES` and in the config file (`$YT_CONFIG_PATH`, else `~/.yt/config`). A redactor made by
+  `Redactor.from_environment` reads them again every `REFRESH_SECONDS`, so a rotated token file is masked too;
 - `OAuth` / `Bearer` / `Basic` credentials in free text (an `Authorization` header echoed in an error).
 
 Secrets shorter than `MIN_SECRET_LENGTH` are left alone: they are too likely to occur in ordinary text.
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,41 +38,71 @@ MIN_SECRET_LENGTH = 8
 #: Where `ytsaurus-client` finds a token besides `$YT_TOKEN`: the file `$YT_TOKEN_PATH` names, else this one.
 TOKEN_PATH_ENV = "YT_TOKEN_PATH"
 DEFAULT_TOKEN_FILE = Path("~/.yt/token")
-# A token file is a line of text; anything bigger is not one.
+#: The client's configuration: YSON patches in this variable, and the config file (`$YT_CONFIG_PATH` or this one).
+CONFIG_PATCHES_ENV = "YT_CONFIG_PATCHES"
+CONFIG_PATH_ENV = "YT_CONFIG_PATH"
+DEFAULT_CONFIG_FILE = Path("~/.yt/config")
+#: How often a redactor made by `from_environment` reads the token sources again (a rotation is masked after it).
+REFRESH_SECONDS = 1.0
+# A token file is a line of text; anything bigger is not one. A config file is small too.
 _MAX_TOKEN_FILE_BYTES = 4096
+_MAX_CONFIG_FILE_BYTES = 1 << 20
+# `token="..."` (YSON) or `"token": "..."` (JSON), and the same of `token_path`, at any depth of the configuration.
+_CONFIG_VALUE = re.compile(r'"?\b(token|token_path)"?\s*[=:]\s*"((?:[^"\\]|\\.)*)"')
 
 
 def known_secrets() -> list[str]:
-    """The secrets this process may hold: `$YT_TOKEN` and the token files `ytsaurus-client` reads."""
+    """The secrets this process may hold: every token `ytsaurus-client` could read (module docstring)."""
     found = [os.environ.get("YT_TOKEN", "")]
-    for path in (os.environ.get(TOKEN_PATH_ENV), DEFAULT_TOKEN_FILE):
-        if not path:
-            continue
-        try:
-            file = Path(path).expanduser()
-            if file.is_file() and file.stat().st_size <= _MAX_TOKEN_FILE_BYTES:
-                found.append(file.read_text(encoding="utf-8", errors="replace").strip())
-        except OSError:
-            continue
+    token_files: list[str | Path | None] = [os.environ.get(TOKEN_PATH_ENV), DEFAULT_TOKEN_FILE]
+    config_file = os.environ.get(CONFIG_PATH_ENV) or DEFAULT_CONFIG_FILE
+    for text in (os.environ.get(CONFIG_PATCHES_ENV, ""), _small_file(config_file, _MAX_CONFIG_FILE_BYTES)):
+        for key, value in _CONFIG_VALUE.findall(text):
+            (found if key == "token" else token_files).append(value)
+    found += [_small_file(path, _MAX_TOKEN_FILE_BYTES).strip() for path in token_files if path]
     return found
+
+
+def _small_file(path: str | Path, limit: int) -> str:
+    """A small regular file's text; "" when it is missing, unreadable, bigger than `limit` or not a regular file."""
+    try:
+        file = Path(path).expanduser()
+        if file.is_file() and file.stat().st_size <= limit:
+            return file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        pass
+    return ""
 
 
 class Redactor:
     """Masks secrets in text and in JSON-like values; also a structlog processor (the last before rendering)."""
 
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, secrets: Iterable[str] = (), *, source: Callable[[], Iterable[str]] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._source, self._clock = source, clock
+        self._read_at = clock()
+        self._secrets = self._ordered(source() if source else secrets)
+
+    @staticmethod
+    def _ordered(secrets: Iterable[str]) -> tuple[str, ...]:
         # Longest first, so that a secret containing another is masked whole.
-        self._secrets = tuple(sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True))
+        return tuple(sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True))
 
     @classmethod
     def from_environment(cls) -> Redactor:
-        return cls(known_secrets())
+        """The secrets of `known_secrets`, read again every `REFRESH_SECONDS` (a rotated token is masked too)."""
+        return cls(source=known_secrets)
+
+    def _current(self) -> tuple[str, ...]:
+        if self._source is not None and self._clock() - self._read_at >= REFRESH_SECONDS:
+            self._secrets, self._read_at = self._ordered(self._source()), self._clock()
+        return self._secrets
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         return self.mapping(event_dict)
 
     def text(self, text: str) -> str:
-        for secret in self._secrets:
+        for secret in self._current():
             text = text.replace(secret, REDACTED)
         lowered = text.lower()
         if not any(scheme in lowered for scheme in _AUTH_SCHEMES):

@@ -2,9 +2,11 @@
 
 URIs:
 - `local:///abs/root` (or `local://` for the default root) -> `EmbeddedCluster` on local disk.
-- `yt://proxy[:port]` -> `YtsaurusCluster` through `ytsaurus-client`, the scheme as the client's own configuration
-  says (`YT_PREFER_HTTPS`, `YT_CONFIG_PATCHES`, `~/.yt/config`; plain HTTP by default);
-  `yt+https://proxy[:port]` forces HTTPS and `yt+http://proxy[:port]` plain HTTP. A query `?ca_bundle=/path.pem`
+- `yt://proxy[:port]` -> `YtsaurusCluster` through `ytsaurus-client` over HTTPS: the token never crosses plain HTTP
+  to another host unless the URI says so (`yt+http://proxy[:port]`); on a loopback proxy (`localhost`, `127.0.0.1`,
+  `::1`) the scheme is the client's own configuration's (`YT_PREFER_HTTPS`, `YT_CONFIG_PATCHES`, `~/.yt/config`;
+  plain HTTP by default). `yt+https://proxy[:port]` forces HTTPS. Credentials in a URI (`yt://user:pass@proxy`)
+  are refused: the token comes from the client's sources. A query `?ca_bundle=/path.pem`
   names the CA bundle that verifies the proxy's certificate. The token comes as the client reads it: `YT_TOKEN`,
   `YT_TOKEN_PATH`, `~/.yt/token`.
 - None -> `$OPSD_CLUSTER`, else `yt://$YT_PROXY` when `YT_PROXY` is set, else the embedded default.
@@ -37,6 +39,7 @@ from .errors import (
     VitalConsumerError,
     YsonBindingsError,
 )
+from .hosts import is_loopback
 from .schema import Column, TableSchema
 
 __all__ = [
@@ -75,6 +78,11 @@ def resolve_uri(uri: str | None) -> str:
         root = parsed.path or os.environ.get("OPSD_CLUSTER_ROOT", DEFAULT_ROOT)
         return "local://" + str(Path(root).resolve())
     if parsed.scheme in YT_SCHEMES:
+        if "@" in parsed.netloc:
+            raise InvalidUriError(f"cluster URI {parsed.scheme}://...@{parsed.netloc.rpartition('@')[2]}: credentials "
+                                  "do not belong in a URI (they would reach logs, the Spark conf and the command "
+                                  "line); give the token as YT_TOKEN or a file in YT_TOKEN_PATH (a Secret on "
+                                  "Kubernetes) and the proxy alone")
         if not parsed.netloc or parsed.path not in ("", "/"):
             raise InvalidUriError(f"cluster URI {uri!r}: {parsed.scheme}:// needs a proxy and nothing after it, e.g. "
                                   f"yt://hahn, yt://host:80 or yt+https://host:443")
@@ -91,7 +99,7 @@ def yt_proxy(uri: str) -> tuple[str, dict]:
     """The `ytsaurus-client` proxy URL (`host:port`, or with the scheme the URI forces) and the client configuration
     the URI names (`ca_bundle`) of a resolved YTsaurus URI."""
     parsed = urlparse(uri)
-    scheme = YT_SCHEMES[parsed.scheme]
+    scheme = YT_SCHEMES[parsed.scheme] or (None if is_loopback(parsed.hostname) else "https")
     query = parse_qs(parsed.query)
     config = {"proxy": {"ca_bundle_path": query["ca_bundle"][-1]}} if "ca_bundle" in query else {}
     return (f"{scheme}://{parsed.netloc}" if scheme else parsed.netloc), config

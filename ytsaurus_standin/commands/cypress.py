@@ -164,11 +164,18 @@ class CypressCommands:
         return self.cluster.exists(path.partition("/@")[0])
 
     def _disk_path(self, path: str) -> Path:
+        """The disk path under the root of a Cypress path: confined to the root (no `///abs`, no `..`, no symlink
+        that leads out of it), as Cypress has nothing outside its tree."""
         node_path = path.partition("/@")[0].rstrip("/")
         relative = node_path[2:]
+        if not node_path.startswith("//") or relative.startswith("/") or "//" in relative:
+            raise BadRequest(f"{path}: a Cypress path is //name/name... (no empty node name)")
         if ".." in Path(relative).parts:
             raise BadRequest(f"{path}: '..' is not a node name")
-        return self.root / relative
+        target = self.root / relative
+        if not target.resolve().is_relative_to(self.root.resolve()):
+            raise BadRequest(f"{path}: leads out of the stand-in's root")
+        return target
 
     def _disk(self, path: str) -> Path | None:
         """The file or directory backing a Cypress path outside the embedded tree (checkpoint files), or None."""

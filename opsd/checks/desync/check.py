@@ -53,7 +53,7 @@ class DesyncCheck:
                 self.recorder.record_desync(desync)
                 done.append(desync)
                 target = reading.targets.get(queue.query)
-                if target is not None and target.heal and desync.partitions:
+                if target is not None and target.heals and desync.partitions:
                     cluster = cluster or stack.enter_context(connect(self.positions.cluster_uri))
                     done.append(self.heal(cluster, desync, target))
         return done

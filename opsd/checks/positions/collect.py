@@ -53,13 +53,19 @@ ProgressSource = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
 class QueryTarget:
     """A query whose positions are read (and whose desync is healed where `heal`). `checkpoint` None: known from
     progress only; `queue` None: every yt source of the checkpoint; `consumer` None: the `consumer_path` the offsets
-    carry (SPYT's offsets do not: name it)."""
+    carry (SPYT's offsets do not: name it), read as evidence only (never healed)."""
 
     query: str
     checkpoint: str | None = None
     queue: str | None = None
     consumer: str | None = None
     heal: bool = False
+
+    @property
+    def heals(self) -> bool:
+        """Healed by the daemon: enabled, and the consumer named here (a heal never moves the one a checkpoint's
+        offsets name: they are evidence, never a target)."""
+        return self.heal and bool(self.consumer)
 
 
 @dataclass(frozen=True)
@@ -122,10 +128,14 @@ def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | No
                     schemas: dict[str, bool] | None = None, *, stopped: bool = False) -> QueuePositions:
     """Read the consumer and the queue's counters and line them up with the checkpoint's ends; `schemas` remembers
     per queue whether it has `$timestamp` (a queue's schema is read once per collector, not every cycle)."""
-    consumer = consumer or (ends.committed.consumer_path if ends.committed else None) \
+    named = (ends.committed.consumer_path if ends.committed else None) \
         or (ends.planned.consumer_path if ends.planned else None)
+    configured, consumer = consumer, consumer or named
     facts = QueuePositions(query, queue, consumer or "", source, ends.committed_batch, ends.planned_batch,
                            query_stopped=stopped)
+    if configured and named and named.rstrip("/") != configured.rstrip("/"):
+        return _problem(facts, f"{source}: the offsets of {queue} name another consumer than the configured "
+                               f"{configured}: another query's checkpoint? (nothing is healed)")
     if not consumer:
         return _problem(facts, f"{source}: the offsets of {queue} name no consumer_path (SPYT's do not): "
                                "give the consumer (watch: consumer, or --consumer)")

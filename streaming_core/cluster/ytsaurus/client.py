@@ -4,7 +4,8 @@ The client is configured as `ytsaurus-client` configures itself — `YT_CONFIG_P
 (`~/.yt/config`, `YT_CONFIG_PATH`), `YT_*` variables (`YT_PREFER_HTTPS`, `YT_TOKEN`, `YT_TOKEN_PATH`; the token
 file `~/.yt/token`) — and then only what the cluster URI says explicitly (the scheme of `yt+https://`, a CA bundle)
 and the retry bound below are laid over it. A token about to travel over plain HTTP to a host that is not this
-machine is warned about once, with the way to switch to HTTPS.
+machine (only where the URI says `yt+http://`: `yt://` means HTTPS to another host) is warned about once, with the
+way to switch to HTTPS.
 
 A proxy that does not resolve or refuses connections is reported at once (`UnreachableClusterError`, naming the
 proxy and where the URI came from) instead of after the client's two minutes of retries; errors that can pass
@@ -20,7 +21,6 @@ commit meet that proxy; never the balancer in front of the proxies.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 from collections.abc import Callable
@@ -36,6 +36,7 @@ from yt.wrapper.http_helpers import get_proxy_address_url, get_token
 
 from ...log import get_logger
 from ..errors import UnreachableClusterError
+from ..hosts import is_loopback
 from .rows import WIRE_FORMAT
 
 #: The keyword arguments of the small row calls (consumer offsets, registrations, keys): Python rows in `WIRE_FORMAT`.
@@ -104,20 +105,11 @@ def client_token(client: Any) -> str | None:
 def warn_plain_http(url: str, token: str | None) -> None:
     """Warn, once per proxy, when a token would cross plain HTTP to a host other than this machine."""
     parsed = urlparse(url)
-    if token is None or parsed.scheme != "http" or _is_loopback(parsed.hostname or "") or url in _warned_plain_http:
+    if token is None or parsed.scheme != "http" or is_loopback(parsed.hostname) or url in _warned_plain_http:
         return
     _warned_plain_http.add(url)
     log.warning("yt_token_over_plain_http", proxy=url,
                 fix=f"use yt+https://{parsed.netloc} as the cluster URI, or set YT_PREFER_HTTPS=1")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def retry_seconds() -> float:

@@ -30,6 +30,7 @@ from ..base import (
 from ..errors import SchemaError
 from ..schema import CONSUMER_SCHEMA
 from ..yson_values import plain
+from . import query as query_names
 from .client import WIRE, WIRE_RAW
 from .errors import not_registered
 from .rows import registration
@@ -78,8 +79,9 @@ class ConsumerMixin:
         return [registration(plain(r)) for r in found]
 
     def get_consumer_offsets(self, consumer_path: str, queue_path: str) -> dict[int, int]:
-        query = (f"[partition_index], [offset] FROM [{consumer_path}]"
-                 f" WHERE [queue_cluster] = {_quote(self.name)} AND [queue_path] = {_quote(queue_path)}")
+        query = (f"[partition_index], [offset] FROM {query_names.table(consumer_path)}"
+                 f" WHERE [queue_cluster] = {query_names.string(self.name)}"
+                 f" AND [queue_path] = {query_names.string(queue_path)}")
         with self._errors(consumer_path):
             rows = self._client.select_rows(query, **WIRE)
         return {int(r["partition_index"]): int(r["offset"]) for r in rows}
@@ -123,6 +125,3 @@ class ConsumerMixin:
                                           client_side=True)
 
 
-def _quote(text: str) -> str:
-    """A string literal of the YT query language."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -18,6 +18,7 @@ from ...log import get_logger
 from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, TabletInfo, require_kind
 from ..errors import ClusterError, NoSuchPathError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema
+from . import query as query_names
 from .client import WIRE_RAW, retry_seconds
 from .rows import split_batches
 from .wire import SERVICE_COLUMNS, decode_wire
@@ -121,8 +122,8 @@ class QueueMixin:
         rows = sorted({int(r) for r in row_indexes})
         if not rows:
             return decode_wire(schema, b"", service_columns=[ROW_INDEX])
-        names = ", ".join(f"[{n}]" for n in [ROW_INDEX, *schema.names])
-        query = (f"{names} FROM [{path}] WHERE [{TABLET_INDEX}] = {int(tablet_index)}"
+        names = ", ".join(query_names.column(n) for n in [ROW_INDEX, *schema.names])
+        query = (f"{names} FROM {query_names.table(path)} WHERE [{TABLET_INDEX}] = {int(tablet_index)}"
                  f" AND [{ROW_INDEX}] IN ({', '.join(map(str, rows))})")
         with self._errors(path):
             raw = self._client.select_rows(query, **WIRE_RAW).read()
@@ -151,8 +152,8 @@ class QueueMixin:
             raise TrimmedRowsError.of(path, tablet_index, lower, upper, trimmed)
 
     def _select_range(self, path: str, schema: TableSchema, tablet_index: int, start: int, stop: int) -> pa.Table:
-        names = ", ".join(f"[{n}]" for n in [TABLET_INDEX, ROW_INDEX, *schema.names])
-        query = (f"{names} FROM [{path}] WHERE [{TABLET_INDEX}] = {int(tablet_index)}"
+        names = ", ".join(query_names.column(n) for n in [TABLET_INDEX, ROW_INDEX, *schema.names])
+        query = (f"{names} FROM {query_names.table(path)} WHERE [{TABLET_INDEX}] = {int(tablet_index)}"
                  f" AND [{ROW_INDEX}] BETWEEN {int(start)} AND {int(stop) - 1}")
         with self._errors(path):
             raw = self._client.select_rows(query, **WIRE_RAW).read()

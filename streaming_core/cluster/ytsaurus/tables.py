@@ -14,6 +14,7 @@ from yt.common import YtError
 from ...log import get_logger
 from ..base import ORDERED, READ_BATCH_ROWS, ROWS, SORTED, STATIC, require_kind
 from ..schema import TableSchema, to_arrow_table
+from . import query as query_names
 from .client import ARROW_RAW, WIRE, WIRE_RAW
 from .rows import PreparedRows, as_list_or_table, from_yt_rows, key_schema, prepare_insert, sort_key, to_yt_rows
 from .wire import encode_wire
@@ -80,7 +81,7 @@ class TableMixin:
     def select_rows(self, path: str) -> list[dict[str, Any]]:
         schema = TableSchema.from_yt(require_kind(self, path, SORTED).attributes["schema"])
         with self._errors(path):
-            rows = list(self._client.select_rows(f"* FROM [{path}]", **WIRE))
+            rows = list(self._client.select_rows(f"* FROM {query_names.table(path)}", **WIRE))
         return sorted(from_yt_rows(schema, rows).to_pylist(), key=sort_key(schema.key_columns))
 
     def write_table(self, path: str, rows: ROWS, *, append: bool = False) -> None:

@@ -8,10 +8,22 @@ from typing import Any
 import yt.wrapper as yt
 from yt.common import YtError
 
-from ..errors import AlreadyExistsError, ClusterError, ConflictError, NoSuchPathError, NotRegisteredError
+from ..errors import (
+    AlreadyExistsError,
+    ClusterError,
+    ConflictError,
+    InvalidEpochError,
+    NoSuchPathError,
+    NotRegisteredError,
+    SequenceNumberError,
+    ZombieEpochError,
+)
 
 #: YTsaurus error codes the backend tells apart (the stand-in answers with the same).
 CONSUMER_OFFSET_CONFLICT = 3100
+#: Queue producers (`yt/yt/client/queue_client/public.h`): an epoch never given out, an older epoch (a zombie),
+#: sequence numbers missing or not increasing.
+INVALID_EPOCH, ZOMBIE_EPOCH, INVALID_ROW_SEQUENCE_NUMBERS = 3101, 3102, 3103
 AUTHORIZATION_ERROR = 901
 
 
@@ -26,6 +38,10 @@ def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
         return AlreadyExistsError(message)
     if err.contains_code(CONSUMER_OFFSET_CONFLICT):
         return ConflictError(message)
+    for code, error in ((ZOMBIE_EPOCH, ZombieEpochError), (INVALID_EPOCH, InvalidEpochError),
+                        (INVALID_ROW_SEQUENCE_NUMBERS, SequenceNumberError)):
+        if err.contains_code(code):
+            return error(message)
     if err.find_matching_error(predicate=_is_not_registered):
         return NotRegisteredError(message)
     return ClusterError(message)

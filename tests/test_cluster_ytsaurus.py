@@ -167,8 +167,13 @@ def tablet_infos(*pairs: tuple[int, int]) -> dict[str, Any]:
     return {"tablets": [{"total_row_count": total, "trimmed_row_count": trimmed} for total, trimmed in pairs]}
 
 
+#: The proxy the fake clusters pin their tablet transactions to.
+PINNED_PROXY = "http://hahn-proxy-2:80"
+
+
 def make_cluster(client: FakeYtClient, **kwargs: Any) -> YtsaurusCluster:
-    return YtsaurusCluster("hahn", token=TOKEN, client_factory=lambda *_: client, **kwargs)
+    return YtsaurusCluster("hahn", token=TOKEN, client_factory=lambda *_: client, pick_proxy=lambda _: PINNED_PROXY,
+                           **kwargs)
 
 
 @pytest.fixture
@@ -503,19 +508,23 @@ class TestTransaction:
         assert inserted == [(QUEUE, [0, 1, 2], "tx-1")]
         assert client.names()[-1] == "commit"
 
-    def test_the_transaction_has_its_own_client(self, client):
-        made: list[FakeYtClient] = []
+    def test_the_transaction_has_its_own_client_pinned_to_one_proxy_without_discovery(self, client):
+        made: list[tuple[str, dict[str, Any] | None, FakeYtClient]] = []
 
-        def factory(*_: Any) -> FakeYtClient:
-            made.append(FakeYtClient(client.answers))
-            return made[-1]
+        def factory(proxy: str, _: str | None, config: dict[str, Any] | None) -> FakeYtClient:
+            made.append((proxy, config, FakeYtClient(client.answers)))
+            return made[-1][2]
 
-        cluster = YtsaurusCluster("hahn", client_factory=factory)
+        picked_with: list[Any] = []
+        cluster = YtsaurusCluster("hahn", client_factory=factory,
+                                  pick_proxy=lambda c: picked_with.append(c) or PINNED_PROXY)
         cluster.exists(QUEUE)
         cluster.transaction().commit()
 
-        assert made[0].names() == ["exists"]
-        assert made[1].names() == ["Transaction", "commit"]
+        assert made[0][0] == "hahn" and made[0][2].names() == ["exists"]
+        assert picked_with == [made[0][2]]  # picked from /hosts by the cluster's own client
+        assert made[1][0] == PINNED_PROXY and made[1][1] == {"proxy": {"enable_proxy_discovery": False}}
+        assert made[1][2].names() == ["Transaction", "commit"]
 
 
 class TestSecretsAndPickling:

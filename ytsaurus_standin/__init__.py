@@ -9,12 +9,17 @@ YTsaurus docs say otherwise, the docs win (and the stand-in is fixed).
     with StandinProxy(root, token="s3cret") as proxy:
         cluster = connect(proxy.uri, token="s3cret")
 
+As a YTsaurus cluster's HTTP side, it is several proxies over one storage (`proxies`, 3 by default), each on a port
+of its own with its own sticky pool of tablet transactions (`sticky`: another proxy answers 11000), which `/hosts`
+lists, and a balancer in front of them that serves each request as a proxy picked at random. `proxy.uri` and
+`proxy.address` are the balancer's, as a user's cluster address is; `proxy.proxies` the proxies' addresses.
+
 With `auto_trim_seconds` it also trims queues by their `@auto_trim_config` every that many seconds, as a
 YTsaurus cluster's Queue Agent does (`embedded.auto_trimmer`). `proxy.faults` injects failures (a 503, an error in a
 body's trailer); `proxy.served` records each answered request (command, TLS or not, the Authorization header), for
 tests of what crossed the wire. Modules: `http`
-(the protocol), `commands` (each command over the embedded cluster), `query` (the query subset of
-`select_rows`), `errors` (YTsaurus error objects and codes).
+(the protocol), `sticky` (a proxy's tablet transactions), `commands` (each command over the embedded cluster),
+`query` (the query subset of `select_rows`), `errors` (YTsaurus error objects and codes).
 """
 
 from __future__ import annotations
@@ -30,24 +35,30 @@ from .commands import Commands
 from .errors import UNAVAILABLE
 from .http import Fault, ProxyState, Served, StandinServer
 
-__all__ = ["UNAVAILABLE", "Fault", "Served", "StandinProxy"]
+__all__ = ["PROXIES", "UNAVAILABLE", "Fault", "Served", "StandinProxy"]
+
+#: Proxies behind the balancer unless told otherwise: enough that a request that should have gone to the proxy
+#: holding its transaction misses it most of the time.
+PROXIES = 3
 
 
 class StandinProxy:
-    """The stand-in on `127.0.0.1:<port>` (a free port by default), serving the embedded cluster at `root`.
+    """The stand-in's balancer on `127.0.0.1:<port>` (a free port by default) in front of `proxies` proxies (each on a
+    free port), serving the embedded cluster at `root`.
 
     `token`: the OAuth token every command must carry (None: no authentication). `tls`: a (certificate, key) pair
     of PEM files to serve HTTPS. `cluster_name`: `//sys/@cluster_name`, which must be the storage's own
     (the embedded cluster writes `local` into consumer rows). `input_formats`: the row formats `insert_rows` takes
     (a proxy may refuse `arrow`). `ca_bundle`: the CA's PEM file, named in `uri`. `auto_trim_seconds`: trim queues
-    by their `@auto_trim_config` every that many seconds (None: never). A context manager: started on enter, stopped
-    on exit.
+    by their `@auto_trim_config` every that many seconds (None: never). `proxies`: how many proxies stand behind the
+    balancer (1: every request meets the proxy that holds its transactions). A context manager: started on enter,
+    stopped on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local",
                  input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None,
-                 auto_trim_seconds: float | None = None) -> None:
+                 auto_trim_seconds: float | None = None, proxies: int = PROXIES) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -56,20 +67,27 @@ class StandinProxy:
         commands = Commands(str(self.root), cluster_name)
         self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None,
                                 input_formats=input_formats)
-        self._server = StandinServer((host, port), self.state, context)
-        self.address = f"{host}:{self._server.server_address[1]}"
-        self.state.heavy_proxies.append(self.address)
+        self._proxies = [StandinServer((host, 0), self.state, context) for _ in range(proxies)]
+        self.proxies = [server.address for server in self._proxies]
+        self.state.heavy_proxies.extend(self.proxies)
+        balancer = StandinServer((host, port), self.state, context, tuple(server.pool for server in self._proxies))
+        self._servers = [balancer, *self._proxies]
+        self.address = balancer.address
         self.ca_bundle = ca_bundle
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self.auto_trimmer = None if auto_trim_seconds is None else \
             AutoTrimmer(commands.cluster, period_seconds=auto_trim_seconds)
 
     @property
     def uri(self) -> str:
-        """The cluster URI that reaches this proxy (`yt://` over HTTP, `yt+https://` over HTTPS, with the CA bundle
+        """The cluster URI that reaches the balancer (`yt://` over HTTP, `yt+https://` over HTTPS, with the CA bundle
         that verifies its certificate when one was given)."""
+        return self.uri_of(self.address)
+
+    def uri_of(self, address: str) -> str:
+        """The cluster URI of one of the stand-in's addresses (a proxy's, to talk to that proxy only)."""
         query = f"?{urlencode({'ca_bundle': self.ca_bundle})}" if self.ca_bundle else ""
-        return f"{'yt+https' if self.state.tls else 'yt'}://{self.address}{query}"
+        return f"{'yt+https' if self.state.tls else 'yt'}://{address}{query}"
 
     @property
     def faults(self) -> list[Fault]:
@@ -80,8 +98,10 @@ class StandinProxy:
         return self.state.served
 
     def start(self) -> StandinProxy:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="yt-standin", daemon=True)
-        self._thread.start()
+        for server in self._servers:
+            thread = threading.Thread(target=server.serve_forever, name=f"yt-standin-{server.address}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
         if self.auto_trimmer is not None:
             self.auto_trimmer.start()
         return self
@@ -89,8 +109,9 @@ class StandinProxy:
     def stop(self) -> None:
         if self.auto_trimmer is not None:
             self.auto_trimmer.stop()
-        self._server.shutdown()
-        self._server.server_close()
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
         self.state.commands.cluster.close()
 
     def __enter__(self) -> StandinProxy:

@@ -1,7 +1,11 @@
 """The stand-in's wire protocol: HTTP API v4 as the YTsaurus HTTP proxy speaks it (docs: "HTTP proxy reference").
 
 - Discovery: `GET /api` lists the versions, `GET /api/v4` the commands (name, input/output type, volatile,
-  heavy), `GET /hosts` the heavy proxies for the requested `address_type`; `GET /auth/whoami` the user.
+  heavy), `GET /hosts` (`/hosts/<role>`, `?role=`) and `GET /api/v4/discover_proxies` (`{"proxies": [...]}`) the
+  proxies of the requested role (every proxy here has the role `data`, YTsaurus' default); `GET /auth/whoami` the
+  user.
+- Proxies: every server is one proxy with its own sticky pool of tablet transactions (`sticky.StickyPool`), or the
+  balancer, which serves each request (each, keep-alive or not) as a proxy picked at random.
 - `/api/v4/<command>`: parameters in `X-YT-Parameters` (or, for volatile commands without input, the body),
   encoded as `X-YT-Header-Format` says (YSON text or JSON); rows in the `input_format` / `output_format` the
   parameters name; request bodies compressed as `Content-Encoding` says (identity, gzip).
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import ssl
 import threading
 import zlib
@@ -23,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import islice
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import yt.wrapper as yt
 import yt.yson as yson
@@ -32,7 +37,9 @@ from streaming_core.cluster.errors import ClusterError
 from streaming_core.cluster.ytsaurus.wire import arrow_insert, encode_wire, load_rows
 
 from .commands import Commands, Rowset, Tabular, check_format_attributes
+from .commands.common import transaction_id_of
 from .errors import AUTHENTICATION_ERROR, GENERIC, UNAVAILABLE, BadRequest, error_object, from_exception
+from .sticky import StickyPool
 
 #: Rows per chunk of a streamed tabular response.
 CHUNK_ROWS = 1024
@@ -63,10 +70,21 @@ class Served:
     input_format: str | None = None
     #: The request's `path` parameter, if it has one.
     path: str | None = None
+    #: The address of the proxy that served it (behind the balancer: the one it picked).
+    proxy: str | None = None
+    #: The transaction the request named (`transaction_id`; a started one's for `start_transaction`), if any.
+    transaction: str | None = None
+
+
+#: The role of every proxy of the stand-in (YTsaurus' default role of an HTTP proxy).
+PROXY_ROLE = "data"
 
 
 @dataclass
 class ProxyState:
+    """What the proxies of one stand-in share: the storage (`commands`), the token, what `/hosts` lists (the proxies'
+    addresses), the injected faults and the record of what was served."""
+
     commands: Commands
     token: str | None
     heavy_proxies: list[str]
@@ -93,8 +111,12 @@ class Handler(BaseHTTPRequestHandler):
     # headers (~40 ms a request on Linux). TCP_NODELAY sends it at once, as real proxies do.
     disable_nagle_algorithm = True
     state: ProxyState
+    #: The proxies this server serves as: one (a proxy), or all of them (the balancer picks one per request).
+    pools: tuple[StickyPool, ...]
     _input_format_name: str | None = None
     _request_path: str | None = None
+    _transaction: str | None = None
+    _pool: StickyPool
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the test output is no place for an access log."""
@@ -111,6 +133,7 @@ class Handler(BaseHTTPRequestHandler):
     # -- routing ----------------------------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
+        self._pool = random.choice(self.pools)
         url = urlparse(self.path)
         body = self._body()
         parts = url.path.strip("/").split("/")
@@ -118,8 +141,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(200, ["v3", "v4"])
         if parts == ["api", "v4"]:
             return self._json(200, self.state.commands.descriptors())
-        if parts == ["hosts"] or parts[:1] == ["hosts"]:
-            return self._json(200, self.state.heavy_proxies)
+        if parts[:1] == ["hosts"]:
+            return self._json(200, self._proxies(parts[1] if len(parts) > 1 else parse_qs(url.query).get("role")))
+        if parts == ["api", "v4", "discover_proxies"]:
+            return self._json(200, {"proxies": self._proxies(parse_qs(url.query).get("role"))})
         if parts == ["ping"]:
             return self._json(200, {})
         if parts == ["auth", "whoami"]:
@@ -133,7 +158,8 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(404, error_object(GENERIC, f"no handler for {url.path}"), url.path)
 
     def _command(self, name: str, body: bytes) -> None:
-        self._input_format_name = self._request_path = None  # the handler lives as long as its keep-alive connection
+        # the handler lives as long as its keep-alive connection
+        self._input_format_name = self._request_path = self._transaction = None
         if not self._authenticated():
             return self._unauthenticated(name)
         entry = self.state.commands.handlers.get(name)
@@ -143,9 +169,11 @@ class Handler(BaseHTTPRequestHandler):
         try:
             params = self._params(descriptor.input_type is None and descriptor.is_volatile, body)
             self._request_path = None if params.get("path") is None else str(params["path"])
+            self._transaction = transaction_id_of(params)
             fault = self.state.take_fault(name)
             if fault is not None and fault.after_rows is None:
                 return self._error(fault.status, error_object(fault.code, f"injected fault in {name}"), name)
+            self._pool.require(params)
             args: list[Any] = [params]
             if descriptor.input_type == "tabular":
                 args.append(self._input_rows(params, _decompress(self, body)))
@@ -154,6 +182,9 @@ class Handler(BaseHTTPRequestHandler):
             elif descriptor.input_type == "binary":
                 args.append(_decompress(self, body))
             result = self.state.commands.call(name, *args)
+            self._pool.follow(name, params, result)
+            if name == "start_transaction":
+                self._transaction = str(result["transaction_id"])
             if descriptor.output_type == "tabular":
                 headers = {}
                 if isinstance(result, Tabular):
@@ -185,6 +216,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.rfile.readline()
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
+
+    def _proxies(self, role: str | list[str] | None) -> list[str]:
+        """The proxies of `role` (any when None): YTsaurus lists none for a role no proxy has."""
+        wanted = role[0] if isinstance(role, list) else role
+        return list(self.state.heavy_proxies) if wanted in (None, PROXY_ROLE) else []
 
     def _authenticated(self) -> bool:
         if self.state.token is None:
@@ -222,7 +258,7 @@ class Handler(BaseHTTPRequestHandler):
         fmt = self._input_format_name
         with self.state.lock:
             self.state.served.append(Served(command, self.state.tls, self.headers.get("Authorization"), status, fmt,
-                                            self._request_path))
+                                            self._request_path, self._pool.address, self._transaction))
 
     def _json(self, status: int, value: Any) -> None:
         self._send(status, json.dumps(value).encode(), "application/json")
@@ -231,7 +267,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
-        self.send_header("X-YT-Proxy", self.server.server_address[0])
+        self.send_header("X-YT-Proxy", self._pool.address)
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
@@ -348,9 +384,16 @@ class StandinServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], state: ProxyState, context: ssl.SSLContext | None) -> None:
-        handler = type("BoundHandler", (Handler,), {"state": state})
+    def __init__(self, address: tuple[str, int], state: ProxyState, context: ssl.SSLContext | None,
+                 pools: tuple[StickyPool, ...] = ()) -> None:
+        """A proxy with its own `StickyPool` (`pools` empty: made here, for the address bound), or the balancer
+        over the proxies' `pools`."""
+        handler = type("BoundHandler", (Handler,), {"state": state, "pools": pools})
         super().__init__(address, handler)
+        self.address = f"{address[0]}:{self.server_address[1]}"
+        if not pools:
+            self.pool = StickyPool(self.address)
+            handler.pools = (self.pool,)
         self.context = context
 
     def get_request(self) -> tuple[Any, Any]:

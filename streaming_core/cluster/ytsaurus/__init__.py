@@ -29,7 +29,15 @@ from .. import yt_uri
 from ..base import MAX_ROWS_PER_TABLET_TRANSACTION, Cluster, Transaction
 from ..errors import NoSuchPathError, UnreachableClusterError
 from ..schema import CONSUMER_SCHEMA
-from .client import WHERE_THE_URI_COMES_FROM, ClientFactory, client_token, default_client_factory
+from .client import (
+    WHERE_THE_URI_COMES_FROM,
+    ClientFactory,
+    ProxyPicker,
+    client_token,
+    default_client_factory,
+    pick_heavy_proxy,
+    pinned_client,
+)
 from .consumers import ConsumerMixin
 from .errors import translate_error
 from .producers import ProducerMixin
@@ -48,7 +56,8 @@ class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, ProducerMixin, Table
     """The cluster at `proxy` (`hahn`, `localhost:8000`, `https://host:443`), with `token` or the client's own.
 
     `config` is laid over the client's own configuration (see `client`). Without `token` the client reads it as it
-    always does (`YT_TOKEN`, `YT_TOKEN_PATH`, `~/.yt/token`), in each process.
+    always does (`YT_TOKEN`, `YT_TOKEN_PATH`, `~/.yt/token`), in each process. `pick_proxy` picks the proxy each
+    tablet transaction is pinned to (`client.pick_heavy_proxy`).
 
     Notes
     -----
@@ -61,13 +70,14 @@ class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, ProducerMixin, Table
 
     def __init__(
         self, proxy: str, *, token: str | None = None, config: dict[str, Any] | None = None,
-        client_factory: ClientFactory = default_client_factory,
+        client_factory: ClientFactory = default_client_factory, pick_proxy: ProxyPicker = pick_heavy_proxy,
     ) -> None:
         self.proxy = proxy
         self.uri = yt_uri(proxy, config)
         self._token = token
         self._config = config
         self._client_factory = client_factory
+        self._pick_proxy = pick_proxy
         self._client_instance: Any = None
         self._name: str | None = None
 
@@ -119,7 +129,8 @@ class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, ProducerMixin, Table
         return self._token or (client_token(self._client_instance) if self._client_instance else None)
 
     def transaction(self) -> Transaction:
-        """A tablet transaction on its own `YtClient`, so it never leaks into this object's calls."""
-        client = self._new_client()
+        """A tablet transaction on its own `YtClient`, so it never leaks into this object's calls, pinned to one
+        proxy from `/hosts`: the proxy that starts a tablet transaction is the only one that knows it (see `client`)."""
         with self._errors("tablet transaction"):
+            client = pinned_client(self._pick_proxy(self._client), self._client_factory, self._token, self._config)
             return YtTransaction(self, client, client.Transaction(type="tablet"))

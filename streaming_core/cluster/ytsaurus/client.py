@@ -10,6 +10,12 @@ A proxy that does not resolve or refuses connections is reported at once (`Unrea
 proxy and where the URI came from) instead of after the client's two minutes of retries; errors that can pass
 (a busy or restarting proxy) are still retried with backoff, for at most `OPSD_YT_RETRY_SECONDS` (default 30) in
 each of the client's retry loops (requests, dynamic-table calls, table reads and writes).
+
+A tablet transaction over HTTP lives only in the proxy that started it (YTsaurus' sticky transaction pool; any other
+proxy answers 11000), while the client sends row calls to a random proxy from `/hosts`. So each tablet transaction
+gets a client of its own pinned to one proxy (`pinned_client`): picked from `/hosts` as the client picks a heavy
+proxy (role, address type, bans), with proxy discovery off, so that its start, every call in it, its pings and its
+commit meet that proxy; never the balancer in front of the proxies.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from urllib.parse import urlparse
 import yt.wrapper as yt
 from yt.wrapper.common import update
 from yt.wrapper.default_config import get_config_from_env
+from yt.wrapper.http_driver import HeavyProxyProvider
 from yt.wrapper.http_helpers import get_proxy_address_url, get_token
 
 from ...log import get_logger
@@ -46,6 +53,8 @@ WHERE_THE_URI_COMES_FROM = ("the cluster URI: --cluster (opsd), the `cluster` op
                             "`cluster:` (opsd run), $OPSD_CLUSTER or $YT_PROXY")
 
 ClientFactory = Callable[[str, str | None, dict[str, Any] | None], Any]
+#: Picks the proxy a tablet transaction is pinned to, with the cluster's client (`pick_heavy_proxy`).
+ProxyPicker = Callable[[Any], str]
 
 log = get_logger(__name__)
 _warned_plain_http: set[str] = set()
@@ -61,6 +70,17 @@ def default_client_factory(proxy: str, token: str | None, config: dict[str, Any]
     warn_plain_http(url, client_token(client))
     check_reachable(proxy, url)
     return client
+
+
+def pick_heavy_proxy(client: yt.YtClient) -> str:
+    """The proxy `client` would send a heavy request to: one of the top proxies `/hosts` lists for its role and address
+    type, not banned (its own proxy when discovery is off)."""
+    return HeavyProxyProvider(client)()
+
+
+def pinned_client(proxy: str, factory: ClientFactory, token: str | None, config: dict[str, Any] | None) -> Any:
+    """A client of its own for one tablet transaction, every request of which goes to `proxy`: discovery off."""
+    return factory(proxy, token, update(config or {}, {"proxy": {"enable_proxy_discovery": False}}))
 
 
 def client_config(proxy: str, token: str | None, overrides: dict[str, Any] | None) -> Any:

@@ -34,6 +34,8 @@ MAX_ROWS_PER_TABLET_TRANSACTION = 100_000
 #: 16 MiB is also YTsaurus' own bound on the data weight of one queue pull, which a read of the YTsaurus backend is.
 READ_BATCH_ROWS = 65_536
 READ_BATCH_BYTES = 16 * 1024 * 1024
+#: The first YTsaurus release that serves queue producers (`push_queue_producer`), named when a cluster lacks them.
+QUEUE_PRODUCERS_SINCE = "24.1"
 #: Rows of one `pull_consumer` call when the caller names no bound (YTsaurus' default too).
 PULL_ROWS = 1000
 
@@ -359,6 +361,9 @@ class Cluster(abc.ABC):
     # YTsaurus 24.1+ (`ytsaurus-client` 0.13.21+): exactly-once writes into a queue. A session (producer, queue,
     # session id) keeps the last sequence number written and an epoch; see `yt/yt/tests/integration/queues/
     # test_producer.py` for the semantics both backends follow.
+
+    def require_queue_producers(self) -> None:  # noqa: B027 - every backend but an old YTsaurus serves them
+        """Raise `ClusterError` naming `QUEUE_PRODUCERS_SINCE` when this cluster does not serve queue producers."""
 
     @abc.abstractmethod
     def create_queue_producer(self, path: str, *, recursive: bool = False, ignore_existing: bool = False) -> None:

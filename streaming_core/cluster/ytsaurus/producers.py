@@ -14,8 +14,10 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import pyarrow as pa
+from yt.wrapper.http_helpers import get_http_api_commands
 
-from ..base import ORDERED, QUEUE_PRODUCER, ROWS, ProducerSession, PushResult, require_kind
+from ..base import ORDERED, QUEUE_PRODUCER, QUEUE_PRODUCERS_SINCE, ROWS, ProducerSession, PushResult, require_kind
+from ..errors import ClusterError
 from ..producer_rows import sequence_numbers
 from ..schema import SEQUENCE_NUMBER
 from ..yson_values import plain
@@ -27,8 +29,18 @@ from .wire import encode_wire
 class ProducerMixin:
     """The producer calls of `YtsaurusCluster`."""
 
+    proxy: str
     _client: Any
     _errors: Callable[[str], AbstractContextManager[None]]
+
+    def require_queue_producers(self) -> None:
+        """From the commands the proxy lists (`/api/v4`): a proxy before YTsaurus 24.1 has no `push_queue_producer`."""
+        with self._errors("the proxy's commands"):
+            commands = get_http_api_commands(client=self._client)
+        if "push_queue_producer" not in commands:
+            raise ClusterError(f"{self.proxy}: queue producers need YTsaurus {QUEUE_PRODUCERS_SINCE} or newer; this "
+                               f"cluster's proxies do not serve push_queue_producer (upgrade the cluster, or write "
+                               f"without producer_path)")
 
     def create_queue_producer(self, path: str, *, recursive: bool = False, ignore_existing: bool = False) -> None:
         """YTsaurus' own `create queue_producer`: the schema and `treat_as_queue_producer` as the server sets them."""

@@ -11,11 +11,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
 from streaming_core.cluster.producer_rows import sequence_numbers
-from streaming_core.cluster.schema import SEQUENCE_NUMBER
+from streaming_core.cluster.schema import SEQUENCE_NUMBER, TABLET_INDEX
 from streaming_core.cluster.yson_values import plain
 
+from ..errors import TOO_MANY_ROWS, YtCodedError
 from .common import Rows, input_table, transaction_id_of
 
 
@@ -39,6 +42,7 @@ class ProducerCommands:
         initial = None if p.get("sequence_number") is None else int(p["sequence_number"])
         numbers = sequence_numbers(rows, initial, queue)
         table = input_table(self.cluster.get_schema(queue), _without_numbers(rows))
+        _check_rows_per_tablet(queue, table)
         if initial is None and table.num_rows:
             table = table.append_column(SEQUENCE_NUMBER, pa.array(numbers, pa.int64()))
         args = (producer, queue, str(p["session_id"]), int(p["epoch"]), table)
@@ -54,6 +58,20 @@ class ProducerCommands:
                 trial.abort()
             self._tablet_write(p, lambda tx: tx.push_queue_producer(*args, **options))
         return {"last_sequence_number": result.last_sequence_number, "skipped_row_count": result.skipped_row_count}
+
+
+def _check_rows_per_tablet(queue: str, table: pa.Table) -> None:
+    """YTsaurus' limit on the rows one transaction writes to a tablet (1717 at commit,
+    `yt/yt/ytlib/api/native/transaction.cpp`), checked per push here: a push is one transaction of its own or a part
+    of the caller's (rows spread over the tablets without `$tablet_index` count against each tablet evenly)."""
+    if TABLET_INDEX in table.column_names:
+        counts = pc.value_counts(table.column(TABLET_INDEX)).to_pylist()
+        most = max((c["counts"] for c in counts), default=0)
+    else:
+        most = table.num_rows
+    if most > MAX_ROWS_PER_TABLET_TRANSACTION:
+        raise YtCodedError(TOO_MANY_ROWS, f"Transaction affects too many rows: {most} rows of a push to one tablet of "
+                                          f"{queue}, the limit is {MAX_ROWS_PER_TABLET_TRANSACTION}")
 
 
 def _without_numbers(rows: Rows | pa.Table) -> Rows | pa.Table:

@@ -1,7 +1,7 @@
 """opsd: the operations daemon for Spark Structured Streaming over YTsaurus queues.
 
 The public API is `opsd.attach(spark)` -> `Monitor` (and `Monitor.detach()`): opsd's monitoring for a
-user's own script with one call (see `opsd.runtime.monitor`). Where everything else lives: README, "Code map".
+user's own script with one call (see `opsd.runtime.monitor`). Where everything else lives: docs/code-map.md.
 """
 
 from typing import Any

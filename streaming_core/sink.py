@@ -362,20 +362,21 @@ def check_transaction_size(cluster: Cluster, path: str, rows: int, batch_id: int
     """Fail before writing when one micro-batch (or, with `batch_id` None, one batch write) cannot fit in
     one tablet transaction of this cluster.
 
-    Splitting the commit would break its atomicity, so the fix is a smaller batch, which the error names.
+    The limit holds per tablet, and every row of the commit may land on one: a sorted target's keys may all fall in
+    one tablet, and YTsaurus puts an ordered table's rows that carry no `$tablet_index` on one tablet picked at random
+    per table and transaction (`yt/yt/ytlib/api/native/transaction.cpp`). Splitting the commit would break its
+    atomicity, so the fix is a smaller batch, which the error names.
     """
     limit = cluster.max_rows_per_tablet_transaction
-    if limit is None:
+    if limit is None or rows <= limit:
         return
-    tablets = cluster.get(path + "/@tablet_count") if cluster.exists(path + "/@tablet_count") else 1
-    if rows > limit * tablets:
-        what, fix = (f"transactional mode commits micro-batch {batch_id}",
-                     "lower max_rows_per_partition (or write without spark.yt.streaming.transactional)") \
-            if batch_id is not None else ("a batch write commits all its rows", "write the DataFrame in smaller "
-                                          "parts (nothing of it was written)")
-        raise SchemaError(
-            f"{path}: {what} in one tablet transaction, but it has {rows} rows and the cluster takes at most "
-            f"{limit} rows per tablet ({tablets} tablets): {fix}")
+    what, fix = (f"transactional mode commits micro-batch {batch_id}",
+                 "lower max_rows_per_partition (or write without spark.yt.streaming.transactional)") \
+        if batch_id is not None else ("a batch write commits all its rows", "write the DataFrame in smaller "
+                                      "parts (nothing of it was written)")
+    raise SchemaError(
+        f"{path}: {what} in one tablet transaction, but it has {rows} rows and the cluster takes at most "
+        f"{limit} rows per tablet in one transaction, all of which may land on one tablet: {fix}")
 
 
 def abort_safely(path: str, cleanup: Callable[[], None]) -> bool:

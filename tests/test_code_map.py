@@ -1,4 +1,4 @@
-"""The README's code map lists every module of `streaming_core/`, `opsd/`, `bench/`, `grafana/` and
+"""The code map (`docs/code-map.md`) lists every module of `streaming_core/`, `opsd/`, `bench/`, `grafana/` and
 `ytsaurus_standin/`, and names no module that does not exist. Fast: reads files only.
 
 Each row of the map's table names its folders in the first column (`opsd/cli/`) and, in the second, the modules that
@@ -22,9 +22,9 @@ _TOKEN = re.compile(r"`([^`]+)`")
 _MODULE_LIKE = re.compile(r"^_*[a-z][a-z0-9_]*(/[a-z_][a-z0-9_]*)*(\.py|/)?$")
 
 
-def code_map(readme: str) -> dict[str, set[str]]:
+def code_map(page: str) -> dict[str, set[str]]:
     """Folder (`opsd/cli`) -> the names in backticks in the second column of its row."""
-    section = readme.split("\n## Code map\n", 1)[1].split("\n## ", 1)[0]
+    section = page.split("# Code map\n", 1)[1]
     rows: dict[str, set[str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -75,7 +75,7 @@ def missing(rows: dict[str, set[str]]) -> list[str]:
     return found
 
 
-README_ROWS = code_map((ROOT / "README.md").read_text())
+README_ROWS = code_map((ROOT / "docs" / "code-map.md").read_text())
 
 
 def test_every_module_is_in_the_code_map() -> None:

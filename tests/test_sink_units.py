@@ -158,14 +158,17 @@ class TestCheckpointConf:
 class TestTransactionSize:
     """A transactional batch that cannot fit one tablet transaction fails before writing, naming the fix."""
 
-    def test_batch_over_the_clusters_limit_is_refused(self, yt, yt_root, monkeypatch):
+    def test_batch_over_the_clusters_per_tablet_limit_is_refused_whatever_the_tablet_count(self, yt, yt_root,
+                                                                                            monkeypatch):
+        """All of a commit's rows may land on one tablet (a sorted target's keys, an ordered target's rows without
+        `$tablet_index`), so two tablets do not double the limit."""
         target = f"{yt_root}/out"
         yt.create("table", target, attributes={"dynamic": True, "tablet_count": 2, "schema": [
             {"name": "n", "type": "int64"}]})
         monkeypatch.setattr(EmbeddedCluster, "max_rows_per_tablet_transaction", 10)
-        check_transaction_size(yt, target, 20, batch_id=3)
-        with pytest.raises(SchemaError, match=r"micro-batch 3 .* 21 rows .*max_rows_per_partition"):
-            check_transaction_size(yt, target, 21, batch_id=3)
+        check_transaction_size(yt, target, 10, batch_id=3)
+        with pytest.raises(SchemaError, match=r"micro-batch 3 .* 11 rows .*max_rows_per_partition"):
+            check_transaction_size(yt, target, 11, batch_id=3)
 
     def test_no_limit_on_the_embedded_cluster(self, yt, yt_root):
         check_transaction_size(yt, f"{yt_root}/absent", 10**9, batch_id=0)

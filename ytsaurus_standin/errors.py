@@ -16,21 +16,12 @@ from streaming_core.cluster.errors import (
     AlreadyExistsError,
     ClusterError,
     ConflictError,
-    InvalidEpochError,
     NoSuchPathError,
     NotRegisteredError,
     SchemaError,
-    SequenceNumberError,
     TrimmedRowsError,
-    ZombieEpochError,
 )
-from streaming_core.cluster.ytsaurus.errors import (
-    AUTHORIZATION_ERROR,
-    CONSUMER_OFFSET_CONFLICT,
-    INVALID_EPOCH,
-    INVALID_ROW_SEQUENCE_NUMBERS,
-    ZOMBIE_EPOCH,
-)
+from streaming_core.cluster.ytsaurus.errors import AUTHORIZATION_ERROR, CONSUMER_OFFSET_CONFLICT
 
 GENERIC = 1
 RESOLVE_ERROR = 500
@@ -39,7 +30,8 @@ AUTHENTICATION_ERROR = 900
 SCHEMA_VIOLATION = 307
 NO_SUCH_TRANSACTION = 11000
 TABLET_NOT_MOUNTED = 1702
-TOO_MANY_ROWS = 1717
+#: The native client's `TooManyRowsInTransaction` (a tablet's rows in one transaction past the limit).
+TOO_MANY_ROWS_IN_TRANSACTION = 1717
 UNAVAILABLE = 105
 
 
@@ -58,8 +50,7 @@ class BadRequest(ClusterError):
 _CODES: tuple[tuple[type[Exception], int], ...] = (
     (NoSuchPathError, RESOLVE_ERROR), (AlreadyExistsError, ALREADY_EXISTS),
     (ConflictError, CONSUMER_OFFSET_CONFLICT), (NotRegisteredError, AUTHORIZATION_ERROR),
-    (SchemaError, SCHEMA_VIOLATION), (TrimmedRowsError, GENERIC), (ZombieEpochError, ZOMBIE_EPOCH),
-    (InvalidEpochError, INVALID_EPOCH), (SequenceNumberError, INVALID_ROW_SEQUENCE_NUMBERS),
+    (SchemaError, SCHEMA_VIOLATION), (TrimmedRowsError, GENERIC),
 )
 
 

@@ -154,7 +154,7 @@ def next_steps(cluster_uri: str) -> Text:
     steps = (
         (f"opsd table read {RESULT} {where}", "the rows the pipeline wrote"),
         (f"opsd queue inspect {QUEUE} {where}", "the queue, its partitions and the consumer's offsets"),
-        ("opsd run examples/configs/queue_to_table.yaml", "a pipeline of your own (README: Quick start)"),
+        ("opsd run examples/configs/queue_to_table.yaml", "a pipeline of your own (README: A first pipeline)"),
     )
     width = max(len(command) for command, _ in steps)
     lines = [f"  {shown.line(command).ljust(width)}   # {why}" for command, why in steps]

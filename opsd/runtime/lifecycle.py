@@ -24,6 +24,7 @@ from opsd.checks.oom.sampler import MemorySampler
 from opsd.checks.registry import BeforeStart, SparkMemory
 from opsd.config.models import OpsdConfig
 from opsd.config.spark import spark_defaults, spark_environment
+from opsd.observe.failures import classify
 from opsd.runtime.monitor import Monitor, start_monitor
 from opsd.runtime.runner import Runner
 from opsd.telemetry.http import check_port_free
@@ -132,8 +133,12 @@ def _keeping_ctrl_c() -> Iterator[None]:
 
 
 def _logged(step: str, func: Callable[[], object]) -> None:
-    """Run one teardown step; a failure is logged, so the steps after it still run."""
+    """Run one teardown step; a failure is logged, so the steps after it still run. A step that fails because Spark's
+    JVM has already exited (a SIGTERM sent to opsd's whole process group reaches the JVM too) is one line, no trace."""
     try:
         func()
-    except Exception:
-        log.exception("teardown_step_failed", step=step)
+    except Exception as error:
+        if classify(error).driver_gone:
+            log.warning("teardown_step_skipped", step=step, reason="spark_jvm_exited")
+        else:
+            log.exception("teardown_step_failed", step=step)

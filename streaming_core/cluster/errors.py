@@ -32,7 +32,8 @@ class RowError(SchemaError):
 
 
 class ConflictError(ClusterError):
-    """A compare-and-set failed: the stored consumer offset is not the expected `old_offset`."""
+    """A compare-and-set failed: the stored consumer offset is not the expected `old_offset` (YTsaurus: 3100 at the
+    call), or another transaction committed a row this one wrote since it started (YTsaurus: 1700 at commit)."""
 
 
 class TrimmedRowsError(ClusterError):

@@ -6,7 +6,9 @@ returns the v4 result: a structured value (`{"value": ...}`, `{"transaction_id":
 stand-in refuses other format attributes instead of guessing.
 
 Transactions follow YTsaurus: a tablet transaction's writes (`insert_rows`, `delete_rows`, `advance_consumer`) are
-applied at commit, all or nothing; reads inside it see the last committed state. A master transaction keeps its
+applied at commit, all or nothing, with YTsaurus' checks (compare-and-set at the call against the transaction's
+snapshot, row lock conflicts and the per-tablet row limit at commit: see `transactions`); reads inside it see the last
+committed state. A master transaction keeps its
 `write_table` / `write_file` data until the outermost transaction commits (a nested one hands its writes to its
 parent); Cypress calls inside it (create, remove, set) apply at once — a simplification no caller here relies on.
 Cypress file nodes (checkpoints that SPYT's file system writes) are files under the embedded cluster's root, as
@@ -53,6 +55,7 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
         self._paths: dict[str, str] = {}
         self._unmounted: set[str] = set()
         self._lock = threading.Lock()
+        self._init_tablet_rules()
         self.handlers: dict[str, tuple[Descriptor, Callable[..., Any]]] = {}
         for descriptor, handler in self._table():
             self.handlers[descriptor.name] = (descriptor, handler)

@@ -18,7 +18,7 @@ from streaming_core.cluster.producer_rows import sequence_numbers
 from streaming_core.cluster.schema import SEQUENCE_NUMBER, TABLET_INDEX
 from streaming_core.cluster.yson_values import plain
 
-from ..errors import TOO_MANY_ROWS, YtCodedError
+from ..errors import TOO_MANY_ROWS_IN_TRANSACTION, YtCodedError
 from .common import Rows, input_table, transaction_id_of
 
 
@@ -70,8 +70,9 @@ def _check_rows_per_tablet(queue: str, table: pa.Table) -> None:
     else:
         most = table.num_rows
     if most > MAX_ROWS_PER_TABLET_TRANSACTION:
-        raise YtCodedError(TOO_MANY_ROWS, f"Transaction affects too many rows: {most} rows of a push to one tablet of "
-                                          f"{queue}, the limit is {MAX_ROWS_PER_TABLET_TRANSACTION}")
+        raise YtCodedError(TOO_MANY_ROWS_IN_TRANSACTION, f"Transaction affects too many rows: {most} rows of a push "
+                                                         f"to one tablet of {queue}, the limit is "
+                                                         f"{MAX_ROWS_PER_TABLET_TRANSACTION}")
 
 
 def _without_numbers(rows: Rows | pa.Table) -> Rows | pa.Table:

@@ -25,6 +25,9 @@ CONSUMER_OFFSET_CONFLICT = 3100
 #: sequence numbers missing or not increasing.
 INVALID_EPOCH, ZOMBIE_EPOCH, INVALID_ROW_SEQUENCE_NUMBERS = 3101, 3102, 3103
 AUTHORIZATION_ERROR = 901
+#: A row the transaction wrote was committed by another transaction since it started (`TransactionLockConflict`):
+#: a compare-and-set that lost the race at commit rather than at the call, so a conflict as 3100 is.
+TRANSACTION_LOCK_CONFLICT = 1700
 
 
 def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
@@ -36,7 +39,7 @@ def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
         return NoSuchPathError(message)
     if err.is_already_exists():
         return AlreadyExistsError(message)
-    if err.contains_code(CONSUMER_OFFSET_CONFLICT):
+    if err.contains_code(CONSUMER_OFFSET_CONFLICT) or err.contains_code(TRANSACTION_LOCK_CONFLICT):
         return ConflictError(message)
     for code, error in ((ZOMBIE_EPOCH, ZombieEpochError), (INVALID_EPOCH, InvalidEpochError),
                         (INVALID_ROW_SEQUENCE_NUMBERS, SequenceNumberError)):

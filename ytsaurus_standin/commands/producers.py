@@ -1,8 +1,9 @@
 """The queue producer commands of the stand-in: `create queue_producer` (through `create`), sessions and pushes.
 
 As in YTsaurus, a push inside a tablet transaction answers at the call (its epoch and sequence numbers checked
-against the committed session) and writes at commit, where the embedded cluster checks them again under its write
-lock: a push whose session moved on meanwhile (a newer epoch) fails the commit, as a row-lock conflict would.
+against the committed session) and writes at commit, with the tablet rules of every write (`transactions`): it locks
+its session's row (1700 when another push of that session committed first) and counts its rows per tablet (1717 past
+100,000); the embedded cluster checks epoch and numbers again under its write lock.
 """
 
 from __future__ import annotations
@@ -11,14 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
 from streaming_core.cluster.producer_rows import sequence_numbers
-from streaming_core.cluster.schema import SEQUENCE_NUMBER, TABLET_INDEX
+from streaming_core.cluster.schema import SEQUENCE_NUMBER
 from streaming_core.cluster.yson_values import plain
 
-from ..errors import TOO_MANY_ROWS_IN_TRANSACTION, YtCodedError
 from .common import Rows, input_table, transaction_id_of
 
 
@@ -42,37 +40,26 @@ class ProducerCommands:
         initial = None if p.get("sequence_number") is None else int(p["sequence_number"])
         numbers = sequence_numbers(rows, initial, queue)
         table = input_table(self.cluster.get_schema(queue), _without_numbers(rows))
-        _check_rows_per_tablet(queue, table)
         if initial is None and table.num_rows:
             table = table.append_column(SEQUENCE_NUMBER, pa.array(numbers, pa.int64()))
         args = (producer, queue, str(p["session_id"]), int(p["epoch"]), table)
         options = {"sequence_number": initial, "user_meta": plain(p.get("user_meta"))}
-        if transaction_id_of(p) is None:
-            with self.cluster.transaction() as tx:
-                result = tx.push_queue_producer(*args, **options)
-        else:
+        results = []
+
+        def write(tx: Any) -> None:  # the ledger's push records locks and rows; the commit's returns the result
+            result = tx.push_queue_producer(*args, **options)
+            if result is not None:
+                results.append(result)
+
+        if transaction_id_of(p) is not None:
             trial = self.cluster.transaction()  # the answer at the call; the write at the transaction's commit
             try:
-                result = trial.push_queue_producer(*args, **options)
+                write(trial)
             finally:
                 trial.abort()
-            self._tablet_write(p, lambda tx: tx.push_queue_producer(*args, **options))
+        self._tablet_write(p, write)
+        result = results[0]
         return {"last_sequence_number": result.last_sequence_number, "skipped_row_count": result.skipped_row_count}
-
-
-def _check_rows_per_tablet(queue: str, table: pa.Table) -> None:
-    """YTsaurus' limit on the rows one transaction writes to a tablet (1717 at commit,
-    `yt/yt/ytlib/api/native/transaction.cpp`), checked per push here: a push is one transaction of its own or a part
-    of the caller's (rows spread over the tablets without `$tablet_index` count against each tablet evenly)."""
-    if TABLET_INDEX in table.column_names:
-        counts = pc.value_counts(table.column(TABLET_INDEX)).to_pylist()
-        most = max((c["counts"] for c in counts), default=0)
-    else:
-        most = table.num_rows
-    if most > MAX_ROWS_PER_TABLET_TRANSACTION:
-        raise YtCodedError(TOO_MANY_ROWS_IN_TRANSACTION, f"Transaction affects too many rows: {most} rows of a push "
-                                                         f"to one tablet of {queue}, the limit is "
-                                                         f"{MAX_ROWS_PER_TABLET_TRANSACTION}")
 
 
 def _without_numbers(rows: Rows | pa.Table) -> Rows | pa.Table:

@@ -24,7 +24,15 @@ from pyspark.sql.types import StructType
 
 from .cluster import connect
 from .foreach_batch import install_foreach_batch_guard
-from .options import FORMAT, SESSION_CONF_KEYS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions, SourceOptions
+from .options import (
+    FORMAT,
+    PRODUCER_PATH,
+    SESSION_CONF_KEYS,
+    SRC_ROW_INDEX,
+    SRC_TABLET_INDEX,
+    SinkOptions,
+    SourceOptions,
+)
 from .shorthands import install_shorthands
 from .source import YtBatchReader, YtStreamReader, check_readable
 from .types import read_schema, spark_schema
@@ -79,6 +87,9 @@ class YtDataSource(DataSource):
         from .save_modes import batch_writer  # writer-only modules: see the module docstring
 
         options = dataclasses.replace(self._sink_options(), transactional=False)
+        if options.producer_path:
+            raise ValueError(f"option {PRODUCER_PATH!r} is for streams (writeStream): a batch write has no batch id "
+                             f"to number its rows by; a batch write into a dynamic table is all or nothing already")
         return batch_writer(options, schema, overwrite=overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> YtStreamWriter:

@@ -31,6 +31,14 @@ PARSING_TYPE_V3 = "parsing_type_v3"
 WRITE_TYPE_V3 = "write_type_v3"
 DYN_BATCH_SIZE = "dyn_batch_size"
 TRANSACTIONAL = "transactional"
+# Producer mode (exactly-once into a queue through a YTsaurus queue producer; `streaming_core.sink_producer`).
+PRODUCER_PATH = "producer_path"
+CREATE_PRODUCER = "create_producer"
+PRODUCER_SEQUENCE = "producer_sequence"
+PRODUCER_SESSION = "producer_session"
+#: `producer_sequence` values: numbers from the micro-batch id and the row's place in its task (any deterministic
+#: transformation), or from the source's row index (queue to queue, with `include_service_columns`).
+SEQUENCE_BY_BATCH, SEQUENCE_BY_SOURCE = "batch", "source"
 # Batch writes of new static tables (SPYT names: `sorted_by(...)`, `optimize_for(...)`), and the save mode.
 SORT_COLUMNS = "sort_columns"
 UNIQUE_KEYS = "unique_keys"
@@ -61,7 +69,8 @@ SRC_ROW_INDEX = "__spyt_streaming_src_row_index"
 _SOURCE_KEYS = {PATH, CONSUMER_PATH, MAX_ROWS_PER_PARTITION, MAX_BYTES_PER_PARTITION, INCLUDE_SERVICE_COLUMNS,
                 PARSING_TYPE_V3, CLUSTER, TUNING_PATH}
 _SINK_KEYS = {PATH, WRITE_TYPE_V3, DYN_BATCH_SIZE, TRANSACTIONAL, CLUSTER, TUNING_PATH, CHECKPOINT_LOCATION,
-              QUERY_NAME, SORT_COLUMNS, UNIQUE_KEYS, OPTIMIZE_FOR, SAVE_MODE}
+              QUERY_NAME, SORT_COLUMNS, UNIQUE_KEYS, OPTIMIZE_FOR, SAVE_MODE, PRODUCER_PATH, CREATE_PRODUCER,
+              PRODUCER_SEQUENCE, PRODUCER_SESSION}
 #: Spark's save modes (`df.write.mode(...)`), lower-cased, with their aliases.
 SAVE_MODES = {"append": "append", "overwrite": "overwrite", "errorifexists": "errorifexists",
               "error": "errorifexists", "default": "errorifexists", "ignore": "ignore"}
@@ -225,6 +234,12 @@ class SinkOptions:
     sort_columns: tuple[str, ...] = ()
     unique_keys: bool = False
     optimize_for: str | None = None
+    #: Producer mode: the producer table (None: not in producer mode), whether to create it when missing, how rows
+    #: are numbered (`SEQUENCE_BY_BATCH` / `SEQUENCE_BY_SOURCE`) and the sessions' name (default: from the query).
+    producer_path: str | None = None
+    create_producer: bool = False
+    producer_sequence: str = SEQUENCE_BY_BATCH
+    producer_session: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], session: Mapping[str, str]) -> SinkOptions:
@@ -247,4 +262,26 @@ class SinkOptions:
             unique_keys=parse_bool(UNIQUE_KEYS, options.get(UNIQUE_KEYS, False)),
             optimize_for=_choice(OPTIMIZE_FOR, options[OPTIMIZE_FOR], OPTIMIZE_FOR_VALUES)
             if options.get(OPTIMIZE_FOR) else None,
+            **_producer_options(options, session),
         )
+
+
+def _producer_options(options: Mapping[str, Any], session: Mapping[str, Any]) -> dict[str, Any]:
+    """The producer-mode fields of `SinkOptions`; the producer's own options without `producer_path` are errors, as
+    is producer mode together with `transactional` (two ways to exactly-once: choose one)."""
+    if not options.get(PRODUCER_PATH):
+        given = sorted(k for k in (CREATE_PRODUCER, PRODUCER_SEQUENCE, PRODUCER_SESSION) if k in options)
+        if given:
+            raise ValueError(f"option(s) {given} need option {PRODUCER_PATH!r} (the queue producer to write through)")
+        return {}
+    if parse_bool(TRANSACTIONAL, options.get(TRANSACTIONAL, session.get(CONF_TRANSACTIONAL, False))):
+        raise ValueError(f"options {PRODUCER_PATH!r} and {TRANSACTIONAL!r} are two ways to exactly-once: give one")
+    session = str(options.get(PRODUCER_SESSION) or "").strip() or None
+    if session is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", session):
+        raise ValueError(f"option {PRODUCER_SESSION!r} must be 1 to 64 letters, digits, '_', '.' or '-', "
+                         f"got {options[PRODUCER_SESSION]!r}")
+    return {"producer_path": _yt_path(PRODUCER_PATH, options[PRODUCER_PATH]),
+            "create_producer": parse_bool(CREATE_PRODUCER, options.get(CREATE_PRODUCER, False)),
+            "producer_sequence": _choice(PRODUCER_SEQUENCE, options.get(PRODUCER_SEQUENCE, SEQUENCE_BY_BATCH),
+                                         (SEQUENCE_BY_BATCH, SEQUENCE_BY_SOURCE)),
+            "producer_session": session}

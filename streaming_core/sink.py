@@ -13,6 +13,9 @@ Guarantees (see the architecture):
   nothing, also after a restart on another machine: exactly-once for any transformation.
 - idempotent receiver: at-least-once into a sorted table keyed by the source's service columns, so a
   replay upserts the same keys.
+- producer mode (`producer_path`, a YTsaurus queue producer): tasks push their rows with sequence numbers that make
+  a replay skip what was written; exactly-once into a queue without a per-batch row limit, zombie tasks fenced off
+  (`streaming_core.sink_producer`).
 - batch writes (`df.write`): all or nothing, by the same staging and publishing (without a marker).
 
 Where things run: `write()` in Spark's Python workers (unpickled copies; the cluster is opened there);
@@ -32,10 +35,10 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from . import insert_failure
+from . import insert_failure, sink_producer
 from .cluster import Cluster, SchemaError, TableSchema, connect
 from .cluster.base import MAP_NODE, ORDERED, SORTED, STATIC, TABLE, require_kind
-from .cluster.errors import on_executor
+from .cluster.errors import ZombieEpochError, on_executor
 from .cluster.schema import is_composite, to_arrow_table
 from .log import get_logger
 from .options import SinkOptions
@@ -80,10 +83,16 @@ class SinkPlan:
 def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool,
               kinds: tuple[str, ...] = (ORDERED, SORTED)) -> SinkPlan:
     """Check the target against the DataFrame before any row is written; errors name the columns."""
+    if options.producer_path:
+        kinds = (ORDERED,)  # a producer writes into a queue
     with connect(options.cluster) as cluster:
         info = require_kind(cluster, options.path, *kinds)
         schema = TableSchema.from_yt(info.attributes["schema"])
         unbounded_transactions = cluster.max_rows_per_tablet_transaction is None
+        if options.producer_path:
+            sink_producer.prepare_producer(cluster, options)
+    if options.producer_path:
+        return _plan_producer(options, schema, df_schema)
     if overwrite and info.kind == ORDERED:
         raise SchemaError(f"{options.path}: output mode 'complete' rewrites the result and needs a sorted "
                           f"(keyed) dynamic table; an ordered table only takes 'append'")
@@ -92,6 +101,22 @@ def plan_sink(options: SinkOptions, df_schema: StructType, *, overwrite: bool,
     stage = options.transactional or (unbounded_transactions and info.kind != STATIC)
     plan = SinkPlan(options, schema, info.kind, yson, staging_root=_staging_root(options) if stage else None)
     _check_fits(plan, arrow_schema_for_spark(df_schema))
+    return plan
+
+
+def _plan_producer(options: SinkOptions, schema: TableSchema, df_schema: StructType) -> SinkPlan:
+    """Producer mode's plan: tasks push (nothing staged); source mode's service columns are read, not written."""
+    sink_producer.session_prefix(options)  # a query without a name for its sessions fails now, not in a task
+    df_arrow = arrow_schema_for_spark(df_schema)
+    missing = sink_producer.source_columns_missing(options, df_arrow.names)
+    if missing:
+        raise SchemaError(f"{options.path}: producer_sequence=source numbers rows by the source's service columns "
+                          f"{missing}: read the queue with include_service_columns=true")
+    yson = frozenset() if options.write_type_v3 else frozenset(
+        c.name for c in schema.columns if is_composite(c.type_v3))
+    plan = SinkPlan(options, schema, ORDERED, yson)
+    _check_fits(plan, pa.schema([f for f in df_arrow if f.name in schema.names
+                                 or f.name not in sink_producer.SOURCE_COLUMNS]))
     return plan
 
 
@@ -191,6 +216,8 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: 
     directory behind."""
     with on_executor(), connect(plan.options.cluster) as cluster:
         size = chunk_rows(plan, cluster)
+        if plan.options.producer_path:
+            return _push_rows(plan, cluster, batches, size)
         staging = _staging_path(staging_root) if staging_root else None
         if staging:
             cluster.create(TABLE, staging, recursive=not root_made, attributes={"schema": _unsorted(plan.schema)})
@@ -209,6 +236,31 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: 
             stats = stats.call(table.num_rows, time.perf_counter() - started, size)
             rows += table.num_rows
     return WrittenPart(rows=rows, staging_path=staging, stats=stats)
+
+
+def _push_rows(plan: SinkPlan, cluster: Cluster, batches: Iterator[pa.RecordBatch], size: int) -> WrittenPart:
+    """Producer mode's task: every chunk pushed through the task's producer sessions (`sink_producer`)."""
+    ctx = TaskContext.get()
+    batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
+    if batch_id is None:
+        raise SchemaError(f"{plan.options.path}: producer mode writes micro-batches of a stream (writeStream), "
+                          f"not a batch DataFrame")
+    task = sink_producer.TaskPosition(int(batch_id), ctx.partitionId(), ctx.attemptNumber())
+    pusher = sink_producer.SessionPusher(cluster, plan.options, task)
+    written = set(plan.schema.names)
+
+    def pairs() -> Iterator[tuple[pa.Table, pa.Table]]:
+        for chunk in chunks(batches, size):
+            yield chunk, _to_target(plan, chunk.select([n for n in chunk.column_names if n in written]))
+
+    try:
+        stats = pusher.push_all(pairs(), size)
+    except ZombieEpochError:  # fenced off: not a failed call the tuner should answer
+        raise
+    except Exception as e:  # marked, not handled: the tuner must know a push failed
+        insert_failure.mark(e, plan.options.path, size, size)
+        raise
+    return WrittenPart(rows=stats.rows, stats=stats)
 
 
 def record_batch_stats(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int, *,

@@ -39,6 +39,11 @@ class WriteStats:
     errors: int = 0
     #: aborts of the batch whose cleanup failed (logged as `sink_abort_failed`; an abort never raises).
     abort_failures: int = 0
+    #: producer mode (`streaming_core.sink_producer`): sessions the tasks opened, how many of those bumped the epoch
+    #: of an existing session (a task started again, or the next batch), rows skipped as written before.
+    producer_sessions: int = 0
+    producer_epoch_bumps: int = 0
+    producer_skipped_rows: int = 0
     batch_id: int | None = None
     at: float | None = None
 
@@ -48,6 +53,12 @@ class WriteStats:
                        max_call_seconds=max(self.max_call_seconds, seconds),
                        dyn_batch_size=max(self.dyn_batch_size, size))
 
+    def producer(self, *, sessions: int = 0, epoch_bumps: int = 0, skipped: int = 0) -> WriteStats:
+        """These statistics with producer sessions opened and rows skipped added."""
+        return replace(self, producer_sessions=self.producer_sessions + sessions,
+                       producer_epoch_bumps=self.producer_epoch_bumps + epoch_bumps,
+                       producer_skipped_rows=self.producer_skipped_rows + skipped)
+
     @classmethod
     def total(cls, parts: Iterable[WriteStats | None], batch_id: int, at: float, errors: int = 0,
               abort_failures: int = 0) -> WriteStats:
@@ -56,7 +67,9 @@ class WriteStats:
         return cls(sum(p.calls for p in known), sum(p.rows for p in known), sum(p.seconds for p in known),
                    max((p.max_call_seconds for p in known), default=0.0),
                    max((p.dyn_batch_size for p in known), default=0), sum(p.retries for p in known),
-                   sum(p.errors for p in known) + errors, abort_failures, batch_id, at)
+                   sum(p.errors for p in known) + errors, abort_failures,
+                   sum(p.producer_sessions for p in known), sum(p.producer_epoch_bumps for p in known),
+                   sum(p.producer_skipped_rows for p in known), batch_id, at)
 
     @classmethod
     def from_document(cls, value: object) -> WriteStats | None:

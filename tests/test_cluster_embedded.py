@@ -19,6 +19,7 @@ import pytest
 from streaming_core.cluster import Cluster, ClusterError, InvalidUriError, connect, default_uri, resolve_uri
 from streaming_core.cluster.embedded import EmbeddedCluster
 from tests.support.cluster_contract import NUMBERED_SCHEMA, ClusterContract, data_rows, read_all, total_rows
+from tests.support.producer_contract import ProducerContract
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def root() -> str:
     return "//home/test"
 
 
-class TestEmbeddedContract(ClusterContract):
+class TestEmbeddedContract(ClusterContract, ProducerContract):
     """The contract suite on a fresh embedded cluster per test."""
 
 

@@ -44,6 +44,7 @@ from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_y
 from streaming_core.cluster.ytsaurus.wire import dump_rows, load_rows
 from tests.support.cluster_contract import ClusterContract
 from tests.support.ports import free_port
+from tests.support.producer_contract import ProducerContract
 from tests.support.standin import SESSION_REGISTRATION_WAIT_SECONDS, STANDIN_TOKEN
 
 QUEUE = "//tmp/q"
@@ -659,7 +660,7 @@ class TestCompositeValuesOnTheWire:
         assert table.to_pylist() == [{"$tablet_index": 0, "$row_index": 3, **self.ROW}]
 
 
-class TestYtsaurusContract(ClusterContract):
+class TestYtsaurusContract(ClusterContract, ProducerContract):
     """The shared cluster contract (`tests/support/cluster_contract.py`) through the real `ytsaurus-client` over HTTP:
     against the cluster at `$YT_PROXY` when it is set, else against the YTsaurus HTTP stand-in
     (`tests.support.standin`)."""

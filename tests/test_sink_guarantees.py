@@ -9,14 +9,16 @@ The output is then compared with the input row by row.
 On the embedded cluster: transactional mode at all four fault points; at-least-once and the idempotent receiver at
 `during_write` (some rows of the batch written) and `after_commit` (the whole batch written, Spark's commit log
 not) - there every mode stages its rows, so for those two `before_write` leaves nothing to check and `after_write`
-is `after_commit`. 8 killed runs + 1 resume: about a minute and a half on 2 idle cores.
+is `after_commit`. Producer mode (`producer_path`, numbered by batch) and queue to queue (numbered by the source's
+row index) at `during_write`, `after_commit` and at a random moment (`random_write`: a random batch, killed after a
+random number of its task's rows; the pick is in the test's id).
 
 Through the YTsaurus backend (the real client over HTTP against the stand-in, `tests.support.standin`, its token in
 the driver's `YT_TOKEN`), every mode is killed at every fault point: there at-least-once and the idempotent receiver
 insert straight into the target in calls of `dyn_batch_size` rows, so each point leaves the target in another
-state (nothing, part of the batch, all of it without the sink's commit, all of it with it). 12 killed runs and a
-resume. Their `yt:///` checkpoints are on the stand-in's storage (the driver maps `yt:///` onto its root, as SPYT's
-file system maps it onto a real cluster's Cypress), read back here through Cypress commands.
+state (nothing, part of the batch, all of it without the sink's commit, all of it with it); producer mode and queue
+to queue once each. Their `yt:///` checkpoints are on the stand-in's storage (the driver maps `yt:///` onto its root,
+as SPYT's file system maps it onto a real cluster's Cypress), read back here through Cypress commands.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -57,12 +60,19 @@ IDEMPOTENT_SCHEMA = [
 ]
 MODES = ("transactional", "at_least_once", "idempotent")
 FAULTS = ("before_write", "during_write", "after_write", "after_commit")
-#: Every guarantee mode killed at every fault point through the YTsaurus backend.
-STANDIN_SCENARIOS = [(mode, fault) for mode in MODES for fault in FAULTS]
+#: Every guarantee mode killed at every fault point through the YTsaurus backend, and each producer mode once.
+STANDIN_SCENARIOS = [(mode, fault) for mode in MODES for fault in FAULTS] + [
+    ("producer", "during_write"), ("queue_to_queue", "during_write")]
+#: The random moment of `random_write` scenarios: (batch, rows of the task written before the kill), picked once per
+#: run (the same in every xdist worker of a run: they must collect the same ids) and shown in the tests' ids.
+_PICK = random.Random(os.environ.get("PYTEST_XDIST_TESTRUNUID") or None)
+RANDOM_MOMENT = (_PICK.randrange(3), _PICK.randrange(MAX_ROWS))
 SCENARIOS = [
     ("transactional", "before_write"), ("transactional", "during_write"), ("transactional", "after_write"),
     ("transactional", "after_commit"), ("at_least_once", "during_write"), ("at_least_once", "after_commit"),
     ("idempotent", "during_write"), ("idempotent", "after_commit"),
+    ("producer", "during_write"), ("producer", "after_commit"), ("producer", "random_write"),
+    ("queue_to_queue", "during_write"), ("queue_to_queue", "after_commit"), ("queue_to_queue", "random_write"),
 ]
 
 
@@ -105,10 +115,17 @@ def run_scenarios(cluster_uri: str, scenarios: list[tuple[str, str]],
             specs[mode, fault] = (spec, rows)
     with ThreadPoolExecutor(max_workers=2) as pool:
         killed = dict(zip(specs, pool.map(
-            lambda key: _run_driver(cluster_uri, [{**specs[key][0], "fault": key[1], "fail_batch": FAIL_BATCH}],
-                                    yt_root), specs), strict=True))
+            lambda key: _run_driver(cluster_uri, [fault_spec(specs[key][0], key[1])], yt_root), specs), strict=True))
     assert _run_driver(cluster_uri, [spec for spec, _ in specs.values()], yt_root) == 0
     return {key: Outcome(key[0], key[1], spec, rows, killed[key]) for key, (spec, rows) in specs.items()}
+
+
+def fault_spec(spec: dict[str, Any], fault: str) -> dict[str, Any]:
+    """The driver's scenario for a killed run: the fault point at `FAIL_BATCH`, or the random moment."""
+    if fault == "random_write":
+        batch, rows = RANDOM_MOMENT
+        return {**spec, "fault": "during_write", "fail_batch": batch, "crash_after_rows": rows}
+    return {**spec, "fault": fault, "fail_batch": FAIL_BATCH}
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +191,20 @@ def check_at_least_once(cluster_uri: str, outcome: Outcome) -> None:
         assert not yt.exists(staging) or yt.list(staging) == [], "what the killed attempt staged is dropped"
 
 
-CHECKS = {"transactional": check_transactional, "idempotent": check_idempotent, "at_least_once": check_at_least_once}
+def check_producer(cluster_uri: str, outcome: Outcome) -> None:
+    """Exactly once, whatever the moment of the kill: the replay's rows at or below a session's number are skipped."""
+    assert outcome.killed_returncode == -signal.SIGKILL
+    assert output(cluster_uri, outcome) == multiset(outcome.input, "data", "n")
+    with connect(cluster_uri, token=STANDIN_TOKEN) as yt:
+        sessions = yt.select_rows(outcome.spec["target"] + "_producer")
+        staging = outcome.spec["target"] + "_staging"
+        assert not yt.exists(staging), "producer mode stages nothing"
+    assert len(sessions) == 2, "one session per partition (batch numbering) or per source tablet (queue to queue)"
+    assert all(s["epoch"] >= 1 for s in sessions), "the resumed run's tasks bumped the epochs of the killed run's"
+
+
+CHECKS = {"transactional": check_transactional, "idempotent": check_idempotent, "at_least_once": check_at_least_once,
+          "producer": check_producer, "queue_to_queue": check_producer}
 
 
 @pytest.mark.parametrize("key", scenarios_of("transactional"))
@@ -190,6 +220,13 @@ def test_idempotent_receiver_output_equals_the_input_exactly_after_a_crash(outco
 @pytest.mark.parametrize("key", scenarios_of("at_least_once"))
 def test_at_least_once_misses_nothing_and_duplicates_only_the_interrupted_batch(outcomes, cluster_uri, key):
     check_at_least_once(cluster_uri, outcomes[key])
+
+
+@pytest.mark.parametrize("key", [
+    pytest.param(key, id="-".join(key) + ("-batch{}-after{}rows".format(*RANDOM_MOMENT) if key[1] == "random_write"
+                                          else "")) for key in SCENARIOS if key[0] in ("producer", "queue_to_queue")])
+def test_producer_modes_write_every_row_once_whenever_the_driver_is_killed(outcomes, cluster_uri, key):
+    check_producer(cluster_uri, outcomes[key])
 
 
 @pytest.mark.parametrize("key", [pytest.param(key, id="-".join(key)) for key in STANDIN_SCENARIOS])

@@ -22,7 +22,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from opsd.cli import consumer, demo, desync, doctor, history, queue, run, status, table, tuning
+from opsd.cli import consumer, demo, desync, doctor, history, producer, queue, run, status, table, tuning
 from opsd.cli.common import CLUSTER_HELP, CliError, Parser
 from opsd.telemetry.logs import configure_logging
 from opsd.telemetry.terminal import Shown
@@ -37,7 +37,7 @@ INTERRUPTED = 130
 PIPE_CLOSED = 141
 
 #: Subcommand modules, in the order `opsd --help` lists them.
-COMMANDS = (queue, consumer, table, run, demo, status, desync, history, doctor, tuning)
+COMMANDS = (queue, consumer, producer, table, run, demo, status, desync, history, doctor, tuning)
 
 
 def build_parser() -> argparse.ArgumentParser:

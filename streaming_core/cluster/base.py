@@ -34,6 +34,8 @@ MAX_ROWS_PER_TABLET_TRANSACTION = 100_000
 #: 16 MiB is also YTsaurus' own bound on the data weight of one queue pull, which a read of the YTsaurus backend is.
 READ_BATCH_ROWS = 65_536
 READ_BATCH_BYTES = 16 * 1024 * 1024
+#: The first YTsaurus release that serves queue producers (`push_queue_producer`), named when a cluster lacks them.
+QUEUE_PRODUCERS_SINCE = "24.1"
 #: Rows of one `pull_consumer` call when the caller names no bound (YTsaurus' default too).
 PULL_ROWS = 1000
 #: How often a registration not seen yet (`Cluster.registration_visible_within_seconds`) is looked for again.
@@ -43,6 +45,8 @@ REGISTRATION_POLL_SECONDS = 0.25
 MAP_NODE = "map_node"
 TABLE = "table"
 DOCUMENT = "document"
+#: The node type YTsaurus' `create` takes for a queue producer (it makes a sorted dynamic table of `PRODUCER_SCHEMA`).
+QUEUE_PRODUCER = "queue_producer"
 
 #: What YTsaurus' Queue Agent computes and serves as attributes (opaque: read by name, never in `@`): on a queue its
 #: status (write rates) and its partitions (row bounds, write rates), on a consumer its partitions per registered
@@ -81,6 +85,25 @@ class Registration:
 
 
 @dataclass(frozen=True)
+class ProducerSession:
+    """A queue producer session's recovery point, as `create_queue_producer_session` returns it: the epoch a writer
+    must push with, the last sequence number written (-1: none) and the `user_meta` stored with the session."""
+
+    epoch: int
+    sequence_number: int
+    user_meta: Any = None
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What `push_queue_producer` returns: the last sequence number of the rows given, and how many of them were
+    skipped as written before (their numbers at or below the session's)."""
+
+    last_sequence_number: int
+    skipped_row_count: int
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     """What `get` of a node's attributes returns that callers branch on."""
 
@@ -115,6 +138,14 @@ class Transaction(abc.ABC):
         new_offset: int,
     ) -> None:
         """Move a consumer's offset with compare-and-set (see `Cluster.advance_consumer`)."""
+
+    @abc.abstractmethod
+    def push_queue_producer(
+        self, producer_path: str, queue_path: str, session_id: str, epoch: int, rows: ROWS, *,
+        sequence_number: int | None = None, user_meta: Any = None,
+    ) -> PushResult:
+        """Write rows into a queue through a producer session, within the transaction (see
+        `Cluster.push_queue_producer`)."""
 
     @abc.abstractmethod
     def publish_table(self, source: str, path: str) -> int:
@@ -336,6 +367,45 @@ class Cluster(abc.ABC):
     ) -> None:
         """Set the consumer's offset for a partition. With `old_offset` not None, fails with
         `ConflictError` unless the stored offset equals it (compare-and-set)."""
+
+    # -- queue producers ---------------------------------------------------------------------------
+    # YTsaurus 24.1+ (`ytsaurus-client` 0.13.21+): exactly-once writes into a queue. A session (producer, queue,
+    # session id) keeps the last sequence number written and an epoch; see `yt/yt/tests/integration/queues/
+    # test_producer.py` for the semantics both backends follow.
+
+    def require_queue_producers(self) -> None:  # noqa: B027 - every backend but an old YTsaurus serves them
+        """Raise `ClusterError` naming `QUEUE_PRODUCERS_SINCE` when this cluster does not serve queue producers."""
+
+    @abc.abstractmethod
+    def create_queue_producer(self, path: str, *, recursive: bool = False, ignore_existing: bool = False) -> None:
+        """Create a producer table (sorted, `PRODUCER_SCHEMA`, `treat_as_queue_producer`)."""
+
+    @abc.abstractmethod
+    def create_queue_producer_session(
+        self, producer_path: str, queue_path: str, session_id: str, user_meta: Any = None,
+    ) -> ProducerSession:
+        """Create the session (epoch 0, sequence number -1) or, when it exists, bump its epoch (fencing off every
+        writer of the older one); `user_meta`, when given, replaces the stored one. Returns the recovery point."""
+
+    @abc.abstractmethod
+    def remove_queue_producer_session(self, producer_path: str, queue_path: str, session_id: str) -> None:
+        """Forget the session; creating it again starts at epoch 0 and sequence number -1."""
+
+    @abc.abstractmethod
+    def push_queue_producer(
+        self, producer_path: str, queue_path: str, session_id: str, epoch: int, rows: ROWS, *,
+        sequence_number: int | None = None, user_meta: Any = None,
+    ) -> PushResult:
+        """Append rows to the queue (to a `$tablet_index` column's tablets, or spread) through the session.
+
+        Each row's sequence number is its `$sequence_number` column, or `sequence_number` plus its position (one of
+        the two, never both); they must be non-negative and strictly increasing (`SequenceNumberError`). Rows at or
+        below the session's stored number are skipped (written before); the rest are appended and the session
+        moves to the last number, with `user_meta` when given. An epoch older than the session's raises
+        `ZombieEpochError`, a newer one `InvalidEpochError`; a session never created `NoSuchProducerSessionError`.
+        All of it or none is written: a push is one tablet transaction (its own, or the caller's), so it takes at
+        most `max_rows_per_tablet_transaction` rows per tablet; more rows go in several pushes, which the sequence
+        numbers make safe to replay."""
 
     # -- sorted and static tables, documents --------------------------------------------------------
 

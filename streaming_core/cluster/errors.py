@@ -138,3 +138,26 @@ def on_executor() -> Iterator[None]:
         yield
     except MissingTokenError as e:
         raise ExecutorTokenError(e.what) from None
+
+
+class ProducerEpochError(ClusterError):
+    """A `push_queue_producer` named an epoch other than its session's: YTsaurus refuses it, nothing is written."""
+
+
+class ZombieEpochError(ProducerEpochError):
+    """The push's epoch is older than the session's: the session was created again since (a task retried elsewhere),
+    so this writer is a zombie and is fenced off (YTsaurus `ZombieEpoch`, 3102)."""
+
+
+class InvalidEpochError(ProducerEpochError):
+    """The push's epoch is newer than the session's, which no session creation returned (YTsaurus `InvalidEpoch`,
+    3101)."""
+
+
+class SequenceNumberError(ClusterError):
+    """A push's sequence numbers are missing, negative or not strictly increasing (YTsaurus
+    `InvalidRowSequenceNumbers`, 3103); nothing is written."""
+
+
+class NoSuchProducerSessionError(ClusterError):
+    """A push names a producer session that was never created (or was removed)."""

@@ -38,6 +38,8 @@ _OLD_TO_V3 = {"boolean": "bool", "any": "yson"}
 TABLET_INDEX = "$tablet_index"
 ROW_INDEX = "$row_index"
 TIMESTAMP = "$timestamp"
+#: The column of a `push_queue_producer` row that carries its sequence number (never stored in the queue).
+SEQUENCE_NUMBER = "$sequence_number"
 #: A queue's system column that the cluster fills on write: the data weight of the tablet's rows up to and including
 #: this one, since the tablet was created (`streaming_core.cluster.data_weight`). Rows (a, b] weigh cdw[b] - cdw[a].
 CUMULATIVE_DATA_WEIGHT = "$cumulative_data_weight"
@@ -51,6 +53,18 @@ CONSUMER_SCHEMA = [
     {"name": "partition_index", "type": "uint64", "required": True, "sort_order": "ascending"},
     {"name": "offset", "type": "uint64", "required": True},
     {"name": "meta", "type": "any", "required": False},
+]
+
+#: The queue producer table schema (`create queue_producer`), as YTsaurus' queue agent state defines it
+#: (`yt/python/yt/environment/init_queue_agent_state.py`, `PRODUCER_OBJECT_TABLE_SCHEMA`): one row per session.
+PRODUCER_SCHEMA = [
+    {"name": "queue_cluster", "type": "string", "required": True, "sort_order": "ascending"},
+    {"name": "queue_path", "type": "string", "required": True, "sort_order": "ascending"},
+    {"name": "session_id", "type": "string", "required": True, "sort_order": "ascending"},
+    {"name": "sequence_number", "type": "int64", "required": True},
+    {"name": "epoch", "type": "int64", "required": True},
+    {"name": "user_meta", "type": "any", "required": False},
+    {"name": "system_meta", "type": "any", "required": False},
 ]
 
 

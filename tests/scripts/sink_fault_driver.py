@@ -5,7 +5,7 @@ one after the other in this process (one Spark start for several resumed queries
 that `yt:///` checkpoint locations map to (a YTsaurus stand-in's storage; default: as `build_session` maps them):
 
     {"queue": "//...", "consumer": "//...", "target": "//...", "checkpoint": "yt:///...",
-     "mode": "at_least_once" | "transactional" | "idempotent", "max_rows": 30,
+     "mode": "at_least_once" | "transactional" | "idempotent" | "producer" | "queue_to_queue", "max_rows": 30,
      "fail_batch": 2, "fault": "before_write" | "during_write" | "after_write" | "after_commit"}
 
 `fault`/`fail_batch` are optional. Faults are injected without hooks in the product: the `yt` format is
@@ -14,7 +14,8 @@ SIGKILLs this driver's whole process group (driver, its JVM, the Python runners)
 when batch `fail_batch` reaches the fault point:
 
 - before_write: in a task's `write()`, before any row of the batch is written;
-- during_write: in a task's `write()`, after two dyn_batch_size chunks of the task were inserted (or staged);
+- during_write: in a task's `write()`, after two dyn_batch_size chunks of the task were inserted (or staged), or
+  after the scenario's `crash_after_rows` rows (a moment the test picks at random);
 - after_write: in `commit()`, before the sink commits (every task has written);
 - after_commit: in `commit()`, after the sink committed, before Spark writes the batch to its commit log.
 """
@@ -53,8 +54,10 @@ def crash(driver_pid: int) -> None:
 
 
 class FaultyWriter(YtStreamWriter):
-    def __init__(self, writer: YtStreamWriter, fault: str | None, fail_batch: int | None, driver_pid: int) -> None:
+    def __init__(self, writer: YtStreamWriter, fault: str | None, fail_batch: int | None, driver_pid: int,
+                 crash_after_rows: int) -> None:
         super().__init__(writer.plan)
+        self.crash_after_rows = crash_after_rows
         self.fault = fault
         self.fail_batch = fail_batch
         self.driver_pid = driver_pid
@@ -67,7 +70,7 @@ class FaultyWriter(YtStreamWriter):
         if self._armed("before_write", batch_id):
             crash(self.driver_pid)
         if self._armed("during_write", batch_id):
-            iterator = self._crash_after(iterator, DURING_WRITE_AFTER_ROWS)
+            iterator = self._crash_after(iterator, self.crash_after_rows)
         return super().write(iterator)
 
     def _crash_after(self, iterator: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
@@ -98,22 +101,25 @@ def run(spark, scenario: dict) -> None:
 
         def streamWriter(self, schema, overwrite):
             writer = super().streamWriter(schema, overwrite)
-            return FaultyWriter(writer, self.fault, self.fail_batch, self.driver_pid)
+            return FaultyWriter(writer, self.fault, self.fail_batch, self.driver_pid,
+                                scenario.get("crash_after_rows", DURING_WRITE_AFTER_ROWS))
 
     spark.dataSource.register(FaultySource)
-    idempotent = scenario["mode"] == "idempotent"
+    mode = scenario["mode"]
     df = (spark.readStream.format("yt")
           .option("consumer_path", scenario["consumer"])
           .option("max_rows_per_partition", scenario["max_rows"])
-          .option("include_service_columns", idempotent)
+          .option("include_service_columns", mode in ("idempotent", "queue_to_queue"))
           .load(scenario["queue"]))
-    query = (df.writeStream.format("yt")
-             .option("checkpointLocation", scenario["checkpoint"])
-             .option("path", scenario["target"])
-             .option("dyn_batch_size", DYN_BATCH_SIZE)
-             .option("transactional", scenario["mode"] == "transactional")
-             .trigger(availableNow=True)
-             .start())
+    writer = (df.writeStream.format("yt")
+              .option("checkpointLocation", scenario["checkpoint"])
+              .option("path", scenario["target"])
+              .option("dyn_batch_size", DYN_BATCH_SIZE)
+              .option("transactional", mode == "transactional"))
+    if mode in ("producer", "queue_to_queue"):  # the producer next to the target, made by the first run
+        writer = (writer.option("producer_path", scenario["target"] + "_producer").option("create_producer", True)
+                  .option("producer_sequence", "source" if mode == "queue_to_queue" else "batch"))
+    query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
 
 

@@ -40,13 +40,14 @@ from ..tablets import TabletStates
 from .common import MAP_NODE_TYPE, Descriptor, PendingTransaction, Rowset, Tabular, check_format_attributes
 from .consumers import ConsumerCommands
 from .cypress import CypressCommands
+from .producers import ProducerCommands
 from .tables import TableCommands
 from .transactions import TransactionCommands
 
 __all__ = ["Commands", "Descriptor", "Rowset", "Tabular", "check_format_attributes"]
 
 
-class Commands(CypressCommands, TableCommands, ConsumerCommands, TransactionCommands):
+class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommands, TransactionCommands):
     """Every command of the stand-in, over one embedded cluster at `root`."""
 
     def __init__(self, root: str, cluster_name: str, *,
@@ -103,6 +104,8 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, TransactionComm
             ("register_queue_consumer", True, self.register), ("unregister_queue_consumer", True, self.unregister),
             ("list_queue_consumer_registrations", False, self.registrations),
             ("advance_consumer", True, self.advance_consumer), ("advance_queue_consumer", True, self.advance_consumer),
+            ("create_queue_producer_session", True, self.create_queue_producer_session),
+            ("remove_queue_producer_session", True, self.remove_queue_producer_session),
         ]
         for name, volatile, handler in structured:
             yield Descriptor(name, is_volatile=volatile), handler
@@ -111,6 +114,7 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, TransactionComm
         yield Descriptor("lookup_rows", input_type="tabular", output_type="tabular"), self.lookup_rows
         yield Descriptor("insert_rows", input_type="tabular", is_volatile=True), self.insert_rows
         yield Descriptor("delete_rows", input_type="tabular", is_volatile=True), self.delete_rows
+        yield Descriptor("push_queue_producer", input_type="tabular", is_volatile=True), self.push_queue_producer
         for name in ("pull_consumer", "pull_queue_consumer"):
             yield Descriptor(name, output_type="tabular"), self.pull_consumer
         yield Descriptor("pull_queue", output_type="tabular"), self.pull_queue

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from streaming_core.cluster.base import MAP_NODE, TABLE
+from streaming_core.cluster.base import MAP_NODE, QUEUE_PRODUCER, TABLE
 from streaming_core.cluster.errors import AlreadyExistsError, NoSuchPathError
 from streaming_core.cluster.yson_values import plain
 
@@ -89,6 +89,10 @@ class CypressCommands:
                     raise AlreadyExistsError(f"{path}: node already exists")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.touch()
+            return {"node_id": new_id()}
+        if node_type == QUEUE_PRODUCER:
+            self.cluster.create_queue_producer(path, recursive=bool(p.get("recursive")),
+                                               ignore_existing=bool(p.get("ignore_existing")))
             return {"node_id": new_id()}
         attributes = plain(p.get("attributes") or {})
         if node_type == TABLE and "schema" not in attributes and self.cluster.exists(path):

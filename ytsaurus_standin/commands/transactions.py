@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION, Cluster
 from streaming_core.cluster.errors import ConflictError
+from streaming_core.cluster.schema import TABLET_INDEX
 from streaming_core.cluster.ytsaurus.errors import TRANSACTION_LOCK_CONFLICT
 
 from ..errors import TOO_MANY_ROWS_IN_TRANSACTION, YtCodedError
@@ -77,6 +78,16 @@ class _Ledger:
             self._writes.locks.update((path, tuple(r.values())) for r in rows.select(list(keys)).to_pylist())
         else:
             self._writes.appended[(path, tablet_index)] += rows.num_rows
+
+    def push_queue_producer(self, producer: str, queue: str, session_id: str, epoch: int, rows: pa.Table,
+                            **_: Any) -> None:
+        """A push locks its session's row and appends its rows to their tablets (`$tablet_index`, else spread)."""
+        self._writes.locks.add((producer, (queue, session_id)))
+        if TABLET_INDEX in rows.column_names:
+            self._writes.appended.update({(queue, int(t)): n for t, n in
+                                          Counter(rows.column(TABLET_INDEX).to_pylist()).items()})
+        else:
+            self._writes.appended[(queue, None)] += rows.num_rows
 
     def delete_rows(self, path: str, keys: list[dict[str, Any]]) -> None:
         columns = self._commands.cluster.get_schema(path).key_columns

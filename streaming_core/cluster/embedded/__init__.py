@@ -5,6 +5,7 @@ share take the connection to run on. Each SQL table has one owner module:
 - `nodes`: YT path forms and node lookups; `tree`: the path tree, attributes, documents (`nodes`);
 - `queues`: ordered tables, their tablets, appends, range reads, trimming (`tablets`, `chunks`);
 - `consumers`: consumer tables, registrations, pull and advance (`registrations`);
+- `producers`: producer tables, sessions and pushes (no SQL table of its own: sessions are sorted-table rows);
 - `tables`: row calls on sorted tables, static tables (`static_chunks`);
 - `sorted_store`: how sorted tables' rows are stored (`sorted_chunks`: runs of Arrow chunks), replaceable alone;
 - `transactions`: tablet transactions;
@@ -19,6 +20,7 @@ import sqlite3
 from ..base import Cluster, Transaction
 from .consumers import ConsumerMixin
 from .nodes import normalize_path
+from .producers import ProducerMixin
 from .queues import QueueMixin
 from .sqlite_store import Store
 from .tables import TableMixin
@@ -28,7 +30,7 @@ from .tree import TreeMixin
 __all__ = ["EmbeddedCluster", "EmbeddedTransaction", "normalize_path"]
 
 
-class EmbeddedCluster(TreeMixin, QueueMixin, ConsumerMixin, TableMixin, Cluster):
+class EmbeddedCluster(TreeMixin, QueueMixin, ConsumerMixin, ProducerMixin, TableMixin, Cluster):
     """YTsaurus semantics on one local SQLite database under `root`; see the package docstring.
 
     Notes

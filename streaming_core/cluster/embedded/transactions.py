@@ -1,6 +1,6 @@
 """Tablet transactions of the embedded cluster: one SQLite write transaction on a connection of its own.
 
-Each call runs the same function as the plain call (`tables`, `consumers`) on the transaction's
+Each call runs the same function as the plain call (`tables`, `consumers`, `producers`) on the transaction's
 connection, so lookups see the transaction's own writes.
 """
 
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..base import Transaction
+from ..base import PushResult, Transaction
 from .consumers import advance
 from .nodes import normalize_path
+from .producers import push
 from .tables import delete, insert, lookup, publish
 
 if TYPE_CHECKING:
@@ -36,6 +37,11 @@ class EmbeddedTransaction(Transaction):
 
     def advance_consumer(self, consumer_path, queue_path, partition_index, old_offset, new_offset) -> None:
         advance(self._conn, self._cluster.name, consumer_path, queue_path, partition_index, old_offset, new_offset)
+
+    def push_queue_producer(self, producer_path, queue_path, session_id, epoch, rows, *, sequence_number=None,
+                            user_meta=None) -> PushResult:
+        return push(self._conn, self._cluster.name, producer_path, queue_path, session_id, epoch, rows,
+                    sequence_number=sequence_number, user_meta=user_meta)
 
     def publish_table(self, source, path) -> int:
         return publish(self._conn, normalize_path(source), normalize_path(path))

@@ -9,6 +9,7 @@ snapshot, not the transaction's writes).
 `YtsaurusCluster` is composed of one mixin per role:
 - `tree`: nodes, attributes, documents; `queues`: tablet counters, range reads, trimming;
 - `consumers`: consumer tables, registrations, pull and advance; `tables`: row calls, static tables;
+- `producers`: producer tables, sessions and pushes;
 - `transactions`: tablet transactions;
 - `client`: the `YtClient` factory and the wire arguments; `errors`: YT errors as ours;
 - `rows`: values between Arrow and YSON rows in one explicit format, `rows.WIRE_FORMAT`, which every
@@ -39,6 +40,7 @@ from .client import (
 )
 from .consumers import ConsumerMixin
 from .errors import translate_error
+from .producers import ProducerMixin
 from .queues import QueueMixin
 from .tables import TableMixin
 from .transactions import YtTransaction
@@ -50,7 +52,7 @@ __all__ = [
 ]
 
 
-class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, TableMixin, Cluster):
+class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, ProducerMixin, TableMixin, Cluster):
     """The cluster at `proxy` (`hahn`, `localhost:8000`, `https://host:443`), with `token` or the client's own.
 
     `config` is laid over the client's own configuration (see `client`). Without `token` the client reads it as it

@@ -13,13 +13,19 @@ from ..errors import (
     AuthenticationError,
     ClusterError,
     ConflictError,
+    InvalidEpochError,
     MissingTokenError,
     NoSuchPathError,
     NotRegisteredError,
+    SequenceNumberError,
+    ZombieEpochError,
 )
 
 #: YTsaurus error codes the backend tells apart (the stand-in answers with the same).
 CONSUMER_OFFSET_CONFLICT = 3100
+#: Queue producers (`yt/yt/client/queue_client/public.h`): an epoch never given out, an older epoch (a zombie),
+#: sequence numbers missing or not increasing.
+INVALID_EPOCH, ZOMBIE_EPOCH, INVALID_ROW_SEQUENCE_NUMBERS = 3101, 3102, 3103
 AUTHORIZATION_ERROR = 901
 #: A row the transaction wrote was committed by another transaction since it started (`TransactionLockConflict`):
 #: a compare-and-set that lost the race at commit rather than at the call, so a conflict as 3100 is.
@@ -45,6 +51,10 @@ def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
         return AlreadyExistsError(message)
     if err.contains_code(CONSUMER_OFFSET_CONFLICT) or err.contains_code(TRANSACTION_LOCK_CONFLICT):
         return ConflictError(message)
+    for code, error in ((ZOMBIE_EPOCH, ZombieEpochError), (INVALID_EPOCH, InvalidEpochError),
+                        (INVALID_ROW_SEQUENCE_NUMBERS, SequenceNumberError)):
+        if err.contains_code(code):
+            return error(message)
     if not_registered(err):
         return NotRegisteredError(message)
     return ClusterError(message)

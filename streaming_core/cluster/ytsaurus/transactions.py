@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..base import ROWS, Transaction
+from ..base import ROWS, PushResult, Transaction
 from .client import WIRE
 
 if TYPE_CHECKING:
@@ -68,6 +68,12 @@ class YtTransaction(Transaction):
         with self._attached(f"{consumer_path} for {queue_path}, partition {partition_index}"):
             self._client.advance_consumer(consumer_path, queue_path, partition_index, old_offset, new_offset,
                                           client_side=True)
+
+    def push_queue_producer(self, producer_path, queue_path, session_id, epoch, rows, *, sequence_number=None,
+                            user_meta=None) -> PushResult:
+        with self._attached(queue_path):
+            return self._cluster._push(self._client, producer_path, queue_path, session_id, epoch, rows,
+                                       sequence_number=sequence_number, user_meta=user_meta)
 
     def publish_table(self, source: str, path: str) -> int:
         """Copies: a tablet transaction covers dynamic tables' rows only, so the static rows are read and

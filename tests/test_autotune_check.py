@@ -15,6 +15,7 @@ from opsd.checks.autotune.collect import memory_limit
 from opsd.checks.positions.collect import PositionsCollector
 from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
+from opsd.observe.progress import BatchSummary
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import PartitionLag, QueryLag
 from opsd.observe.status import QueryStatus, StatusStore
@@ -43,8 +44,7 @@ def recorder() -> Recorder:
 
 
 def run_batches(recorder: Recorder, sizes: list[int], seconds_per_row: float = 1e-4) -> None:
-    summaries = tuple({"batch_id": i, "num_input_rows": 2 * n, "largest_partition_rows": n,
-                       "duration_seconds": 0.5 + seconds_per_row * n, "durations_seconds": {"addBatch": 0.4}}
+    summaries = tuple(BatchSummary(i, 2 * n, n, 0.5 + seconds_per_row * n, {"addBatch": 0.4})
                       for i, n in enumerate(sizes))
     not_draining = QueryLag("p", (PartitionLag("//q", 0, 5_000_000, None),), input_rows_per_second=10.0,
                             processed_rows_per_second=5.0)

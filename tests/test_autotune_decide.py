@@ -19,8 +19,9 @@ from opsd.checks.autotune.decide import (
     remember,
 )
 from opsd.checks.autotune.evaluate import evaluate, fit
-from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
+from opsd.checks.autotune.facts import Facts, MemoryLimit, Uncommitted
 from opsd.config.models import AutotuneSettings
+from opsd.observe.progress import BatchSummary
 from streaming_core.insert_failure import INSERT_CALL_FAILED
 from streaming_core.write_stats import WriteStats
 
@@ -30,12 +31,12 @@ OOM_TEXT = ("org.apache.spark.SparkException: Job aborted due to stage failure: 
             "java.lang.OutOfMemoryError: Java heap space")
 
 
-def batches(sizes: list[int], *, cost: float = 1e-4, fixed: float = 0.5, first_id: int = 0) -> tuple[Batch, ...]:
+def batches(sizes: list[int], *, cost: float = 1e-4, fixed: float = 0.5, first_id: int = 0) -> tuple[BatchSummary, ...]:
     """Batches whose duration is fixed + cost x rows of the largest partition."""
-    return tuple(Batch(first_id + i, 2 * n, n, fixed + cost * n) for i, n in enumerate(sizes))
+    return tuple(BatchSummary(first_id + i, 2 * n, n, fixed + cost * n) for i, n in enumerate(sizes))
 
 
-def facts(cap: int | None = 10_000, found: tuple[Batch, ...] = (), **changes) -> Facts:
+def facts(cap: int | None = 10_000, found: tuple[BatchSummary, ...] = (), **changes) -> Facts:
     base = Facts("q", "apply", cap, None, found, trigger_interval_seconds=10.0, backlog_rows=1_000_000)
     return replace(base, **changes)
 
@@ -129,9 +130,9 @@ def test_a_change_waits_for_batches_planned_after_it_the_one_batch_delay():
 
 def test_the_fixed_point_converges_and_then_stops_changing():
     cap, memory, changes = 5_000, TunerMemory(), 0
-    history: list[Batch] = []
+    history: list[BatchSummary] = []
     for batch_id in range(60):
-        history.append(Batch(batch_id, cap, cap, 0.5 + 1e-4 * cap))
+        history.append(BatchSummary(batch_id, cap, cap, 0.5 + 1e-4 * cap))
         f = facts(cap, tuple(history[-10:]), memory=MemoryLimit(0.1, None))
         decisions = decide(evaluate(f, SETTINGS), memory, SETTINGS)
         memory = remember(memory, decisions, evaluate(f, SETTINGS), applied=True)

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 import structlog
 
-from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
+from opsd.checks.autotune.facts import Facts, MemoryLimit, Uncommitted
 from opsd.checks.tuning.collect import TuningSources
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.config.models import AutotuneSettings, PipelineConfig
 from opsd.observe.positions import QueryPositions
+from opsd.observe.progress import BatchSummary
 from opsd.observe.status import QueryStatus
 from streaming_core.checkpoint import Checkpoint, checkpoint_files, has_state, read_checkpoint
 from streaming_core.cluster import Cluster
@@ -87,16 +88,9 @@ class AutotuneTarget:
         return self.tuning.query
 
 
-def batches(status: QueryStatus | None) -> tuple[Batch, ...]:
-    """The status' recent progress summaries that carry a duration, as batches."""
-    found = []
-    for summary in status.recent_batches if status else ():
-        if summary.get("duration_seconds") is None:
-            continue
-        found.append(Batch(int(summary["batch_id"]), int(summary.get("num_input_rows") or 0),
-                           summary.get("largest_partition_rows"), float(summary["duration_seconds"]),
-                           dict(summary.get("durations_seconds") or {})))
-    return tuple(found)
+def batches(status: QueryStatus | None) -> tuple[BatchSummary, ...]:
+    """The status' recent batches that carry a duration."""
+    return tuple(b for b in (status.recent_batches if status else ()) if b.duration_seconds is not None)
 
 
 def memory_limit(status: QueryStatus | None) -> MemoryLimit:

@@ -79,7 +79,7 @@ class TunerMemory:
 def failed_size(facts: Facts) -> int | None:
     """The rows per partition a memory failure happened at: the cap, or the largest recent batch when that is
     smaller (None when neither is known)."""
-    largest = max((b.partition_rows or 0 for b in facts.batches), default=0)
+    largest = max((b.largest_partition_rows or 0 for b in facts.batches), default=0)
     known = [x for x in (facts.max_rows_per_partition, largest) if x]
     return min(known) if known else None
 
@@ -92,7 +92,7 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
     facts, rows = evaluation.facts, evaluation.rows
     cap, risk, safe = facts.max_rows_per_partition, facts.memory.risk, facts.memory.safe_max_rows_per_partition
     newest = rows.newest
-    inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.partition_rows,
+    inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.largest_partition_rows,
               "duration_seconds": newest and newest.duration_seconds,
               "phases_seconds": dict(newest.durations_seconds) if newest else None,
               "target_seconds": rows.target_seconds, "ideal_rows": rows.ideal_rows, "binding": rows.binding,

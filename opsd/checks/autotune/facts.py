@@ -4,24 +4,13 @@ planned), and its sink's write statistics. Built by `collect`, read by `evaluate
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from opsd.observe.progress import BatchSummary
+
 if TYPE_CHECKING:
     from streaming_core.write_stats import WriteStats
-
-
-@dataclass(frozen=True)
-class Batch:
-    """One completed micro-batch."""
-
-    batch_id: int
-    rows: int
-    #: Rows of its largest yt partition (what the cap limits); None when the source reports no range.
-    partition_rows: int | None
-    duration_seconds: float
-    durations_seconds: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,7 +44,8 @@ class Facts:
     max_rows_per_partition: int | None
     #: None: not a yt sink.
     dyn_batch_size: int | None
-    batches: tuple[Batch, ...] = ()
+    #: Its recent batches that carry a duration, oldest first.
+    batches: tuple[BatchSummary, ...] = ()
     #: The query reads a yt queue through a tuning document (it has the `max_rows_per_partition` knob).
     reads_queue: bool = True
     trigger_interval_seconds: float | None = None

@@ -59,6 +59,7 @@ from opsd.checks.positions.collect import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import BatchSummary
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import OomVerdict
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
 from opsd.telemetry.logs import configure_logging
 from opsd.telemetry.metrics import Metrics
@@ -125,7 +126,7 @@ class RiskStore(StatusStore):
 
     def get(self, name: str) -> QueryStatus | None:
         status = super().get(name)
-        return None if status is None else replace(status, oom_risk=self.risk)
+        return None if status is None else replace(status, oom=OomVerdict(self.risk, 0.95, self.risk, 0.0, None))
 
 
 def config(uri: str, root: str) -> OpsdConfig:

@@ -11,11 +11,12 @@ import pytest
 
 from opsd.checks.autotune.decide import MAX_BYTES, MAX_ROWS, Direction, TunerMemory, decide, remember
 from opsd.checks.autotune.evaluate import evaluate as evaluate_tuner
-from opsd.checks.autotune.facts import Facts, MemoryLimit
+from opsd.checks.autotune.facts import Facts
 from opsd.checks.oom.evaluate import Observation, PlannedBatch
 from opsd.checks.oom.evaluate import evaluate as evaluate_oom
 from opsd.config.models import AutotuneSettings
 from opsd.observe.progress import BatchSummary
+from tests.support.oom import oom_verdict
 
 MB = 1024 * 1024
 LIMIT = 512 * MB
@@ -68,7 +69,8 @@ def facts(*, rows: int | None = 10_000, max_bytes: int | None = None, safe_bytes
           risk: float | None = 0.3, failure: str | None = None, found: tuple[BatchSummary, ...] = ()) -> Facts:
     return Facts("q", "apply", rows, None, found or tuple(BatchSummary(i, 2 * rows, rows, 2.0) for i in range(3)),
                  trigger_interval_seconds=10.0, backlog_rows=1_000_000,
-                 memory=MemoryLimit(risk, 5_000, safe_bytes), failure=failure, failed_run=failure and "run-1",
+                 oom=oom_verdict(risk, 5_000, safe_bytes) if risk is not None else None, failure=failure,
+                 failed_run=failure and "run-1",
                  max_bytes_per_partition=max_bytes)
 
 

@@ -71,9 +71,6 @@ class QueryStatus:
     queue_agent: Mapping[str, QueueSignals] | None = None
     # Per knob: the auto-tuner's latest decision (current, recommended, direction, reason, mode, bounds).
     autotune: Mapping[str, TunerDecision] | None = None
-    oom_risk: float | None = None
-    safe_max_rows_per_partition: int | None = None
-    safe_max_bytes_per_partition: int | None = None
     # The OOM check's verdict per pool: expected peak, its interval at the confidence, probability over the limit.
     oom: OomVerdict | None = None
     # Per queue: the trim forecast (time until its trimming deletes rows not read yet); the vital consumers of the

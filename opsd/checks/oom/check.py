@@ -190,10 +190,8 @@ class OomCheck:
                                           peak_bound_bytes=pool.peak_bound_bytes,
                                           exceed_probability=pool.exceed_probability,
                                           limit_bytes=pool.limit_bytes, observed_peak_bytes=pool.observed_peak_bytes)
-        self.recorder.record_oom(status.name, risk=result.risk, batch_bytes=batch.bytes, target_risk=self.target_risk,
-                                 safe_max_rows_per_partition=result.safe_max_rows_per_partition,
-                                 safe_max_bytes_per_partition=result.safe_max_bytes_per_partition,
-                                 verdict=verdict(result, sampled=self.sampler is not None))
+        self.recorder.record_oom(status.name, verdict(result, sampled=self.sampler is not None),
+                                 target_risk=self.target_risk)
         return result
 
     def _observe_batch(self, status: QueryStatus, memory: _QueryMemory, bytes_per_row: float, stages: Stages

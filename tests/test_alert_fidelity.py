@@ -53,7 +53,7 @@ from opsd.checks.vital.check import VitalConsumerCheck
 from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, Direction, TunerDecision, TuneReason
+from opsd.observe.results import Decision, Direction, Knob, TunerDecision, TuneReason, TunerMode
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
@@ -271,20 +271,20 @@ def growing_backlog(opsd: Opsd, query: str) -> None:
     opsd.feeds.append(feed)
 
 
-def tuner_decision(query: str, knob: str, current: int, recommended: int, reason: TuneReason,
+def tuner_decision(query: str, knob: Knob, current: int, recommended: int, reason: TuneReason,
                    bounds: tuple[int, int]) -> TunerDecision:
     """One decision of the auto-tuner, as its check reports it to the recorder (mode apply)."""
     decision = Decision(query, knob, current, recommended, reason)
-    return TunerDecision(decision, "apply", decision.direction != Direction.HOLD, bounds)
+    return TunerDecision(decision, TunerMode.APPLY, decision.direction != Direction.HOLD, bounds)
 
 
 def tuner_pinned(opsd: Opsd, query: str) -> None:
     """Batches keep finishing fast: the tuner raises the cap to its upper bound and keeps recommending it there."""
     opsd.start_query(query)
-    opsd.recorder.record_autotune(tuner_decision(query, "max_rows_per_partition", 200_000, 500_000,
+    opsd.recorder.record_autotune(tuner_decision(query, Knob.MAX_ROWS, 200_000, 500_000,
                                                  TuneReason.SAFE_CAP, (1000, 500_000)))
     opsd.feeds.append(lambda: opsd.recorder.record_autotune(tuner_decision(
-        query, "max_rows_per_partition", 500_000, 500_000, TuneReason.SAFE_CAP, (1000, 500_000))))
+        query, Knob.MAX_ROWS, 500_000, 500_000, TuneReason.SAFE_CAP, (1000, 500_000))))
 
 
 def oom_risk_high(opsd: Opsd, query: str) -> None:
@@ -384,9 +384,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
     opsd.start_query("healthy")
     opsd.recorder.record_tuning("healthy", max_rows_per_partition=1000, dyn_batch_size=50000,
                                 max_bytes_per_partition=16 << 20)
-    for knob, current, bounds in (("max_rows_per_partition", 1000, (100, 100_000)),
-                                  ("max_bytes_per_partition", 16 << 20, (1 << 20, 256 << 20)),
-                                  ("dyn_batch_size", 50_000, (1000, 100_000))):  # the tuner holds within its bounds
+    for knob, current, bounds in ((Knob.MAX_ROWS, 1000, (100, 100_000)),
+                                  (Knob.MAX_BYTES, 16 << 20, (1 << 20, 256 << 20)),
+                                  (Knob.DYN_BATCH_SIZE, 50_000, (1000, 100_000))):  # the tuner holds within its bounds
         opsd.recorder.record_autotune(tuner_decision("healthy", knob, current, current, TuneReason.STABILISING, bounds))
     healthy_batches = iter(range(10**6))
     opsd.feeds.append(lambda: opsd.progress("healthy", (b := next(healthy_batches)), end=b * 10, latest=b * 10 + 3))

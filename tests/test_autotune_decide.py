@@ -9,8 +9,6 @@ from dataclasses import replace
 import pytest
 
 from opsd.checks.autotune.decide import (
-    DYN_BATCH_SIZE,
-    MAX_ROWS,
     Direction,
     Replan,
     TunerMemory,
@@ -22,6 +20,7 @@ from opsd.checks.autotune.evaluate import evaluate, fit
 from opsd.checks.autotune.facts import Facts, Uncommitted
 from opsd.config.models import AutotuneSettings
 from opsd.observe.progress import BatchSummary
+from opsd.observe.results import Knob
 from streaming_core.insert_failure import INSERT_CALL_FAILED
 from streaming_core.write_stats import WriteStats
 from tests.support.oom import oom_verdict
@@ -43,7 +42,7 @@ def facts(cap: int | None = 10_000, found: tuple[BatchSummary, ...] = (), **chan
 
 
 def rows_decision(f: Facts, memory: TunerMemory = NEW, settings: AutotuneSettings = SETTINGS):
-    return next(d for d in decide(evaluate(f, settings), memory, settings) if d.knob == MAX_ROWS)
+    return next(d for d in decide(evaluate(f, settings), memory, settings) if d.knob == Knob.MAX_ROWS)
 
 
 def test_the_fit_recovers_a_linear_duration_and_gives_the_size_meeting_the_target():
@@ -175,7 +174,7 @@ SOURCE_FAILED = ("org.apache.spark.SparkException: Job aborted.\nTraceback (most
 def write_decision(stats: WriteStats | None, size: int = 50_000, memory: TunerMemory = NEW,
                    failure: str | None = None):
     f = Facts("q", "apply", None, size, write=stats, dyn_batch_size_ceiling=100_000, failure=failure)
-    return next(d for d in decide(evaluate(f, SETTINGS), memory, SETTINGS) if d.knob == DYN_BATCH_SIZE)
+    return next(d for d in decide(evaluate(f, SETTINGS), memory, SETTINGS) if d.knob == Knob.DYN_BATCH_SIZE)
 
 
 def stats(calls: int = 4, rows: int = 200_000, slowest: float = 0.5, size: int = 50_000, **changes) -> WriteStats:

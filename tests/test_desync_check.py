@@ -10,11 +10,11 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from opsd.checks.desync.check import DesyncCheck
-from opsd.checks.desync.decide import HealOutcome
 from opsd.checks.desync.evaluate import evaluate
 from opsd.checks.positions.collect import PositionsCollector, QueryTarget, targets_for
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import HealOutcome
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
 from tests.support.checkpoint import job_with_checkpoint, offset_line

@@ -10,11 +10,19 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from opsd.checks.autotune.decide import MAX_ROWS
 from opsd.checks.desync.evaluate import evaluate
 from opsd.observe.positions import PartitionPositions, QueuePositions
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, DesyncState, PartitionLag, QueryLag, TunerDecision, TuneReason
+from opsd.observe.results import (
+    Decision,
+    DesyncState,
+    Knob,
+    PartitionLag,
+    QueryLag,
+    TunerDecision,
+    TuneReason,
+    TunerMode,
+)
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
@@ -170,8 +178,8 @@ def troubled_daemon() -> Recorder:
     recorder.status.update(LONG_QUERY, active=True, started_at=1.0, max_rows_per_partition=500)
     positions = (PartitionPositions(0, 3, None, None, 3, 20, 25), PartitionPositions(1, 20, None, None, 20, 20, 0))
     recorder.record_desync(evaluate(QueuePositions(LONG_QUERY, LONG_QUEUE, "//home/c", "yt", 1, None, positions)))
-    decision = Decision(LONG_QUERY, MAX_ROWS, 500, 500, TuneReason.CAP_NOT_BINDING)
-    recorder.record_autotune(TunerDecision(decision, "apply", applied=False, bounds=(1000, 500_000)))
+    decision = Decision(LONG_QUERY, Knob.MAX_ROWS, 500, 500, TuneReason.CAP_NOT_BINDING)
+    recorder.record_autotune(TunerDecision(decision, TunerMode.APPLY, applied=False, bounds=(1000, 500_000)))
     return recorder
 
 
@@ -234,7 +242,7 @@ def test_json_keeps_the_machine_names(capsys) -> None:
     assert code == 1
     facts = report["queries"][LONG_QUERY]["facts"]
     assert facts["desync"][LONG_QUEUE]["partitions"]["0"]["state"] == "behind_trim"
-    assert facts["autotune"][MAX_ROWS]["reason"] == "cap_not_binding"
+    assert facts["autotune"][Knob.MAX_ROWS]["reason"] == "cap_not_binding"
 
 
 def test_tablets_added_after_the_checkpoint_are_read_from_the_consumer_and_counted_in_the_backlog(

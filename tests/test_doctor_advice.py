@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from opsd.checks.desync.decide import HealOutcome
 from opsd.checks.oom.evaluate import Observation, evaluate, planned_batch
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
@@ -20,7 +19,7 @@ from opsd.config.load import load_config
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.advice import Naming, findings
 from opsd.observe.progress import PartitionOffsets
-from opsd.observe.results import DesyncState, PartitionLag, QueryLag
+from opsd.observe.results import DesyncState, HealOutcome, PartitionLag, QueryLag
 from opsd.observe.status import jsonable
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
 from tests.support.cluster import QUEUE_SCHEMA

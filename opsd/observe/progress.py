@@ -16,9 +16,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any
 
+from opsd.observe.values import frozen_mapping
 from streaming_core.offsets import QueueOffset, unread_rows
 
 # Spark reports the watermark as the epoch until the first batch with data moves it.
@@ -86,12 +86,6 @@ class StateOperator:
     num_rows_updated: int
     memory_used_bytes: int
     num_rows_dropped_by_watermark: int
-
-
-def frozen_mapping(values: Mapping[Any, Any]) -> Mapping[Any, Any]:
-    """A read-only copy of a mapping, for the mappings inside frozen results (a dict there could change under a
-    reader on another thread)."""
-    return values if isinstance(values, MappingProxyType) else MappingProxyType(dict(values))
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from opsd.observe.results import (
     DesyncEntry,
     Direction,
     Heal,
+    HealOutcome,
     OomVerdict,
     QueryLag,
     QueueDesync,
@@ -36,7 +37,7 @@ from opsd.observe.results import (
     TuneReason,
     VitalConsumerAudit,
 )
-from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
+from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore, jsonable
 from opsd.telemetry.logs import TRACES_LOGGER
 from opsd.telemetry.metrics import Metrics
 
@@ -292,9 +293,9 @@ class Recorder:
         before[queue] = replace(entry, desync=desync)
         self.status.update(query, desync=before)
 
-    def record_heal(self, query: str, queue: str, outcome: str, moves: Mapping[int, tuple[int, int]]) -> None:
+    def record_heal(self, query: str, queue: str, outcome: HealOutcome, moves: Mapping[int, tuple[int, int]]) -> None:
         """A heal of a queue's consumer and its outcome (`moves`: `{partition: (old, new)}`)."""
-        self.metrics.desync_heals.labels(query=query, queue=queue, outcome=outcome).inc()
+        self.metrics.desync_heals.labels(query=query, queue=queue, outcome=outcome.value).inc()
         current = self.status.get(query)
         desync = dict((current.desync or {}) if current else {})
         desync[queue] = replace(desync.get(queue) or DesyncEntry(), last_heal=Heal(outcome, self.clock(), moves))
@@ -380,7 +381,8 @@ class Recorder:
         self.status.update(query, autotune=decisions)
         (log.debug if direction == Direction.HOLD else log.info)(
             "autotune_decision", query=query, knob=knob, current=d.current, recommended=d.recommended,
-            direction=direction.value, reason=d.reason, mode=decision.mode, applied=decision.applied, **d.inputs)
+            direction=direction.value, reason=d.reason, mode=decision.mode, applied=decision.applied,
+            **jsonable(d.inputs))
         if decision.applied:
             self.record_tuning(query, **{knob: d.recommended})
 

@@ -26,6 +26,7 @@ from opsd.observe.results import (
     TunerDecision,
     VitalConsumerAudit,
 )
+from opsd.observe.values import frozen_mapping
 
 #: Batches of a query kept in `QueryStatus.recent_batches`.
 RECENT_BATCHES = 32
@@ -77,6 +78,11 @@ class QueryStatus:
     # queues it reads (its own or other jobs'), with how long each has stood still while rows wait.
     trim: Mapping[str, QueueTrim] | None = None
     vital_consumers: tuple[VitalConsumerAudit, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("desync", "queue_agent", "autotune", "trim"):
+            if (value := getattr(self, name)) is not None:
+                object.__setattr__(self, name, frozen_mapping(value))
 
     @property
     def progress_since(self) -> float | None:

@@ -25,6 +25,7 @@ from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.config.models import AutotuneSettings, PipelineConfig
 from opsd.observe.positions import QueryPositions
 from opsd.observe.progress import BatchSummary
+from opsd.observe.results import TunerMode
 from opsd.observe.status import QueryStatus
 from streaming_core.checkpoint import Checkpoint, checkpoint_files, has_state, read_checkpoint
 from streaming_core.cluster import Cluster
@@ -78,7 +79,7 @@ class AutotuneTarget:
     """A query the tuner looks after: where its values come from, its mode and its settings."""
 
     tuning: TuningSources
-    mode: str
+    mode: TunerMode
     settings: AutotuneSettings
     replan: ReplanPolicy = ReplanPolicy()
 

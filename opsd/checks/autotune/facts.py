@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from opsd.observe.progress import BatchSummary
-from opsd.observe.results import OomVerdict
+from opsd.observe.results import OomVerdict, TunerMode
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # its module reads the cluster, which the evaluate and decide steps must not import
     from streaming_core.write_stats import WriteStats
 
 
@@ -29,7 +29,7 @@ class Uncommitted:
 class Facts:
     query: str
     #: `recommend` or `apply` (a query in mode `off` is never collected).
-    mode: str
+    mode: TunerMode
     #: None: no cap (with `reads_queue`), or not a yt source.
     max_rows_per_partition: int | None
     #: None: not a yt sink.

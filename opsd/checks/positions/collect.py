@@ -34,6 +34,7 @@ import structlog
 
 from opsd.config.models import OpsdConfig
 from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions, QueueRetention, VitalConsumer
+from opsd.observe.progress import BatchProgress
 from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
 from streaming_core.checkpoint import Checkpoint, read_checkpoint
 from streaming_core.cluster import Cluster, ClusterError, NoSuchPathError, TabletInfo, connect
@@ -45,8 +46,8 @@ log = structlog.get_logger(__name__)
 
 #: `QueuePositions.source` of positions read from progress events.
 FROM_PROGRESS = "progress"
-#: `{query name: its recent progress events as dicts, oldest first}` of the queries running in the session.
-ProgressSource = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
+#: `{query name: its recent progress events, oldest first}` of the queries running in the session.
+ProgressSource = Callable[[], Mapping[str, Sequence[BatchProgress]]]
 
 
 @dataclass(frozen=True)
@@ -102,17 +103,16 @@ def collect_checkpoint(cluster: Cluster, target: QueryTarget, checkpoint: Checkp
     return found
 
 
-def collect_progress(cluster: Cluster, query: str, progress: Sequence[Mapping[str, Any]], *,
+def collect_progress(cluster: Cluster, query: str, progress: Sequence[BatchProgress], *,
                      stopped: bool = False, schemas: dict[str, bool] | None = None) -> list[QueuePositions]:
     """Positions of each yt source of a query from its recent progress (oldest first): the last batch with data."""
     found: dict[str, QueuePositions] = {}
     for event in reversed(progress):
-        for source in event.get("sources") or ():
-            start = QueueOffset.from_progress(source.get("startOffset"))
-            end = QueueOffset.from_progress(source.get("endOffset"))
+        for source in event.sources:
+            start, end = source.start_offset, source.end_offset
             if end is None or end.path in found or (start is not None and start.partitions == end.partitions):
                 continue
-            ends = Ends(end, start, committed_batch=int(event["batchId"]))
+            ends = Ends(end, start, committed_batch=event.batch_id)
             found[end.path] = queue_positions(cluster, query, end.path, None, FROM_PROGRESS, ends, schemas,
                                               stopped=stopped)
     return list(found.values())

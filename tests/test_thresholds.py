@@ -37,7 +37,6 @@ OTHER_MEANINGS = {
     ("opsd/checks/autotune/evaluate.py", 0.9),  # BINDING_SHARE: the share of the cap from which it binds
     ("opsd/config/models.py", 0.7),  # autotune.target_share: the share of the trigger interval a batch may last
     ("opsd/config/models.py", 100_000),  # autotune.start_rows_per_partition: a first cap, not a transaction's limit
-    ("opsd/checks/registry.py", 0.9),  # FRESH_SHARE: the share of a check's interval after which a reading is stale
 }
 
 # A comparison of a series with a level: `> 900`, `>= 0.9` (comparisons with 0 or 1 test a flag or a presence).

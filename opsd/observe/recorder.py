@@ -24,6 +24,7 @@ from opsd.observe.events import (
 from opsd.observe.failures import failure_message
 from opsd.observe.progress import BatchProgress
 from opsd.observe.results import (
+    CycleTrace,
     DesyncEntry,
     Direction,
     Heal,
@@ -33,6 +34,7 @@ from opsd.observe.results import (
     QueueDesync,
     QueueSignals,
     QueueTrim,
+    StepOutcome,
     TunerDecision,
     TuneReason,
     VitalConsumerAudit,
@@ -448,6 +450,23 @@ class Recorder:
         if verdict.risk > target_risk and not (previous and previous.oom and previous.oom.risk > target_risk):
             log.warning("oom_risk_high", query=query, risk=round(verdict.risk, 3), batch_bytes=int(verdict.batch_bytes),
                         safe_max_rows_per_partition=verdict.safe_max_rows_per_partition)
+
+    def record_cycle(self, trace: CycleTrace, seconds: float, step_seconds: Mapping[str, float]) -> None:
+        """One cycle of the position checks: its duration (`seconds`, by the monotonic timer), each step run as a run
+        of its check (`step_seconds`: its own time), a failed step as its error, a slow or skipped one as an overrun;
+        the trace for `/status`."""
+        m = self.metrics
+        m.cycle_duration_seconds.labels().observe(seconds)
+        for step in trace.steps:
+            if step.step in step_seconds:
+                m.check_runs.labels(check=step.step).inc()
+                m.check_duration_seconds.labels(check=step.step).observe(step_seconds[step.step])
+            if step.outcome is StepOutcome.FAILED:
+                m.check_errors.labels(check=step.step).inc()
+            if step.outcome in (StepOutcome.SLOW, StepOutcome.STILL_RUNNING):
+                m.cycle_step_overruns.labels(check=step.step).inc()
+                log.warning("cycle_step_overran", step=step.step, outcome=step.outcome.value)
+        self.status.set_cycle(trace)
 
     def record_memory_failure(self, query: str, pool: str) -> None:
         """A failure of the query whose cause is the pool's memory."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from opsd.observe.progress import BatchSummary, PartitionOffsets
 from opsd.observe.results import (
+    CycleTrace,
     DesyncEntry,
     OomVerdict,
     QueryLag,
@@ -122,6 +123,7 @@ class StatusStore:
         self._lock = threading.Lock()
         self._queries: dict[str, QueryStatus] = {}
         self._names_by_id: dict[str, str] = {}
+        self._cycle: CycleTrace | None = None
 
     def update(self, name: str, **changes: Any) -> QueryStatus:
         """Apply field changes to a query's status (creating it) and return the new snapshot."""
@@ -152,9 +154,20 @@ class StatusStore:
         with self._lock:
             return dict(self._queries)
 
+    def set_cycle(self, trace: CycleTrace) -> None:
+        """The last cycle of the position checks (what `/status` shows as `cycle`)."""
+        with self._lock:
+            self._cycle = trace
+
+    @property
+    def cycle(self) -> CycleTrace | None:
+        with self._lock:
+            return self._cycle
+
     def to_json(self) -> dict[str, Any]:
-        """The ``/status`` document."""
-        return {"queries": {name: jsonable(status) for name, status in sorted(self.snapshot().items())}}
+        """The ``/status`` document: every query, and the last cycle's trace (None before the first)."""
+        return {"queries": {name: jsonable(status) for name, status in sorted(self.snapshot().items())},
+                "cycle": jsonable(self.cycle)}
 
 
 #: How `jsonable` writes an infinite float, which JSON cannot carry, and `json_number` reads it back.

@@ -53,7 +53,7 @@ class Monitor:
         """Undo `attach`: Spark no longer calls opsd; the endpoint and the checks stop. Each step runs even
         when an earlier one fails (the failure is logged)."""
         for step in (lambda: self.spark.streams.removeListener(self.listener),
-                     lambda: self.scheduler.shutdown(wait=False), self.listener.stop,
+                     lambda: self.scheduler.shutdown(wait=False), self.checks.cycle.close, self.listener.stop,
                      self.http.stop if self.http else (lambda: None)):
             try:
                 step()

@@ -269,27 +269,22 @@ def with_vital(positions: QueuePositions, retention: Mapping[str, QueueRetention
 
 
 class PositionsCollector:
-    """Reads positions for the checks: `read()` returns the reading of the current cycle — a new one once the last is
-    `max_age_seconds` old (0: every call reads) — so the checks of one cycle evaluate the same positions and each
-    checkpoint, consumer and queue is read once. Thread-safe: checks that run at once wait for one read."""
+    """Reads positions for the checks: `read()` reads every target's (and the running queries') positions now. The
+    cycle (`opsd.checks.cycle`) reads once and hands that reading to each of its steps; a check run on its own (the
+    runner's `before_start`, a test) reads anew. Thread-safe: reads run one at a time (the queues' schemas are
+    remembered between them)."""
 
     def __init__(self, cluster_uri: str | None, targets: Iterable[QueryTarget] = (),
                  progress: ProgressSource | None = None, *, stopped: Callable[[str], bool] = lambda query: False,
-                 max_age_seconds: float = 0.0, clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time) -> None:
         self.cluster_uri = cluster_uri
         self.targets = list(targets)
         self.progress = progress
         self.stopped = stopped
-        self.max_age_seconds = max_age_seconds
         self.clock = clock
         self._schemas: dict[str, bool] = {}
         self._lock = threading.Lock()
-        self._last: Reading | None = None
 
     def read(self) -> Reading:
-        with self._lock:
-            now = self.clock()
-            if self._last is None or now - self._last.at >= self.max_age_seconds:
-                with connect(self.cluster_uri) as cluster:
-                    self._last = collect(cluster, self.targets, self.progress, now, self.stopped, self._schemas)
-            return self._last
+        with self._lock, connect(self.cluster_uri) as cluster:
+            return collect(cluster, self.targets, self.progress, self.clock(), self.stopped, self._schemas)

@@ -69,6 +69,7 @@ class Cycle:
                          for s in self.steps}
         self._running: dict[str, Future[object]] = {}
         self._last_run: dict[str, float] = {}
+        recorder.record_cycle_steps([s.check.name for s in self.steps])
 
     def named(self, name: str) -> PositionCheck | None:
         return next((s.check for s in self.steps if s.check.name == name), None)

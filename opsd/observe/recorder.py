@@ -8,7 +8,7 @@ two views can never disagree.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import singledispatchmethod
 
@@ -450,6 +450,13 @@ class Recorder:
         if verdict.risk > target_risk and not (previous and previous.oom and previous.oom.risk > target_risk):
             log.warning("oom_risk_high", query=query, risk=round(verdict.risk, 3), batch_bytes=int(verdict.batch_bytes),
                         safe_max_rows_per_partition=verdict.safe_max_rows_per_partition)
+
+    def record_cycle_steps(self, steps: Sequence[str]) -> None:
+        """The steps of a cycle, before its first run: their counters exist at 0 from the start, so `increase()` sees
+        their first error or overrun."""
+        for step in steps:
+            for counter in (self.metrics.check_runs, self.metrics.check_errors, self.metrics.cycle_step_overruns):
+                counter.labels(check=step)
 
     def record_cycle(self, trace: CycleTrace, seconds: float, step_seconds: Mapping[str, float]) -> None:
         """One cycle of the position checks: its duration (`seconds`, by the monotonic timer), each step run as a run

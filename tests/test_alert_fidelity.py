@@ -40,6 +40,7 @@ from prometheus_client import CollectorRegistry
 from pyspark.sql.streaming.listener import QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent
 
 from grafana import build
+from opsd.checks.cycle import Cycle, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
 from opsd.checks.history.apply import HistoryLog
@@ -180,11 +181,10 @@ class Opsd:
         scheduler.add_check("feeds", lambda: [feed() for feed in list(self.feeds)], CHECK_PERIOD_SECONDS)
         scheduler.add_check("watchdog", Watchdog(self.recorder, ProgressPolicy(min_window_seconds=60 / SCALE)).run,
                             CHECK_PERIOD_SECONDS)
-        scheduler.add_check("desync", desync.run, CHECK_PERIOD_SECONDS)
-        scheduler.add_check("lag", lag.run, CHECK_PERIOD_SECONDS)
-        scheduler.add_check("queue_agent", QueueAgentCheck(self.recorder, positions).run, CHECK_PERIOD_SECONDS)
-        scheduler.add_check("trim", trim.run, CHECK_PERIOD_SECONDS)
-        scheduler.add_check("vital_consumers", vital.run, CHECK_PERIOD_SECONDS)
+        cycle = Cycle(self.recorder, positions, [  # in the registry's order
+            Step(check, CHECK_PERIOD_SECONDS)
+            for check in (lag, QueueAgentCheck(self.recorder, positions), trim, vital, desync)])
+        scheduler.add_check(cycle.name, cycle.run, CHECK_PERIOD_SECONDS)
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,14 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from opsd.checks.cycle import Cycle, Step
-from opsd.checks.positions.collect import Reading
+from opsd.checks.desync.check import DesyncCheck
+from opsd.checks.lag.check import LagCheck
+from opsd.checks.positions.collect import PositionsCollector, QueryTarget, Reading
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import StepOutcome
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
+from tests.support.checkpoint import job_with_checkpoint
 
 
 class Clock:
@@ -130,3 +133,38 @@ def test_a_step_runs_when_its_own_interval_has_passed(recorder) -> None:
     assert [at for name, at in seen if name == "lag"] == [1000.0, 1010.0, 1020.0, 1030.0]
     assert [at for name, at in seen if name == "trim"] == [1000.0, 1030.0]
     cycle.close()
+
+
+def test_series_of_a_removed_partition_and_a_removed_query_leave_metrics_at_the_next_cycle(
+        yt, yt_root, cluster_uri, tmp_path, recorder, registry) -> None:
+    batches = {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}
+    qa, _, a = job_with_checkpoint(yt, f"{yt_root}/a", tmp_path / "a", batches, committed=1, consumer_at=10)
+    qb, _, b = job_with_checkpoint(yt, f"{yt_root}/b", tmp_path / "b", batches, committed=1, consumer_at=10)
+    positions = PositionsCollector(cluster_uri, [QueryTarget("a", a), QueryTarget("b", b)])
+    cycle = Cycle(recorder, positions, [Step(LagCheck(recorder, positions), 10), Step(DesyncCheck(recorder, positions),
+                                                                                        10)])
+
+    def series(metric: str) -> set[tuple[str, str]]:
+        lines = [line for line in recorder.metrics.render().decode().splitlines() if line.startswith(metric + "{")]
+        return {(labels["query"], labels["partition"]) for labels in map(label_values, lines)}
+
+    cycle.run()
+    assert series("opsd_queue_unread_rows") == {("a", "0"), ("a", "1"), ("b", "0"), ("b", "1")}
+    assert series("opsd_desync_rows") == {("a", "0"), ("a", "1"), ("b", "0"), ("b", "1")}
+
+    yt.trim_rows(qa, 1, 20)
+    yt.reshard(qa, 1)  # the queue loses its partition 1
+    positions.targets = [QueryTarget("a", a)]  # and query b leaves the config
+    cycle.clock = lambda: 2e9  # every step due again
+    cycle.run()
+
+    for metric in ("opsd_queue_unread_rows", "opsd_desync_rows", "opsd_queue_lag_seconds"):
+        assert {q for q, _ in series(metric)} <= {"a"} and ("a", "1") not in series(metric), metric
+    assert registry.get_sample_value("opsd_desync_rows", {"query": "b", "queue": qb, "partition": "0"}) is None
+    cycle.close()
+
+
+def label_values(line: str) -> dict[str, str]:
+    """The labels of one exposition line."""
+    inside = line[line.index("{") + 1:line.index("}")]
+    return dict((key, value.strip('"')) for key, value in (pair.split("=", 1) for pair in inside.split('",')))

@@ -9,7 +9,7 @@ since its last run. Each step runs on a thread of its own: a step that outruns t
 (`slow`) and left to finish there while the cycle goes on with the next step; a step whose previous run still runs is
 not started again (`still_running`); a step that raises is counted and logged (`cycle_step_failed`). None of them
 holds up the others' next cycle. The cycle's duration, each step's time and outcome are recorded (metrics and the
-trace on `/status`).
+trace on `/status`), and the series of queries, queues and partitions the reading no longer has are removed.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class Cycle:
             traces.append(trace)
             if seconds is not None:
                 step_seconds[step.check.name] = seconds
+        self.recorder.forget_absent(reading.queries)
         trace = CycleTrace(started, self.clock(), reading.at, tuple(traces))
         self.recorder.record_cycle(trace, self.timer() - began, step_seconds)
         return trace

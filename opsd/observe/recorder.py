@@ -22,6 +22,7 @@ from opsd.observe.events import (
     QueryTerminated,
 )
 from opsd.observe.failures import failure_message
+from opsd.observe.positions import QueryPositions
 from opsd.observe.progress import BatchProgress
 from opsd.observe.results import (
     CycleTrace,
@@ -450,6 +451,29 @@ class Recorder:
         if verdict.risk > target_risk and not (previous and previous.oom and previous.oom.risk > target_risk):
             log.warning("oom_risk_high", query=query, risk=round(verdict.risk, 3), batch_bytes=int(verdict.batch_bytes),
                         safe_max_rows_per_partition=verdict.safe_max_rows_per_partition)
+
+    def forget_absent(self, queries: Sequence[QueryPositions]) -> None:
+        """Series follow the world: after a cycle's reading (`queries`, every query it found), the series of every
+        family labelled by queue go for a query the reading no longer has (removed from the config, or no longer
+        running), a queue it no longer reads, and a partition its queue no longer has (removed by a reshard, or not
+        among the partitions read). A queue whose reading failed keeps its series (a failed read is not a change of
+        the world), except for the partitions a reshard removed."""
+        read = {q.query: {queue.queue: queue for queue in q.queues} for q in queries}
+
+        def present(labels: Mapping[str, str]) -> bool:
+            queue = read.get(labels["query"], {}).get(labels["queue"])
+            if queue is None:
+                return False
+            partition = labels.get("partition")
+            if partition is None:
+                return True
+            if int(partition) in queue.removed_partitions:
+                return False
+            return queue.problem is not None or any(str(p.partition) == partition for p in queue.partitions)
+
+        gone = sum(f.retain(present) for f in self.metrics.families if "queue" in f.labelnames)
+        if gone:
+            log.info("series_removed", series=gone)
 
     def record_cycle_steps(self, steps: Sequence[str]) -> None:
         """The steps of a cycle, before its first run: their counters exist at 0 from the start, so `increase()` sees

@@ -19,14 +19,7 @@ from opsd.observe.results import StepOutcome
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
 from tests.support.checkpoint import job_with_checkpoint
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.retention import Clock
 
 
 class Readings:
@@ -57,17 +50,17 @@ class Recording:
 
 
 @pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
+def recorder() -> Recorder:
+    return Recorder(Metrics(CollectorRegistry()), StatusStore())
 
 
 @pytest.fixture
-def recorder(registry: CollectorRegistry) -> Recorder:
-    return Recorder(Metrics(registry), StatusStore())
+def registry(recorder: Recorder) -> CollectorRegistry:
+    return recorder.metrics.registry
 
 
 def test_one_reading_feeds_every_step_in_order_and_the_trace_and_times_are_exported(recorder, registry) -> None:
-    clock, seen = Clock(), []
+    clock, seen = Clock(1000.0), []
     readings = Readings(clock)
     cycle = Cycle(recorder, readings, [Step(Recording(n, seen), 10) for n in ("lag", "trim", "desync")], clock=clock)
 
@@ -89,7 +82,7 @@ def test_one_reading_feeds_every_step_in_order_and_the_trace_and_times_are_expor
 
 
 def test_a_failing_step_is_counted_and_logged_and_the_steps_after_it_run(recorder, registry) -> None:
-    clock, seen = Clock(), []
+    clock, seen = Clock(1000.0), []
     cycle = Cycle(recorder, Readings(clock), [Step(Recording("lag", seen, fail=True), 10),
                                               Step(Recording("desync", seen), 10)], clock=clock)
     with capture_logs() as logs:
@@ -103,7 +96,7 @@ def test_a_failing_step_is_counted_and_logged_and_the_steps_after_it_run(recorde
 
 
 def test_a_slow_step_holds_up_neither_the_next_step_nor_the_next_cycle(recorder, registry) -> None:
-    clock, seen, release = Clock(), [], threading.Event()
+    clock, seen, release = Clock(1000.0), [], threading.Event()
     cycle = Cycle(recorder, Readings(clock), [Step(Recording("oom", seen, hold=release), 0.05),
                                               Step(Recording("autotune", seen), 0.05)], clock=clock)
     try:
@@ -122,7 +115,7 @@ def test_a_slow_step_holds_up_neither_the_next_step_nor_the_next_cycle(recorder,
 
 
 def test_a_step_runs_when_its_own_interval_has_passed(recorder) -> None:
-    clock, seen = Clock(), []
+    clock, seen = Clock(1000.0), []
     cycle = Cycle(recorder, Readings(clock), [Step(Recording("lag", seen), 10), Step(Recording("trim", seen), 30)],
                   clock=clock)
     for _ in range(4):

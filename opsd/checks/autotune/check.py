@@ -127,7 +127,8 @@ class AutotuneCheck:
         if self.history is not None:
             planned = evaluation.facts.uncommitted
             rows = planned.partition_rows if planned else None
-            self.history.record(cluster, replan_entries(decision, cap, rows, self.recorder.clock()))
+            self.history.record(cluster, replan_entries(decision.query, decision.batch_id, decision.refused, cap, rows,
+                                                        self.recorder.clock()))
 
 
 def recommend(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None = None,

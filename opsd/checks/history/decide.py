@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from opsd.checks.autotune.decide import Replan
 from opsd.observe.results import (
     Direction,
     HealOutcome,
@@ -58,14 +57,14 @@ def heal_entries(desync: QueueDesync, outcome: HealOutcome, moves: Mapping[int, 
                          offsets, after, inputs)]
 
 
-def replan_entries(decision: Replan, cap: int | None, partition_rows: int | None, at: float) -> list[HistoryEntry]:
-    """A failed run's batch planned again under `cap`, or left to replay with its range (refused, and why)."""
-    outcome, reason = ((HistoryOutcome.REFUSED, decision.refused) if decision.refused
+def replan_entries(query: str, batch_id: int, refused: str | None, cap: int | None, partition_rows: int | None,
+                   at: float) -> list[HistoryEntry]:
+    """A failed run's batch planned again under `cap`, or left to replay with its range (`refused`: why)."""
+    outcome, reason = ((HistoryOutcome.REFUSED, refused) if refused
                        else (HistoryOutcome.REPLANNED, TuneReason.MEMORY_FAILURE.value))
-    inputs = {"batch_id": decision.batch_id, "max_rows_per_partition": cap}
-    return [HistoryEntry(decision.query, at, HistoryKind.REPLAN, f"batch {decision.batch_id}", outcome, reason,
-                         {"partition_rows": partition_rows}, None if decision.refused else {"partition_rows": cap},
-                         inputs)]
+    inputs = {"batch_id": batch_id, "max_rows_per_partition": cap}
+    return [HistoryEntry(query, at, HistoryKind.REPLAN, f"batch {batch_id}", outcome, reason,
+                         {"partition_rows": partition_rows}, None if refused else {"partition_rows": cap}, inputs)]
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,7 @@ def test_series_of_a_removed_partition_and_a_removed_query_leave_metrics_at_the_
     assert series("opsd_queue_unread_rows") == {("a", "0"), ("a", "1"), ("b", "0"), ("b", "1")}
     assert series("opsd_desync_rows") == {("a", "0"), ("a", "1"), ("b", "0"), ("b", "1")}
 
+    recorder.metrics.source_backlog_rows.labels(query="b", queue=qb, partition="0").set(5)  # the listener's
     yt.trim_rows(qa, 1, 20)
     yt.reshard(qa, 1)  # the queue loses its partition 1
     positions.targets = [QueryTarget("a", a)]  # and query b leaves the config
@@ -154,6 +155,7 @@ def test_series_of_a_removed_partition_and_a_removed_query_leave_metrics_at_the_
     for metric in ("opsd_queue_unread_rows", "opsd_desync_rows", "opsd_queue_lag_seconds"):
         assert {q for q, _ in series(metric)} <= {"a"} and ("a", "1") not in series(metric), metric
     assert registry.get_sample_value("opsd_desync_rows", {"query": "b", "queue": qb, "partition": "0"}) is None
+    assert registry.get_sample_value("opsd_source_backlog_rows", {"query": "b", "queue": qb, "partition": "0"}) == 5
     cycle.close()
 
 

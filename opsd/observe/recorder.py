@@ -48,6 +48,10 @@ log = structlog.get_logger(__name__)
 traces = structlog.get_logger(TRACES_LOGGER)
 
 
+#: The families the listener writes per queue from progress events (not from the cycle's reading).
+PROGRESS_FAMILIES = "opsd_source_"
+
+
 class Recorder:
     """Records events into :class:`Metrics` and :class:`StatusStore`.
 
@@ -454,10 +458,11 @@ class Recorder:
 
     def forget_absent(self, queries: Sequence[QueryPositions]) -> None:
         """Series follow the world: after a cycle's reading (`queries`, every query it found), the series of every
-        family labelled by queue go for a query the reading no longer has (removed from the config, or no longer
-        running), a queue it no longer reads, and a partition its queue no longer has (removed by a reshard, or not
-        among the partitions read). A queue whose reading failed keeps its series (a failed read is not a change of
-        the world), except for the partitions a reshard removed."""
+        family the cycle's steps write per queue go for a query the reading no longer has (removed from the config,
+        or no longer running), a queue it no longer reads, and a partition its queue no longer has (removed by a
+        reshard, or not among the partitions read). A queue whose reading failed keeps its series (a failed read is
+        not a change of the world), except for the partitions a reshard removed. The `opsd_source_*` series are the
+        listener's (a query's progress events, which the reading may not see): they are not judged here."""
         read = {q.query: {queue.queue: queue for queue in q.queues} for q in queries}
 
         def present(labels: Mapping[str, str]) -> bool:
@@ -471,7 +476,8 @@ class Recorder:
                 return False
             return queue.problem is not None or any(str(p.partition) == partition for p in queue.partitions)
 
-        gone = sum(f.retain(present) for f in self.metrics.families if "queue" in f.labelnames)
+        gone = sum(f.retain(present) for f in self.metrics.families
+                   if "queue" in f.labelnames and not f.name.startswith(PROGRESS_FAMILIES))
         if gone:
             log.info("series_removed", series=gone)
 

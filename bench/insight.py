@@ -42,10 +42,11 @@ from prometheus_client import CollectorRegistry
 
 import streaming_core.checkpoint
 from bench.opsd_overhead import CONSUMER, QUEUE, fill_queue, run_query
+from opsd.checks.cycle import Cycle, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.lag.check import LagCheck
 from opsd.checks.positions.collect import PositionsCollector, QueryTarget
-from opsd.checks.registry import Checks, SparkMemory, build_checks
+from opsd.checks.registry import STEPS, Checks, SparkMemory, build_checks
 from opsd.checks.scheduler import CheckScheduler
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import PartitionOffsets
@@ -63,8 +64,6 @@ READS_GOAL = 1
 ROUNDS = 6
 CHECK_INTERVAL_SECONDS, FLEET_CHECK_INTERVAL_SECONDS = 1.0, 2.0
 RATIO_GOAL = 0.97
-#: The checks that read positions, in the order a cycle runs them (the tuner reads the OOM check's verdict).
-POSITION_CHECKS = ("desync", "lag", "oom", "autotune")
 #: What each counted read is, by the call that makes it.
 READ_KINDS = {"checkpoint_files": "checkpoint", "get_consumer_offsets": "consumer", "get_tablet_infos": "queue",
               "get_schema": "queue", "read_tablet": "rows"}
@@ -189,13 +188,6 @@ class Reads:
         return found
 
 
-def cycle(checks: Checks) -> None:
-    for name in POSITION_CHECKS:
-        check = checks.named(name)
-        assert check is not None, name
-        check.run()
-
-
 def measure_cycle(uri: str, targets: list[QueryTarget]) -> tuple[float, dict[str, float]]:
     """Median seconds of a cycle of the position checks, and the reads per query and cycle."""
     clock, reads = Clock(), Reads()
@@ -204,9 +196,9 @@ def measure_cycle(uri: str, targets: list[QueryTarget]) -> tuple[float, dict[str
     with connect(uri) as cluster, reads.wrapped(type(cluster)):
         for i in range(CYCLES + 1):
             reads.counting = i > 0
-            clock.now += checks.positions.max_age_seconds + 1  # a new cycle: the last reading is stale
+            clock.now += max(s.interval_seconds for s in checks.cycle.steps) + 1  # every step is due
             started = time.perf_counter()
-            cycle(checks)
+            checks.cycle.run()
             times.append(time.perf_counter() - started)
     return statistics.median(times[1:]), reads.per_query_cycle(targets, CYCLES)
 
@@ -220,10 +212,10 @@ def run_checked(spark, cluster: Cluster, checkpoint: str, fleet: list[QueryTarge
     scheduler = CheckScheduler(Metrics(CollectorRegistry()))
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     interval = FLEET_CHECK_INTERVAL_SECONDS if fleet else CHECK_INTERVAL_SECONDS
-    positions = PositionsCollector(cluster.uri, [QueryTarget("bench", checkpoint, QUEUE, CONSUMER, heal=True), *fleet],
-                                   max_age_seconds=0.9 * interval)
-    for check in (DesyncCheck(recorder, positions), LagCheck(recorder, positions)):
-        scheduler.add_check(check.name, check.run, interval)
+    positions = PositionsCollector(cluster.uri, [QueryTarget("bench", checkpoint, QUEUE, CONSUMER, heal=True), *fleet])
+    cycle = Cycle(recorder, positions, [Step(DesyncCheck(recorder, positions), interval),
+                                        Step(LagCheck(recorder, positions), interval)])
+    scheduler.add_check(cycle.name, cycle.run, interval)
     scheduler.start()
     try:
         return run_query(spark, cluster, checkpoint)
@@ -258,7 +250,7 @@ def main() -> None:
         figures = throughput(root, cluster, plain)
     goal, bar = f"< {CYCLE_GOAL_SECONDS}", f"bar {CYCLE_BAR_SECONDS}"
     print(f"{'measure':58} {'value':>12} {'goal':>8}")
-    print(f"{'desync + lag + OOM + tuner cycle, 50 x 64 partitions (s)':58} {cycle_s:>12.3f} {goal:>8} {bar}")
+    print(f"{'cycle of the position checks, 50 x 64 partitions (s)':58} {cycle_s:>12.3f} {goal:>8} {bar}")
     print(f"{'  the same with $timestamp queues (s)':58} {cycle_ts:>12.3f}")
     for kind in ("checkpoint", "consumer", "queue"):
         print(f"{f'  {kind} reads per query and cycle (most of any query)':58} {reads[kind]:>12.1f} "
@@ -274,7 +266,7 @@ def main() -> None:
                       "cycle_bar_seconds": CYCLE_BAR_SECONDS, "cycle_seconds_timestamp": cycle_ts,
                       "reads_per_query_cycle": {k: reads[k] for k in ("checkpoint", "consumer", "queue")},
                       "reads_goal": READS_GOAL, "rows_reads_per_query_cycle": reads["rows"],
-                      "rows_reads_per_query_cycle_timestamp": reads_ts["rows"], "checks": list(POSITION_CHECKS),
+                      "rows_reads_per_query_cycle_timestamp": reads_ts["rows"], "checks": list(STEPS),
                       "queries": QUERIES, "partitions": PARTITIONS, "check_interval_seconds": CHECK_INTERVAL_SECONDS,
                       "fleet_check_interval_seconds": FLEET_CHECK_INTERVAL_SECONDS, **figures, "goal": RATIO_GOAL}))
 

@@ -356,9 +356,14 @@ def overview_rows() -> tuple[Row, ...]:
                        "{{check}} errors"),
                 Target("sum by (check) (rate(opsd_check_runs_total[$__rate_interval]))",
                        "{{check}} runs"),
+                Target("sum by (check) (rate(opsd_cycle_step_overruns_total[$__rate_interval]))",
+                       "{{check}} overruns"),
             ), unit="ops", width=8),
-            Panel("Check duration p95", "95th percentile duration of each periodic check.", (
+            Panel("Check duration p95", "95th percentile duration of each periodic check (a step of the cycle: its own "
+                  "time) and of the whole cycle of the position checks.", (
                 Target(quantile(0.95, "opsd_check_duration_seconds", "check", ""), "{{check}}"),
+                Target(quantile(0.95, "opsd_cycle_duration_seconds", "instance", ""),
+                       "cycle (read + steps) {{instance}}"),
             ), unit="s", width=8),
             Panel("Listener events", "Streaming listener events received and dropped (queue full).", (
                 Target("sum by (event) (rate(opsd_listener_events_total[$__rate_interval]))", "{{event}}"),

@@ -40,6 +40,7 @@ from prometheus_client import CollectorRegistry
 from pyspark.sql.streaming.listener import QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent
 
 from grafana import build
+from opsd.checks.cycle import Cycle, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
 from opsd.checks.history.apply import HistoryLog
@@ -53,7 +54,7 @@ from opsd.checks.vital.check import VitalConsumerCheck
 from opsd.observe.listener import OpsdListener
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, Direction, TunerDecision, TuneReason
+from opsd.observe.results import Decision, Direction, Knob, TunerDecision, TuneReason, TunerMode
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
@@ -61,6 +62,7 @@ from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.cluster import Cluster, connect
 from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 from tests.support.checkpoint import job_with_checkpoint
+from tests.support.oom import oom_verdict
 from tests.support.ports import free_port
 from tests.support.prometheus import PROMETHEUS
 from tests.support.retention import retention_job
@@ -179,11 +181,10 @@ class Opsd:
         scheduler.add_check("feeds", lambda: [feed() for feed in list(self.feeds)], CHECK_PERIOD_SECONDS)
         scheduler.add_check("watchdog", Watchdog(self.recorder, ProgressPolicy(min_window_seconds=60 / SCALE)).run,
                             CHECK_PERIOD_SECONDS)
-        scheduler.add_check("desync", desync.run, CHECK_PERIOD_SECONDS)
-        scheduler.add_check("lag", lag.run, CHECK_PERIOD_SECONDS)
-        scheduler.add_check("queue_agent", QueueAgentCheck(self.recorder, positions).run, CHECK_PERIOD_SECONDS)
-        scheduler.add_check("trim", trim.run, CHECK_PERIOD_SECONDS)
-        scheduler.add_check("vital_consumers", vital.run, CHECK_PERIOD_SECONDS)
+        cycle = Cycle(self.recorder, positions, [  # in the registry's order
+            Step(check, CHECK_PERIOD_SECONDS)
+            for check in (lag, QueueAgentCheck(self.recorder, positions), trim, vital, desync)])
+        scheduler.add_check(cycle.name, cycle.run, CHECK_PERIOD_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -270,20 +271,20 @@ def growing_backlog(opsd: Opsd, query: str) -> None:
     opsd.feeds.append(feed)
 
 
-def tuner_decision(query: str, knob: str, current: int, recommended: int, reason: TuneReason,
+def tuner_decision(query: str, knob: Knob, current: int, recommended: int, reason: TuneReason,
                    bounds: tuple[int, int]) -> TunerDecision:
     """One decision of the auto-tuner, as its check reports it to the recorder (mode apply)."""
     decision = Decision(query, knob, current, recommended, reason)
-    return TunerDecision(decision, "apply", decision.direction != Direction.HOLD, bounds)
+    return TunerDecision(decision, TunerMode.APPLY, decision.direction != Direction.HOLD, bounds)
 
 
 def tuner_pinned(opsd: Opsd, query: str) -> None:
     """Batches keep finishing fast: the tuner raises the cap to its upper bound and keeps recommending it there."""
     opsd.start_query(query)
-    opsd.recorder.record_autotune(tuner_decision(query, "max_rows_per_partition", 200_000, 500_000,
+    opsd.recorder.record_autotune(tuner_decision(query, Knob.MAX_ROWS, 200_000, 500_000,
                                                  TuneReason.SAFE_CAP, (1000, 500_000)))
     opsd.feeds.append(lambda: opsd.recorder.record_autotune(tuner_decision(
-        query, "max_rows_per_partition", 500_000, 500_000, TuneReason.SAFE_CAP, (1000, 500_000))))
+        query, Knob.MAX_ROWS, 500_000, 500_000, TuneReason.SAFE_CAP, (1000, 500_000))))
 
 
 def oom_risk_high(opsd: Opsd, query: str) -> None:
@@ -293,8 +294,7 @@ def oom_risk_high(opsd: Opsd, query: str) -> None:
     def judge() -> None:
         opsd.recorder.record_oom_pool(query, "jvm_heap", risk=1.2, predicted_peak_bytes=5.5e8, peak_bound_bytes=6e8,
                                       exceed_probability=0.8, limit_bytes=5e8, observed_peak_bytes=4.5e8)
-        opsd.recorder.record_oom(query, risk=1.2, batch_bytes=2e8, safe_max_rows_per_partition=1000, target_risk=0.7,
-                                 safe_max_bytes_per_partition=8 << 20)
+        opsd.recorder.record_oom(query, oom_verdict(1.2, 1000, 8 << 20, batch_bytes=2e8), target_risk=0.7)
 
     judge()
     opsd.recorder.record_memory_failure(query, "jvm_heap")
@@ -384,9 +384,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
     opsd.start_query("healthy")
     opsd.recorder.record_tuning("healthy", max_rows_per_partition=1000, dyn_batch_size=50000,
                                 max_bytes_per_partition=16 << 20)
-    for knob, current, bounds in (("max_rows_per_partition", 1000, (100, 100_000)),
-                                  ("max_bytes_per_partition", 16 << 20, (1 << 20, 256 << 20)),
-                                  ("dyn_batch_size", 50_000, (1000, 100_000))):  # the tuner holds within its bounds
+    for knob, current, bounds in ((Knob.MAX_ROWS, 1000, (100, 100_000)),
+                                  (Knob.MAX_BYTES, 16 << 20, (1 << 20, 256 << 20)),
+                                  (Knob.DYN_BATCH_SIZE, 50_000, (1000, 100_000))):  # the tuner holds within its bounds
         opsd.recorder.record_autotune(tuner_decision("healthy", knob, current, current, TuneReason.STABILISING, bounds))
     healthy_batches = iter(range(10**6))
     opsd.feeds.append(lambda: opsd.progress("healthy", (b := next(healthy_batches)), end=b * 10, latest=b * 10 + 3))

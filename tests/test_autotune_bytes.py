@@ -9,12 +9,15 @@ from dataclasses import replace
 
 import pytest
 
-from opsd.checks.autotune.decide import MAX_BYTES, MAX_ROWS, Direction, TunerMemory, decide, remember
+from opsd.checks.autotune.decide import Direction, TunerMemory, decide, remember
 from opsd.checks.autotune.evaluate import evaluate as evaluate_tuner
-from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit
+from opsd.checks.autotune.facts import Facts
 from opsd.checks.oom.evaluate import Observation, PlannedBatch
 from opsd.checks.oom.evaluate import evaluate as evaluate_oom
 from opsd.config.models import AutotuneSettings
+from opsd.observe.progress import BatchSummary
+from opsd.observe.results import Knob
+from tests.support.oom import oom_verdict
 
 MB = 1024 * 1024
 LIMIT = 512 * MB
@@ -64,10 +67,11 @@ class TestTheOomCheckInBytes:
 
 
 def facts(*, rows: int | None = 10_000, max_bytes: int | None = None, safe_bytes: int | None = 64 * MB,
-          risk: float | None = 0.3, failure: str | None = None, found: tuple[Batch, ...] = ()) -> Facts:
-    return Facts("q", "apply", rows, None, found or tuple(Batch(i, 2 * rows, rows, 2.0) for i in range(3)),
+          risk: float | None = 0.3, failure: str | None = None, found: tuple[BatchSummary, ...] = ()) -> Facts:
+    return Facts("q", "apply", rows, None, found or tuple(BatchSummary(i, 2 * rows, rows, 2.0) for i in range(3)),
                  trigger_interval_seconds=10.0, backlog_rows=1_000_000,
-                 memory=MemoryLimit(risk, 5_000, safe_bytes), failure=failure, failed_run=failure and "run-1",
+                 oom=oom_verdict(risk, 5_000, safe_bytes) if risk is not None else None, failure=failure,
+                 failed_run=failure and "run-1",
                  max_bytes_per_partition=max_bytes)
 
 
@@ -77,40 +81,40 @@ def decisions(f: Facts, memory: TunerMemory = NEW, settings: AutotuneSettings = 
 
 class TestTheTunersByteCap:
     def test_the_safe_byte_cap_becomes_the_byte_cap_at_once(self):
-        d = decisions(facts(max_bytes=None))[MAX_BYTES]
+        d = decisions(facts(max_bytes=None))[Knob.MAX_BYTES]
         assert (d.current, d.recommended, d.reason) == (None, 64 * MB, "memory_bound")
 
     def test_a_byte_cap_over_the_safe_one_is_cut_to_it(self):
-        d = decisions(facts(max_bytes=256 * MB))[MAX_BYTES]
+        d = decisions(facts(max_bytes=256 * MB))[Knob.MAX_BYTES]
         assert (d.direction, d.recommended, d.reason) == (Direction.DOWN, 64 * MB, "safe_cap")
 
     def test_room_under_the_safe_cap_raises_by_a_bounded_step_and_small_differences_hold(self):
-        up = decisions(facts(max_bytes=8 * MB))[MAX_BYTES]
+        up = decisions(facts(max_bytes=8 * MB))[Knob.MAX_BYTES]
         assert (up.direction, up.recommended, up.reason) == (Direction.UP, 16 * MB, "memory_headroom")
-        near = decisions(facts(max_bytes=60 * MB))[MAX_BYTES]
+        near = decisions(facts(max_bytes=60 * MB))[Knob.MAX_BYTES]
         assert (near.direction, near.reason) == (Direction.HOLD, "within_safe_cap")
 
     def test_without_a_memory_model_the_byte_cap_holds(self):
-        d = decisions(facts(max_bytes=8 * MB, safe_bytes=None, risk=None))[MAX_BYTES]
+        d = decisions(facts(max_bytes=8 * MB, safe_bytes=None, risk=None))[Knob.MAX_BYTES]
         assert (d.direction, d.reason) == (Direction.HOLD, "no_memory_model")
 
     def test_a_memory_failure_cuts_the_byte_cap_and_later_raises_stay_below_it(self):
         f = facts(max_bytes=64 * MB, failure=OOM_TEXT)
         found = decisions(f)
-        assert (found[MAX_BYTES].recommended, found[MAX_BYTES].reason) == (32 * MB, "memory_failure")
+        assert (found[Knob.MAX_BYTES].recommended, found[Knob.MAX_BYTES].reason) == (32 * MB, "memory_failure")
         memory = remember(TunerMemory(), tuple(found.values()), evaluate_tuner(f, SETTINGS), applied=True)
         assert memory.bytes_ceiling == 64 * MB
-        later = decisions(facts(max_bytes=32 * MB, safe_bytes=512 * MB, failure=OOM_TEXT), memory)[MAX_BYTES]
+        later = decisions(facts(max_bytes=32 * MB, safe_bytes=512 * MB, failure=OOM_TEXT), memory)[Knob.MAX_BYTES]
         assert later.recommended <= 32 * MB  # the failure was handled once; the safe cap stays below the ceiling
 
     def test_with_a_byte_cap_in_force_the_row_cap_follows_the_duration_not_the_memory(self):
         risky = facts(rows=80_000, max_bytes=32 * MB, risk=0.95, safe_bytes=16 * MB,
-                      found=tuple(Batch(i, 160_000, 80_000, 2.0) for i in range(3)))
+                      found=tuple(BatchSummary(i, 160_000, 80_000, 2.0) for i in range(3)))
         found = decisions(risky)
-        assert found[MAX_ROWS].direction == Direction.HOLD  # not cut: a risky batch is the byte cap's to cut
-        assert (found[MAX_BYTES].recommended, found[MAX_BYTES].reason) == (16 * MB, "safe_cap")
+        assert found[Knob.MAX_ROWS].direction == Direction.HOLD  # not cut: a risky batch is the byte cap's to cut
+        assert (found[Knob.MAX_BYTES].recommended, found[Knob.MAX_BYTES].reason) == (16 * MB, "safe_cap")
         without = decisions(replace(risky, max_bytes_per_partition=None))  # no byte cap yet: rows are cut too
-        assert (without[MAX_ROWS].direction, without[MAX_ROWS].reason) == (Direction.DOWN, "oom_risk")
+        assert (without[Knob.MAX_ROWS].direction, without[Knob.MAX_ROWS].reason) == (Direction.DOWN, "oom_risk")
 
     def test_the_byte_cap_can_be_left_to_the_user(self):
-        assert MAX_BYTES not in decisions(facts(), settings=AutotuneSettings(byte_cap=False))
+        assert Knob.MAX_BYTES not in decisions(facts(), settings=AutotuneSettings(byte_cap=False))

@@ -1,5 +1,6 @@
 """The checks are built in one place and read where queries stand once per cycle: the registry's checks for a session
-and for a config, one positions reading shared by the checks of a cycle, and the one serializer of typed results."""
+and for a config, one positions reading evaluated by the steps of a cycle in their order, and the one serializer of
+typed results."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from opsd.checks.cycle import Cycle, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.lag.check import LagCheck
 from opsd.checks.positions.collect import PositionsCollector, QueryTarget
-from opsd.checks.registry import FRESH_SHARE, SparkMemory, build_checks
+from opsd.checks.registry import SparkMemory, build_checks
 from opsd.checks.scheduler import CheckScheduler
 from opsd.config.models import ChecksSettings, OpsdConfig
 from opsd.observe.recorder import Recorder
@@ -50,6 +52,10 @@ def names(checks) -> list[str]:
     return [s.check.name for s in checks.scheduled]
 
 
+def steps(checks) -> list[str]:
+    return [s.check.name for s in checks.cycle.steps]
+
+
 def test_a_session_alone_gets_the_watchdog_and_the_position_checks_and_a_config_every_check(recorder,
                                                                                              cluster_uri) -> None:
     settings = ChecksSettings(desync_seconds=15, lag_seconds=20, retention_seconds=25, autotune_seconds=12,
@@ -60,13 +66,13 @@ def test_a_session_alone_gets_the_watchdog_and_the_position_checks_and_a_config_
          "checkpoint_location": "/cp"}]})
     full = build_checks(recorder, settings, config=config, memory=SparkMemory(NoStages(), {}))
 
-    assert names(alone) == ["watchdog", "desync", "lag", "queue_agent", "trim", "vital_consumers"]
-    assert names(full) == ["watchdog", "tuning", "desync", "lag", "queue_agent", "trim", "vital_consumers", "oom",
-                           "autotune"]
-    assert [s.interval_seconds for s in full.scheduled] == [10, 10, 15, 20, 20, 25, 25, 30, 12]
-    assert {full.named(n).positions for n in ("desync", "lag", "queue_agent", "trim", "vital_consumers", "oom",
-                                              "autotune")} == {full.positions}
-    assert full.positions.max_age_seconds == FRESH_SHARE * 12  # the shortest interval of the position checks
+    assert names(alone) == ["watchdog", "cycle"]
+    assert steps(alone) == ["lag", "queue_agent", "trim", "vital_consumers", "desync"]
+    assert names(full) == ["watchdog", "tuning", "cycle"]
+    assert steps(full) == ["lag", "queue_agent", "trim", "vital_consumers", "desync", "oom", "autotune"]
+    assert [s.interval_seconds for s in full.scheduled] == [10, 10, 12]  # the cycle: its shortest step's interval
+    assert [s.interval_seconds for s in full.cycle.steps] == [20, 20, 25, 25, 15, 30, 12]
+    assert {full.named(n).positions for n in steps(full)} == {full.positions, full.cycle.positions}
     assert [t.query for t in full.positions.targets] == ["p"]
     assert full.before_start == [full.named("oom").before_start, full.named("autotune").before_start]
 
@@ -80,30 +86,44 @@ def test_scheduling_adds_each_check_once_under_its_name_and_runs_the_tuning_valu
 
     build_checks(recorder, config.checks, config=config).schedule(scheduler)
 
-    assert sorted(job.id for job in scheduler.scheduler.get_jobs()) == ["autotune", "desync", "lag", "queue_agent",
-                                                                         "trim", "tuning", "vital_consumers",
-                                                                         "watchdog"]
+    assert sorted(job.id for job in scheduler.scheduler.get_jobs()) == ["cycle", "tuning", "watchdog"]
     assert registry.get_sample_value("opsd_check_runs_total", {"check": "tuning"}) == 1
-    assert registry.get_sample_value("opsd_check_runs_total", {"check": "desync"}) == 0
+    assert registry.get_sample_value("opsd_check_runs_total", {"check": "cycle"}) == 0
 
 
-def test_the_checks_of_one_cycle_evaluate_one_reading(yt, cluster_uri, lagging, recorder) -> None:
+def test_the_steps_of_one_cycle_evaluate_one_reading_in_their_order(yt, cluster_uri, lagging, recorder) -> None:
     q, c, location = lagging
     clock = Clock()
-    positions = PositionsCollector(cluster_uri, [QueryTarget("job", location)], max_age_seconds=10, clock=clock)
-    desync, lag = DesyncCheck(recorder, positions), LagCheck(recorder, positions)
+    positions = PositionsCollector(cluster_uri, [QueryTarget("job", location)], clock=clock)
+    seen: list[tuple[str, float, int]] = []
 
-    desync.run()
-    for p in (0, 1):  # the world moves within the cycle: the cycle's checks still agree on what they saw
-        yt.advance_consumer(c, q, p, None, 20)
-    lag.run()
-    first = positions.read()
+    class Moving(LagCheck):
+        """The lag check, and then the world moves within the cycle: the steps after it still see the reading."""
+
+        def evaluate(self, reading):
+            seen.append((self.name, reading.at, reading.queues[0].partitions[0].consumer_offset))
+            for p in (0, 1):
+                yt.advance_consumer(c, q, p, None, 20)
+            return super().evaluate(reading)
+
+    class Desync(DesyncCheck):
+        def evaluate(self, reading):
+            seen.append((self.name, reading.at, reading.queues[0].partitions[0].consumer_offset))
+            return super().evaluate(reading)
+
+    cycle = Cycle(recorder, positions, [Step(Moving(recorder, positions), 10), Step(Desync(recorder, positions), 10)],
+                  clock=clock)
+    trace = cycle.run()
+
+    assert seen == [("lag", 1000.0, 10), ("desync", 1000.0, 10)]
+    assert [(s.step, s.reading_at) for s in trace.steps] == [("positions", 1000.0), ("lag", 1000.0),
+                                                             ("desync", 1000.0)]
+    assert recorder.status.get("job").desync[q].desync.state == DesyncState.LAGGING_ONE_BATCH  # what it saw
     clock.now += 10
-    desync.run()
-
-    assert positions.read() is not first and positions.read().at == 1010.0
-    assert [p.consumer_offset for p in first.queues[0].partitions] == [10, 10]
-    assert recorder.status.get("job").desync[q].desync.state == DesyncState.IN_SYNC
+    cycle.run()
+    assert seen[-1] == ("desync", 1010.0, 20) and recorder.status.get("job").desync[q].desync.state \
+        == DesyncState.IN_SYNC
+    cycle.close()
 
 
 def test_the_one_serializer_writes_enums_keys_and_infinity_and_reads_infinity_back() -> None:

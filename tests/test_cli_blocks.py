@@ -9,9 +9,16 @@ import io
 import pytest
 from rich.console import Console
 
-from opsd.checks.desync.decide import HEAL_WORDS, HealOutcome
 from opsd.cli.blocks import WIDE, Column, Item, console, view, view_width
-from opsd.observe.results import DESYNC_WORDS, TUNE_REASON_WORDS, DesyncState, TuneReason, in_words
+from opsd.observe.results import (
+    DESYNC_WORDS,
+    HEAL_WORDS,
+    TUNE_REASON_WORDS,
+    DesyncState,
+    HealOutcome,
+    TuneReason,
+    in_words,
+)
 
 COLUMNS = (Column("query"), Column("state"), Column("rows", "right"), Column("advice"))
 ADVICE = ("register the consumer as vital (opsd consumer register //home/analytics/clickstream/queue "

@@ -10,10 +10,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from opsd.checks.desync.apply import apply
-from opsd.checks.desync.decide import HealDecision, HealOutcome, decide
+from opsd.checks.desync.decide import HealDecision, decide
 from opsd.checks.desync.evaluate import DesyncState, evaluate, partition_state
 from opsd.checks.positions.collect import QueryTarget, collect_checkpoint
 from opsd.observe.positions import PartitionPositions, QueuePositions
+from opsd.observe.results import HealOutcome
 from streaming_core.checkpoint import newest_batch, read_checkpoint
 from streaming_core.cluster import BeyondQueueEndError
 from streaming_core.consumer import advance_consumer, seek_consumer

@@ -10,13 +10,15 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from opsd.checks.desync.check import DesyncCheck
-from opsd.checks.desync.decide import HealOutcome
 from opsd.checks.desync.evaluate import evaluate
 from opsd.checks.positions.collect import PositionsCollector, QueryTarget, targets_for
 from opsd.config.models import OpsdConfig
+from opsd.observe.progress import BatchProgress, SourceProgress
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import HealOutcome
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
+from streaming_core.offsets import QueueOffset
 from tests.support.checkpoint import job_with_checkpoint, offset_line
 
 
@@ -49,6 +51,15 @@ def status_of(recorder: Recorder, query: str) -> dict:
 def state(registry: CollectorRegistry, q: str, partition: str, name: str) -> float | None:
     return registry.get_sample_value("opsd_desync_state", {"query": "job", "queue": q, "partition": partition,
                                                            "state": name})
+
+
+def source_progress(start: str | None, end: str) -> SourceProgress:
+    """A yt source's offsets in a progress event (the JSON Spark reports)."""
+    return SourceProgress("yt", 0, QueueOffset.from_progress(start), QueueOffset.from_progress(end))
+
+
+def batch_progress(batch_id: int, *sources: SourceProgress) -> BatchProgress:
+    return BatchProgress("attached", "id", "run", batch_id, 0.0, sources=sources)
 
 
 def test_states_reach_metrics_status_and_a_log_line_once_per_change(yt, cluster_uri, lagging, recorder,
@@ -105,13 +116,14 @@ def test_a_watched_query_is_not_healed_by_default_and_an_unreadable_checkpoint_i
 
 def test_attached_queries_are_judged_from_their_last_batch_with_data(yt, cluster_uri, lagging, recorder) -> None:
     q, c, _ = lagging
-    def source(start: dict | None, end: dict) -> dict:
-        return {"startOffset": start and offset_line(q, start, c), "endOffset": offset_line(q, end, c)}
+
+    def source(start: dict | None, end: dict) -> SourceProgress:
+        return source_progress(start and offset_line(q, start, c), offset_line(q, end, c))
 
     progress = {"attached": [
-        {"batchId": 0, "sources": [source(None, {0: 9, 1: 9})]},
-        {"batchId": 1, "sources": [source({0: 9, 1: 9}, {0: 19, 1: 19})]},
-        {"batchId": 1, "sources": [source({0: 19, 1: 19}, {0: 19, 1: 19})]},  # idle
+        batch_progress(0, source(None, {0: 9, 1: 9})),
+        batch_progress(1, source({0: 9, 1: 9}, {0: 19, 1: 19})),
+        batch_progress(1, source({0: 19, 1: 19}, {0: 19, 1: 19})),  # idle
     ]}
 
     check_of(recorder, cluster_uri, progress=lambda: progress).run()
@@ -122,9 +134,9 @@ def test_attached_queries_are_judged_from_their_last_batch_with_data(yt, cluster
 
 def test_an_attached_query_that_cannot_be_read_is_its_own_problem_only(yt, cluster_uri, lagging, recorder) -> None:
     q, c, _ = lagging
-    end = {"startOffset": offset_line(q, {0: 9, 1: 9}, c), "endOffset": offset_line(q, {0: 19, 1: 19}, c)}
-    gone = {"startOffset": None, "endOffset": offset_line("//no/such/queue", {0: 4}, c)}
-    progress = {"gone": [{"batchId": 0, "sources": [gone]}], "fine": [{"batchId": 1, "sources": [end]}]}
+    end = source_progress(offset_line(q, {0: 9, 1: 9}, c), offset_line(q, {0: 19, 1: 19}, c))
+    gone = source_progress(None, offset_line("//no/such/queue", {0: 4}, c))
+    progress = {"gone": [batch_progress(0, gone)], "fine": [batch_progress(1, end)]}
 
     check_of(recorder, cluster_uri, progress=lambda: progress).run()
 

@@ -11,16 +11,25 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from opsd.checks.autotune.decide import MAX_ROWS
 from opsd.checks.desync.evaluate import evaluate
 from opsd.observe.positions import PartitionPositions, QueuePositions
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, DesyncState, PartitionLag, QueryLag, TunerDecision, TuneReason
+from opsd.observe.results import (
+    Decision,
+    DesyncState,
+    Knob,
+    PartitionLag,
+    QueryLag,
+    TunerDecision,
+    TuneReason,
+    TunerMode,
+)
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
 from tests.support.doctor import doctor
+from tests.support.oom import oom_verdict
 from tests.support.ports import free_port
 
 
@@ -134,9 +143,9 @@ def test_a_query_stopped_for_good_and_one_near_a_memory_limit_need_action(capsys
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     recorder.record_permanent_failure("broken", "NoSuchPathError", "NoSuchPathError: //home/out: no such node")
     recorder.status.update("big", active=True, max_rows_per_partition=50_000)
-    recorder.record_oom("big", risk=1.2, batch_bytes=4e8, safe_max_rows_per_partition=20_000, target_risk=0.7)
+    recorder.record_oom("big", oom_verdict(1.2, 20_000, batch_bytes=4e8), target_risk=0.7)
     recorder.status.update("fine", active=True)
-    recorder.record_oom("fine", risk=0.3, batch_bytes=1e6, safe_max_rows_per_partition=90_000, target_risk=0.7)
+    recorder.record_oom("fine", oom_verdict(0.3, 90_000), target_risk=0.7)
     code, out = doctor_of_daemon(capsys, recorder)
 
     flat = " ".join(out.split())
@@ -153,8 +162,7 @@ def test_a_query_near_a_memory_limit_is_advised_the_byte_cap_which_holds_whateve
     monkeypatch.setenv("COLUMNS", "400")
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     recorder.status.update("wide", active=True, max_rows_per_partition=50_000, max_bytes_per_partition=64 << 20)
-    recorder.record_oom("wide", risk=1.2, batch_bytes=4e8, safe_max_rows_per_partition=20_000, target_risk=0.7,
-                        safe_max_bytes_per_partition=16 << 20)
+    recorder.record_oom("wide", oom_verdict(1.2, 20_000, 16 << 20, batch_bytes=4e8), target_risk=0.7)
     code, out = doctor_of_daemon(capsys, recorder)
     flat = " ".join(out.split())
     assert code == 1
@@ -175,8 +183,8 @@ def troubled_daemon() -> Recorder:
     recorder.status.update(LONG_QUERY, active=True, started_at=1.0, max_rows_per_partition=500)
     positions = (PartitionPositions(0, 3, None, None, 3, 20, 25), PartitionPositions(1, 20, None, None, 20, 20, 0))
     recorder.record_desync(evaluate(QueuePositions(LONG_QUERY, LONG_QUEUE, "//home/c", "yt", 1, None, positions)))
-    decision = Decision(LONG_QUERY, MAX_ROWS, 500, 500, TuneReason.CAP_NOT_BINDING)
-    recorder.record_autotune(TunerDecision(decision, "apply", applied=False, bounds=(1000, 500_000)))
+    decision = Decision(LONG_QUERY, Knob.MAX_ROWS, 500, 500, TuneReason.CAP_NOT_BINDING)
+    recorder.record_autotune(TunerDecision(decision, TunerMode.APPLY, applied=False, bounds=(1000, 500_000)))
     return recorder
 
 
@@ -239,7 +247,7 @@ def test_json_keeps_the_machine_names(capsys) -> None:
     assert code == 1
     facts = report["queries"][LONG_QUERY]["facts"]
     assert facts["desync"][LONG_QUEUE]["partitions"]["0"]["state"] == "behind_trim"
-    assert facts["autotune"][MAX_ROWS]["reason"] == "cap_not_binding"
+    assert facts["autotune"][Knob.MAX_ROWS]["reason"] == "cap_not_binding"
 
 
 def test_tablets_added_after_the_checkpoint_are_read_from_the_consumer_and_counted_in_the_backlog(

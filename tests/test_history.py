@@ -16,7 +16,6 @@ from structlog.testing import capture_logs
 
 from opsd.checks.autotune.check import AutotuneCheck
 from opsd.checks.autotune.check import targets_for as autotune_targets
-from opsd.checks.desync.decide import HealOutcome
 from opsd.checks.desync.evaluate import evaluate
 from opsd.checks.history.apply import HistoryLog
 from opsd.checks.history.collect import read_history
@@ -26,8 +25,19 @@ from opsd.checks.positions.collect import PositionsCollector, QueryTarget, colle
 from opsd.checks.registry import build_checks
 from opsd.cli.main import main
 from opsd.config.models import OpsdConfig
+from opsd.observe.progress import BatchSummary
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, HistoryEntry, HistoryKind, TunerDecision, TuneReason
+from opsd.observe.results import (
+    Decision,
+    HealOutcome,
+    HistoryEntry,
+    HistoryKind,
+    HistoryOutcome,
+    Knob,
+    TunerDecision,
+    TuneReason,
+    TunerMode,
+)
 from opsd.observe.status import StatusStore
 from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
@@ -56,7 +66,7 @@ def recorder_at(now: float, registry: CollectorRegistry | None = None) -> Record
 
 def entry(query: str, at: float, subject: str = "max_rows_per_partition", before: int = 1, after: int = 2
           ) -> HistoryEntry:
-    return HistoryEntry(query, at, HistoryKind.TUNER, subject, "applied", "fast_batches", before, after,
+    return HistoryEntry(query, at, HistoryKind.TUNER, subject, HistoryOutcome.APPLIED, "fast_batches", before, after,
                         {"batch_id": 7, "oom_risk": None})
 
 
@@ -65,8 +75,8 @@ def entry(query: str, at: float, subject: str = "max_rows_per_partition", before
 
 def test_holds_are_not_kept_and_changes_are_kept_applied_or_recommended() -> None:
     def tuner(current, recommended, applied):
-        return TunerDecision(Decision("q", "max_rows_per_partition", current, recommended, "r", {"x": 1}),
-                             "apply" if applied else "recommend", applied, (1, 10))
+        return TunerDecision(Decision("q", Knob.MAX_ROWS, current, recommended, TuneReason.FAST_BATCHES, {"x": 1}),
+                             TunerMode.APPLY if applied else TunerMode.RECOMMEND, applied, (1, 10))
 
     kept = tuner_entries([tuner(5, 5, True), tuner(5, 8, True), tuner(5, 3, False)], 100.0)
 
@@ -97,12 +107,15 @@ def test_a_standing_decision_is_kept_once_and_a_different_one_again() -> None:
 
 
 def test_a_damaged_row_is_refused_naming_the_table_the_row_and_the_field() -> None:
-    row = {"query": "q", "id": 3, "at": 1.0, "kind": "tuner", "subject": "s", "outcome": "o", "reason": "r",
+    row = {"query": "q", "id": 3, "at": 1.0, "kind": "tuner", "subject": "s", "outcome": "applied", "reason": "r",
            "before": "1", "after": "{not json", "inputs": "{}"}
     with pytest.raises(ValueError, match=r"//h: row \(query='q', id=3\): field 'after' is not JSON"):
         from_row(row, "//h")
     with pytest.raises(ValueError, match="field 'kind' is 'oops'"):
         from_row({**row, "after": "2", "kind": "oops"}, "//h")
+    with pytest.raises(ValueError, match="field 'outcome' is 'oops', not an outcome this version knows"):
+        from_row({**row, "after": "2", "outcome": "oops"}, "//h")
+    assert from_row({**row, "after": "2", "outcome": "healed"}, "//h").outcome is HealOutcome.HEALED
 
 
 # -- the table, on both backends --------------------------------------------------------------------------------
@@ -240,8 +253,7 @@ def test_the_tuners_cap_before_a_start_and_its_cut_after_a_memory_failure_are_ke
         "restart": {"initial_backoff_seconds": 0.01}}]})
     recorder = recorder_at(3000.0)
     recorder.status.update("p", trigger_interval_seconds=10.0, recent_batches=(
-        {"batch_id": 0, "num_input_rows": 400_000, "largest_partition_rows": 200_000, "duration_seconds": 9.0,
-         "durations_seconds": {"addBatch": 8.0}},))
+        BatchSummary(0, 400_000, 200_000, 9.0, {"addBatch": 8.0}),))
     history = HistoryLog(history_paths(config), recorder, 10)
     tuner = AutotuneCheck(recorder, PositionsCollector(cluster_uri), autotune_targets(config), history)
     starts = []
@@ -269,7 +281,7 @@ def test_a_damaged_row_fails_opsd_history_with_its_table_row_and_field(yt, yt_ro
     path = f"{yt_root}/history"
     HistoryLog({"job": path}, recorder_at(0.0), 10).record(yt, [entry("job", 5.0)])
     yt.insert_rows(path, [{"query": "job", "id": 9_000_000, "at": 9.0, "kind": "tuner", "subject": "s",
-                           "outcome": "o", "reason": "\x1b]0;owned\x07", "before": "1", "after": "[oops",
+                           "outcome": "applied", "reason": "\x1b]0;owned\x07", "before": "1", "after": "[oops",
                            "inputs": "{}"}])
 
     assert main(["history", "job", "--path", path, "--cluster", cluster_uri]) == 1

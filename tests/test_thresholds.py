@@ -37,7 +37,6 @@ OTHER_MEANINGS = {
     ("opsd/checks/autotune/evaluate.py", 0.9),  # BINDING_SHARE: the share of the cap from which it binds
     ("opsd/config/models.py", 0.7),  # autotune.target_share: the share of the trigger interval a batch may last
     ("opsd/config/models.py", 100_000),  # autotune.start_rows_per_partition: a first cap, not a transaction's limit
-    ("opsd/checks/registry.py", 0.9),  # FRESH_SHARE: the share of a check's interval after which a reading is stale
 }
 
 # A comparison of a series with a level: `> 900`, `>= 0.9` (comparisons with 0 or 1 test a flag or a presence).
@@ -97,7 +96,7 @@ def test_the_oom_model_and_its_config_keys_share_their_defaults() -> None:
     (OOM_RISK_HIGH, True), (OOM_RISK_HIGH + 0.05, True), (OOM_RISK_HIGH - 0.01, False), (OOM_RISK_TARGET, False),
 ])
 def test_the_doctor_acts_from_the_alerts_oom_risk(risk: float, needs_action: bool) -> None:
-    facts = {"active": True, "oom_risk": risk, "safe_max_rows_per_partition": 1000, "max_rows_per_partition": 5000}
+    facts = {"active": True, "oom": {"risk": risk, "safe_max_rows_per_partition": 1000}, "max_rows_per_partition": 5000}
     memory = [f for f in findings("q", facts, Naming.of_config("opsd.yaml")) if f.kind == "memory"]
     assert bool(memory) is needs_action
 

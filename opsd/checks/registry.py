@@ -3,9 +3,8 @@
 
 A check is an object with a `name` (its label in `opsd_check_*` metrics and `check_failed` logs) and a zero-argument
 `run()`, built from the recorder (the only writer of metrics and status) and what it reads. The checks that read
-where queries stand (desync, lag, the Queue Agent's signals, the trim forecast, the vital-consumer audit, OOM risk,
-the auto-tuner) share one `PositionsCollector`: in the daemon a reading is reused until the shortest of their
-intervals has passed, so each checkpoint, consumer and queue is read once per cycle whatever the number of checks.
+where queries stand are the steps of one `Cycle` (`opsd.checks.cycle`), in the order `STEPS` declares: each
+checkpoint, consumer and queue is read once per cycle, and every step of the cycle evaluates that reading.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from typing import Protocol
 
 from opsd.checks.autotune.check import AutotuneCheck
 from opsd.checks.autotune.check import targets_for as autotune_targets
+from opsd.checks.cycle import Cycle, PositionCheck, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
 from opsd.checks.history.apply import HistoryLog
@@ -39,9 +39,10 @@ from opsd.observe.status import StatusStore
 #: Called by the runner before it (re)starts a pipeline, with its name and the text of the failure that ended its last
 #: run (None at the first start).
 BeforeStart = Callable[[str, str | None], object]
-#: The share of the shortest positions check's interval after which a reading is stale: a check scheduled at that
-#: interval always reads anew, one with a longer interval evaluates the reading of its cycle.
-FRESH_SHARE = 0.9
+#: The steps of the cycle, in their order: lag first (the Queue Agent signals and the trim forecast read its rates),
+#: then the queues' trimming and vital consumers, then desync and its heal, then OOM risk (from the batches and the
+#: reading), then the auto-tuner (which reads this cycle's OOM verdict).
+STEPS = ("lag", "queue_agent", "trim", "vital_consumers", "desync", "oom", "autotune")
 
 
 class Check(Protocol):
@@ -72,10 +73,11 @@ class Scheduled:
 
 @dataclass
 class Checks:
-    """The checks of one monitor, their shared positions and the runner's hooks (the OOM check's verdict first, then
-    the tuner that reads it)."""
+    """The checks of one monitor: the cycle of the position checks (scheduled among the others), their shared
+    positions and the runner's hooks (the OOM check's verdict first, then the tuner that reads it)."""
 
     positions: PositionsCollector
+    cycle: Cycle
     scheduled: list[Scheduled] = field(default_factory=list)
     before_start: list[BeforeStart] = field(default_factory=list)
     #: Checks run once when scheduled, so their values are known from the start, not after one interval.
@@ -87,8 +89,9 @@ class Checks:
                 scheduler.run_check(s.check.name, s.check.run)
             scheduler.add_check(s.check.name, s.check.run, s.interval_seconds)
 
-    def named(self, name: str) -> Check | None:
-        return next((s.check for s in self.scheduled if s.check.name == name), None)
+    def named(self, name: str) -> Check | PositionCheck | None:
+        """A scheduled check or a step of the cycle."""
+        return next((s.check for s in self.scheduled if s.check.name == name), None) or self.cycle.named(name)
 
 
 def stopped_in(status: StatusStore) -> Callable[[str], bool]:
@@ -108,30 +111,27 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
     with a config also the tuning values in force, the auto-tuner and, with `memory`, the OOM risk. `config.cluster` is
     the cluster unless `cluster_uri` names one."""
     uri = cluster_uri or (config.cluster if config else None)
-    intervals = [settings.desync_seconds, settings.lag_seconds, settings.retention_seconds]
-    if config is not None:
-        intervals += [settings.autotune_seconds] + ([settings.oom_risk_seconds] if memory else [])
     positions = PositionsCollector(uri, targets_for(config) if config else (), progress,
-                                   stopped=stopped_in(recorder.status), max_age_seconds=FRESH_SHARE * min(intervals),
-                                   clock=clock)
+                                   stopped=stopped_in(recorder.status), clock=clock)
     history = HistoryLog(history_paths(config), recorder, settings.history_rows_per_query) if config else None
-    checks = Checks(positions, [
-        Scheduled(Watchdog(recorder, policy or settings.progress_policy(), clock=clock), settings.watchdog_seconds),
-        Scheduled(DesyncCheck(recorder, positions, history), settings.desync_seconds),
-        Scheduled(LagCheck(recorder, positions, settings), settings.lag_seconds),
-        Scheduled(QueueAgentCheck(recorder, positions), settings.lag_seconds),
-        Scheduled(TrimCheck(recorder, positions, settings), settings.retention_seconds),
-        Scheduled(VitalConsumerCheck(recorder, positions), settings.retention_seconds),
-    ])
-    if config is None:
-        return checks
-    checks.scheduled.insert(1, Scheduled(TuningCheck(recorder, config), settings.tuning_seconds))
-    checks.run_at_start = (TuningCheck.name,)
-    if memory is not None:
-        oom = OomCheck(recorder, positions, config, memory.rest, memory.conf, memory.sampler)
-        checks.scheduled.append(Scheduled(oom, settings.oom_risk_seconds))
-        checks.before_start.append(oom.before_start)
-    tuner = AutotuneCheck(recorder, positions, autotune_targets(config), history)
-    checks.scheduled.append(Scheduled(tuner, settings.autotune_seconds))
-    checks.before_start.append(tuner.before_start)
-    return checks
+    steps = [Step(DesyncCheck(recorder, positions, history), settings.desync_seconds),
+             Step(LagCheck(recorder, positions, settings), settings.lag_seconds),
+             Step(QueueAgentCheck(recorder, positions), settings.lag_seconds),
+             Step(TrimCheck(recorder, positions, settings), settings.retention_seconds),
+             Step(VitalConsumerCheck(recorder, positions), settings.retention_seconds)]
+    scheduled = [Scheduled(Watchdog(recorder, policy or settings.progress_policy(), clock=clock),
+                           settings.watchdog_seconds)]
+    before_start: list[BeforeStart] = []
+    if config is not None:
+        scheduled.append(Scheduled(TuningCheck(recorder, config), settings.tuning_seconds))
+        if memory is not None:
+            oom = OomCheck(recorder, positions, config, memory.rest, memory.conf, memory.sampler)
+            steps.append(Step(oom, settings.oom_risk_seconds))
+            before_start.append(oom.before_start)
+        tuner = AutotuneCheck(recorder, positions, autotune_targets(config), history)
+        steps.append(Step(tuner, settings.autotune_seconds))
+        before_start.append(tuner.before_start)
+    cycle = Cycle(recorder, positions, sorted(steps, key=lambda s: STEPS.index(s.check.name)), clock=clock)
+    scheduled.append(Scheduled(cycle, cycle.interval_seconds))
+    return Checks(positions, cycle, scheduled, before_start,
+                  run_at_start=(TuningCheck.name,) if config is not None else ())

@@ -20,7 +20,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from opsd.checks.desync.apply import apply
-from opsd.checks.desync.decide import HealDecision, HealOutcome, decide
+from opsd.checks.desync.decide import HealDecision, decide
 from opsd.checks.desync.evaluate import evaluate
 from opsd.checks.history.apply import HistoryLog
 from opsd.checks.history.decide import heal_entries
@@ -30,7 +30,7 @@ from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import CliError, resolve_target
 from opsd.config.load import load_config
 from opsd.config.models import ChecksSettings
-from opsd.observe.results import QueueDesync
+from opsd.observe.results import HealOutcome, QueueDesync
 from opsd.observe.status import jsonable
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown

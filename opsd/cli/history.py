@@ -11,15 +11,15 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from opsd.checks.desync.decide import HealOutcome
 from opsd.checks.history.collect import read_history
 from opsd.checks.history.table import history_path, history_paths
 from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import CliError
 from opsd.config.load import ConfigError, load_config
-from opsd.observe.results import HistoryEntry, HistoryKind, TuneReason, in_words
+from opsd.observe.results import HealOutcome, HistoryEntry, HistoryKind, TuneReason, in_words
 from opsd.observe.status import jsonable
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
@@ -116,6 +116,6 @@ def compact(value: Any) -> str:
     """A value in few characters: `-` for none, `k:v k:v` for a map."""
     if value is None:
         return "-"
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return " ".join(f"{k}:{compact(v)}" for k, v in value.items())
     return str(value)

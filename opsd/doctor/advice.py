@@ -25,13 +25,13 @@ from typing import Any
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.report import Finding, Severity
 from opsd.doctor.retention import retention_advice
+from opsd.observe.results import AHEAD_OF_QUEUE, DesyncState
 from opsd.observe.status import json_number
 
 #: Failures whose way out is the desync finding of the same query (its consumer must be moved first).
 DESYNC_FAILURES = ("TrimmedRowsError", "BeyondQueueEndError")
 #: Desync findings after which the query cannot resume with its checkpoint as it is (`opsd run --check` refuses).
-RESUME_BLOCKERS = ("problem", "consumer_ahead", "behind_trim", "consumer_ahead_of_queue",
-                   "checkpoint_ahead_of_queue")
+RESUME_BLOCKERS = ("problem", DesyncState.CONSUMER_AHEAD, DesyncState.BEHIND_TRIM, *sorted(AHEAD_OF_QUEUE))
 
 
 @dataclass(frozen=True)
@@ -114,51 +114,58 @@ def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
         return f"{seek} {flags} {naming.seek(query)}"
 
     out = []
-    by_state: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    by_state: dict[DesyncState, list[tuple[str, Mapping[str, Any]]]] = {}
     for partition, p in sorted((desync.get("partitions") or {}).items(), key=lambda item: int(item[0])):
-        by_state.setdefault(p["state"], []).append((partition, p))
+        state = DesyncState._value2member_map_.get(p["state"])  # a state this version does not know: no advice
+        if isinstance(state, DesyncState):
+            by_state.setdefault(state, []).append((partition, p))
     waiting = any(p["row_count"] > p["checkpoint_next"] for p in (desync.get("partitions") or {}).values())
     heal = (f"(opsd desync heal {naming.desync(query)}" + ("" if naming.names_consumer else f" --consumer {consumer}")
             + (" --stopped" if active is False and waiting else "") + ")")
     if waiting and active is None:
         heal += "; add --stopped once the query is stopped (while it runs, its next batch acknowledges this one)"
-    if "lagging_one_batch" in by_state:
-        parts = _names(by_state["lagging_one_batch"])
-        out.append(("lagging_one_batch", Severity.INFO, f"{queue}: consumer {consumer} is one batch behind the "
+    if DesyncState.LAGGING_ONE_BATCH in by_state:
+        parts = _names(by_state[DesyncState.LAGGING_ONE_BATCH])
+        out.append((DesyncState.LAGGING_ONE_BATCH, Severity.INFO,
+                    f"{queue}: consumer {consumer} is one batch behind the "
                     f"checkpoint on {parts} (the late acknowledgement of an idle query or an availableNow run; it "
                     "holds the queue's trim)", f"heal it {heal}"))
-    if "stuck" in by_state:
-        rows = sum(p["difference_rows"] for _, p in by_state["stuck"])
-        out.append(("stuck", Severity.ACTION, f"{queue}: consumer {consumer} has not followed several committed "
-                    f"batches on {_names(by_state['stuck'])} ({rows} rows behind)",
+    if DesyncState.STUCK in by_state:
+        rows = sum(p["difference_rows"] for _, p in by_state[DesyncState.STUCK])
+        out.append((DesyncState.STUCK, Severity.ACTION,
+                    f"{queue}: consumer {consumer} has not followed several committed "
+                    f"batches on {_names(by_state[DesyncState.STUCK])} ({rows} rows behind)",
                     "its acknowledgements fail (look for consumer_advance_conflict in the query's log: is another "
                     f"job moving the same consumer?); then heal it {heal}"))
-    for partition, p in by_state.get("consumer_ahead", []):
+    for partition, p in by_state.get(DesyncState.CONSUMER_AHEAD, []):
         back = max(p["checkpoint_next"], p["trimmed_row_count"])
-        out.append(("consumer_ahead", Severity.ACTION, f"{queue}: consumer {consumer} is ahead of the checkpoint on "
+        out.append((DesyncState.CONSUMER_AHEAD, Severity.ACTION,
+                    f"{queue}: consumer {consumer} is ahead of the checkpoint on "
                     f"partition {partition}: rows [{back}, {p['consumer_offset']}) would be skipped at restart",
                     "if another job read those rows, give each job its own consumer; if not, stop the query and move "
                     f"the consumer back to the checkpoint ({seeking(f'--partition {partition} --offset {back}')}; a "
                     "heal never moves a consumer backwards), then restart it"))
-    ahead = by_state.get("checkpoint_ahead_of_queue", [])
+    ahead = by_state.get(DesyncState.CHECKPOINT_AHEAD_OF_QUEUE, [])
     if ahead:
         rows = ", ".join(f"[{p['row_count']}, {p['checkpoint_next']}) of partition {n}" for n, p in ahead)
-        out.append(("checkpoint_ahead_of_queue", Severity.ACTION, f"{queue}: the checkpoint has read past the "
+        out.append((DesyncState.CHECKPOINT_AHEAD_OF_QUEUE, Severity.ACTION,
+                    f"{queue}: the checkpoint has read past the "
                     f"queue's end on {_names(ahead)} (the queue was recreated under this path, or the checkpoint is "
                     f"another queue's): rows {rows} would be skipped once written; the source refuses to read on "
                     "(BeyondQueueEndError)",
                     "never healed: this checkpoint cannot resume. Stop the query, move the consumer to the queue's "
                     f"first row ({seeking('--to trim --past-checkpoint')}) and restart the query with a new "
                     "checkpointLocation (it starts where the consumer stands)"))
-    for partition, p in by_state.get("consumer_ahead_of_queue", []):
+    for partition, p in by_state.get(DesyncState.CONSUMER_AHEAD_OF_QUEUE, []):
         back = f"--partition {partition} --offset {p['checkpoint_next']}"
-        out.append(("consumer_ahead_of_queue", Severity.ACTION, f"{queue}: consumer {consumer} is past the queue's "
+        out.append((DesyncState.CONSUMER_AHEAD_OF_QUEUE, Severity.ACTION,
+                    f"{queue}: consumer {consumer} is past the queue's "
                     f"end on partition {partition}: offset {p['consumer_offset']}, but the queue has {p['row_count']} "
                     "rows (moved by hand, or left from a queue recreated under this path): the rows written below it "
                     "would never be read",
                     "stop the query and move the consumer back to the checkpoint "
                     f"({seeking(back)}), then restart it"))
-    behind = by_state.get("behind_trim", [])
+    behind = by_state.get(DesyncState.BEHIND_TRIM, [])
     if behind:
         lost = sum(p["trimmed_row_count"] - max(p["checkpoint_next"], p["consumer_offset"]) for _, p in behind)
         rows = ", ".join(f"[{max(p['checkpoint_next'], p['consumer_offset'])}, {p['trimmed_row_count']}) of "
@@ -169,7 +176,8 @@ def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
         guard = "" if vital else (f"; so that trims wait for it from now on, register it as vital (opsd consumer "
                                   f"register {queue} {consumer} --vital{naming.cluster})")
         partitions = " ".join(f"--partition {n}" for n, _ in behind)
-        out.append(("behind_trim", Severity.ACTION, f"{queue}: rows {rows} were trimmed before the query read them "
+        out.append((DesyncState.BEHIND_TRIM, Severity.ACTION,
+                    f"{queue}: rows {rows} were trimmed before the query read them "
                     f"({lost} rows; {how}): its next batch fails (TrimmedRowsError), with this checkpoint or a new "
                     "one, until the consumer is moved",
                     f"those {lost} rows are gone; to go on without them, stop the query, move the consumer to the "
@@ -207,11 +215,12 @@ def _lag(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[str
 
 def _memory(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[str, Severity, str, str]]:
     """The OOM check's verdict on the next batch (`opsd.checks.oom`): risk = predicted peak / the pool's limit."""
-    risk = facts.get("oom_risk")
+    oom = facts.get("oom") or {}
+    risk = oom.get("risk")
     if risk is None or risk < OOM_RISK_HIGH:
         return []
-    safe, cap = facts.get("safe_max_rows_per_partition"), facts.get("max_rows_per_partition")
-    safe_bytes, cap_bytes = facts.get("safe_max_bytes_per_partition"), facts.get("max_bytes_per_partition")
+    safe, cap = oom.get("safe_max_rows_per_partition"), facts.get("max_rows_per_partition")
+    safe_bytes, cap_bytes = oom.get("safe_max_bytes_per_partition"), facts.get("max_bytes_per_partition")
     tuning_set = f"opsd tuning set {query} --config {naming.config}"
     if safe_bytes:
         advice = (f"cap its batches at the safe max_bytes_per_partition {safe_bytes} (now {cap_bytes or 'unlimited'}; "

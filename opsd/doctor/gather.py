@@ -58,9 +58,8 @@ def from_targets(cluster: Cluster, targets: Iterable[QueryTarget], at: float,
         queries[facts.query].setdefault("trim", {})[facts.queue] = jsonable(trim)
     for facts in collect_vital(reading):
         audit = evaluate_vital(facts, None)
-        for query, consumer in facts.readers.items():
-            queries[query].setdefault("vital_consumers", []).append(
-                {**jsonable(audit), "own": consumer.rstrip("/") == facts.consumer.rstrip("/")})
+        for query in facts.readers:
+            queries[query].setdefault("vital_consumers", []).append({**jsonable(audit), "own": facts.own(query)})
     return queries
 
 

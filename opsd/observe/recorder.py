@@ -8,7 +8,7 @@ two views can never disagree.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import singledispatchmethod
 
@@ -22,26 +22,34 @@ from opsd.observe.events import (
     QueryTerminated,
 )
 from opsd.observe.failures import failure_message
+from opsd.observe.positions import QueryPositions
 from opsd.observe.progress import BatchProgress
 from opsd.observe.results import (
+    CycleTrace,
     DesyncEntry,
     Direction,
     Heal,
+    HealOutcome,
     OomVerdict,
     QueryLag,
     QueueDesync,
     QueueSignals,
     QueueTrim,
+    StepOutcome,
     TunerDecision,
     TuneReason,
     VitalConsumerAudit,
 )
-from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
+from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore, jsonable
 from opsd.telemetry.logs import TRACES_LOGGER
 from opsd.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 traces = structlog.get_logger(TRACES_LOGGER)
+
+
+#: The families the listener writes per queue from progress events (not from the cycle's reading).
+PROGRESS_FAMILIES = "opsd_source_"
 
 
 class Recorder:
@@ -292,9 +300,9 @@ class Recorder:
         before[queue] = replace(entry, desync=desync)
         self.status.update(query, desync=before)
 
-    def record_heal(self, query: str, queue: str, outcome: str, moves: Mapping[int, tuple[int, int]]) -> None:
+    def record_heal(self, query: str, queue: str, outcome: HealOutcome, moves: Mapping[int, tuple[int, int]]) -> None:
         """A heal of a queue's consumer and its outcome (`moves`: `{partition: (old, new)}`)."""
-        self.metrics.desync_heals.labels(query=query, queue=queue, outcome=outcome).inc()
+        self.metrics.desync_heals.labels(query=query, queue=queue, outcome=outcome.value).inc()
         current = self.status.get(query)
         desync = dict((current.desync or {}) if current else {})
         desync[queue] = replace(desync.get(queue) or DesyncEntry(), last_heal=Heal(outcome, self.clock(), moves))
@@ -380,7 +388,8 @@ class Recorder:
         self.status.update(query, autotune=decisions)
         (log.debug if direction == Direction.HOLD else log.info)(
             "autotune_decision", query=query, knob=knob, current=d.current, recommended=d.recommended,
-            direction=direction.value, reason=d.reason, mode=decision.mode, applied=decision.applied, **d.inputs)
+            direction=direction.value, reason=d.reason, mode=decision.mode, applied=decision.applied,
+            **jsonable(d.inputs))
         if decision.applied:
             self.record_tuning(query, **{knob: d.recommended})
 
@@ -433,22 +442,68 @@ class Recorder:
         if observed_peak_bytes is not None:
             m.oom_observed_peak_bytes.labels(**labels).set(observed_peak_bytes)
 
-    def record_oom(self, query: str, *, risk: float, batch_bytes: float, safe_max_rows_per_partition: int | None,
-                   target_risk: float, verdict: OomVerdict | None = None,
-                   safe_max_bytes_per_partition: int | None = None) -> None:
-        """The OOM check's verdict for a query's next batch: its highest risk over the pools and the safe caps (rows
-        and bytes), and the verdict per pool with its confidence (`verdict`) for `/status`."""
+    def record_oom(self, query: str, verdict: OomVerdict, *, target_risk: float) -> None:
+        """The OOM check's verdict for a query's next batch (its highest risk over the pools, the safe caps, the
+        verdict per pool with its confidence), kept once: `QueryStatus.oom`."""
         previous = self.status.get(query)
-        self.status.update(query, oom_risk=risk, safe_max_rows_per_partition=safe_max_rows_per_partition,
-                           safe_max_bytes_per_partition=safe_max_bytes_per_partition, oom=verdict)
-        self.metrics.oom_batch_bytes.labels(query=query).set(batch_bytes)
-        if safe_max_rows_per_partition is not None:
-            self.metrics.oom_safe_max_rows_per_partition.labels(query=query).set(safe_max_rows_per_partition)
-        if safe_max_bytes_per_partition is not None:
-            self.metrics.oom_safe_max_partition_bytes.labels(query=query).set(safe_max_bytes_per_partition)
-        if risk > target_risk and not (previous and previous.oom_risk is not None and previous.oom_risk > target_risk):
-            log.warning("oom_risk_high", query=query, risk=round(risk, 3), batch_bytes=int(batch_bytes),
-                        safe_max_rows_per_partition=safe_max_rows_per_partition)
+        self.status.update(query, oom=verdict)
+        self.metrics.oom_batch_bytes.labels(query=query).set(verdict.batch_bytes)
+        if verdict.safe_max_rows_per_partition is not None:
+            self.metrics.oom_safe_max_rows_per_partition.labels(query=query).set(verdict.safe_max_rows_per_partition)
+        if verdict.safe_max_bytes_per_partition is not None:
+            self.metrics.oom_safe_max_partition_bytes.labels(query=query).set(verdict.safe_max_bytes_per_partition)
+        if verdict.risk > target_risk and not (previous and previous.oom and previous.oom.risk > target_risk):
+            log.warning("oom_risk_high", query=query, risk=round(verdict.risk, 3), batch_bytes=int(verdict.batch_bytes),
+                        safe_max_rows_per_partition=verdict.safe_max_rows_per_partition)
+
+    def forget_absent(self, queries: Sequence[QueryPositions]) -> None:
+        """Series follow the world: after a cycle's reading (`queries`, every query it found), the series of every
+        family the cycle's steps write per queue go for a query the reading no longer has (removed from the config,
+        or no longer running), a queue it no longer reads, and a partition its queue no longer has (removed by a
+        reshard, or not among the partitions read). A queue whose reading failed keeps its series (a failed read is
+        not a change of the world), except for the partitions a reshard removed. The `opsd_source_*` series are the
+        listener's (a query's progress events, which the reading may not see): they are not judged here."""
+        read = {q.query: {queue.queue: queue for queue in q.queues} for q in queries}
+
+        def present(labels: Mapping[str, str]) -> bool:
+            queue = read.get(labels["query"], {}).get(labels["queue"])
+            if queue is None:
+                return False
+            partition = labels.get("partition")
+            if partition is None:
+                return True
+            if int(partition) in queue.removed_partitions:
+                return False
+            return queue.problem is not None or any(str(p.partition) == partition for p in queue.partitions)
+
+        gone = sum(f.retain(present) for f in self.metrics.families
+                   if "queue" in f.labelnames and not f.name.startswith(PROGRESS_FAMILIES))
+        if gone:
+            log.info("series_removed", series=gone)
+
+    def record_cycle_steps(self, steps: Sequence[str]) -> None:
+        """The steps of a cycle, before its first run: their counters exist at 0 from the start, so `increase()` sees
+        their first error or overrun."""
+        for step in steps:
+            for counter in (self.metrics.check_runs, self.metrics.check_errors, self.metrics.cycle_step_overruns):
+                counter.labels(check=step)
+
+    def record_cycle(self, trace: CycleTrace, seconds: float, step_seconds: Mapping[str, float]) -> None:
+        """One cycle of the position checks: its duration (`seconds`, by the monotonic timer), each step run as a run
+        of its check (`step_seconds`: its own time), a failed step as its error, a slow or skipped one as an overrun;
+        the trace for `/status`."""
+        m = self.metrics
+        m.cycle_duration_seconds.labels().observe(seconds)
+        for step in trace.steps:
+            if step.step in step_seconds:
+                m.check_runs.labels(check=step.step).inc()
+                m.check_duration_seconds.labels(check=step.step).observe(step_seconds[step.step])
+            if step.outcome is StepOutcome.FAILED:
+                m.check_errors.labels(check=step.step).inc()
+            if step.outcome in (StepOutcome.SLOW, StepOutcome.STILL_RUNNING):
+                m.cycle_step_overruns.labels(check=step.step).inc()
+                log.warning("cycle_step_overran", step=step.step, outcome=step.outcome.value)
+        self.status.set_cycle(trace)
 
     def record_memory_failure(self, query: str, pool: str) -> None:
         """A failure of the query whose cause is the pool's memory."""

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from opsd.observe.positions import PartitionPositions, QueuePositions
+from opsd.observe.values import JsonValue, frozen_json, frozen_mapping
 from streaming_core.auto_trim import AutoTrimConfig
 
 # --- offset desync ------------------------------------------------------------------------------------------------
@@ -96,14 +97,54 @@ class QueueDesync:
                 "partitions": {p.facts.partition: p for p in self.partitions}}
 
 
+class HealOutcome(StrEnum):
+    """What became of a heal: the `outcome` label of the heals counter."""
+
+    HEALED = "healed"
+    NOTHING_TO_HEAL = "nothing_to_heal"
+    NO_COMMITTED_BATCH = "refused_no_committed_batch"
+    MISMATCH = "refused_checkpoint_mismatch"
+    AHEAD_OF_QUEUE = "refused_ahead_of_queue"
+    BEHIND_TRIM = "refused_behind_trim"
+    CONSUMER_AHEAD = "refused_consumer_ahead"
+    BATCH_RUNNING = "refused_batch_running"
+    QUERY_BUSY = "refused_query_busy"
+    CONFLICT = "conflict"
+    FAILED = "failed"
+
+    @property
+    def words(self) -> str:
+        """The outcome for people (`opsd desync heal`); metrics, logs and `/status` keep the value."""
+        return HEAL_WORDS[self]
+
+
+#: Each outcome in words.
+HEAL_WORDS: Mapping[HealOutcome, str] = {
+    HealOutcome.HEALED: "healed: the consumer moved to the committed batch's end",
+    HealOutcome.NOTHING_TO_HEAL: "nothing to heal: the consumer is at the committed batch's end",
+    HealOutcome.NO_COMMITTED_BATCH: "refused: the checkpoint has no committed batch yet",
+    HealOutcome.MISMATCH: "refused: the checkpoint does not match this queue",
+    HealOutcome.AHEAD_OF_QUEUE: "refused: the checkpoint or the consumer is past the queue's end",
+    HealOutcome.BEHIND_TRIM: "refused: the checkpoint is behind the queue's trim",
+    HealOutcome.CONSUMER_AHEAD: "refused: the consumer is ahead of the checkpoint (a heal never moves it back)",
+    HealOutcome.BATCH_RUNNING: "waiting: a batch is running (planned, not committed)",
+    HealOutcome.QUERY_BUSY: "waiting: the running query has rows to read; its next batch acknowledges this one",
+    HealOutcome.CONFLICT: "conflict: another writer moved the consumer meanwhile",
+    HealOutcome.FAILED: "failed: the consumer could not be advanced",
+}
+
+
 @dataclass(frozen=True)
 class Heal:
-    """A heal of a queue's consumer: its outcome (`opsd.checks.desync.decide.HealOutcome`'s value), when, and the
-    moves made, `{partition: (old, new)}`."""
+    """A heal of a queue's consumer (`opsd.checks.desync`): its outcome, when, and the moves made,
+    `{partition: (old, new)}`."""
 
-    outcome: str
+    outcome: HealOutcome
     at: float
     moves: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "moves", frozen_mapping(self.moves))
 
     def to_json(self) -> Mapping[str, Any]:
         return {"outcome": self.outcome, "at": self.at, "moves": self.moves}
@@ -169,6 +210,24 @@ class QueryLag:
 
 
 # --- the auto-tuner -----------------------------------------------------------------------------------------------
+
+
+class Knob(StrEnum):
+    """What the auto-tuner tunes: the source's caps per partition (rows, bytes) and the sink's rows per tablet
+    transaction; each value is the key of the knob's field in the tuning document (`streaming_core.tuning`)."""
+
+    MAX_ROWS = "max_rows_per_partition"
+    MAX_BYTES = "max_bytes_per_partition"
+    DYN_BATCH_SIZE = "dyn_batch_size"
+
+
+class TunerMode(StrEnum):
+    """What the auto-tuner does for a query (`autotune.mode`): nothing, recommend (status, metrics, history) or apply
+    (writes the tuning document too)."""
+
+    OFF = "off"
+    RECOMMEND = "recommend"
+    APPLY = "apply"
 
 
 class Direction(StrEnum):
@@ -248,11 +307,14 @@ class Decision:
     decided from, for the log)."""
 
     query: str
-    knob: str
+    knob: Knob
     current: int | None
     recommended: int | None
     reason: TuneReason
-    inputs: Mapping[str, Any] = field(default_factory=dict)
+    inputs: Mapping[str, JsonValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", frozen_json(self.inputs))
 
     @property
     def direction(self) -> Direction:
@@ -267,7 +329,7 @@ class TunerDecision:
     when it was made (None: not recorded, e.g. the doctor's recommendation)."""
 
     decision: Decision
-    mode: str
+    mode: TunerMode
     applied: bool
     bounds: tuple[int, int]
     at: float | None = None
@@ -329,6 +391,15 @@ class OomVerdict:
 # --- decision history -----------------------------------------------------------------------------------------------
 
 
+class HistoryOutcome(StrEnum):
+    """What became of a tuner's or a replan's decision (a heal's outcome is its `HealOutcome`)."""
+
+    APPLIED = "applied"
+    RECOMMENDED = "recommended"
+    REPLANNED = "replanned"
+    REFUSED = "refused"
+
+
 class HistoryKind(StrEnum):
     """Who decided: the auto-tuner (a knob), a heal (a queue's consumer), a replan (a failed run's planned batch)."""
 
@@ -340,19 +411,30 @@ class HistoryKind(StrEnum):
 @dataclass(frozen=True)
 class HistoryEntry:
     """One decision as the history table keeps it (`opsd.checks.history`): what was decided about (`subject`: the
-    knob, the queue, the batch), its outcome (`applied`, `recommended`, a heal's outcome, `replanned`, `refused`),
-    why, the values before and after, what it was decided from, and when (unix seconds, the deciding check's clock).
-    `before`, `after` and `inputs` hold JSON values: they leave the process as JSON text in the table's rows."""
+    knob, the queue, the batch), its outcome (a `HistoryOutcome`, or a heal's `HealOutcome`), why (a `TuneReason`'s
+    or `HealOutcome`'s value, or why a replan was refused), the values before and after, what it was decided from,
+    and when (unix seconds, the deciding check's clock). `before`, `after` and `inputs` hold JSON values: they leave
+    the process as JSON text in the table's rows."""
 
     query: str
     at: float
     kind: HistoryKind
     subject: str
-    outcome: str
+    outcome: HistoryOutcome | HealOutcome
     reason: str
-    before: Any = None
-    after: Any = None
-    inputs: Mapping[str, Any] = field(default_factory=dict)
+    before: JsonValue = None
+    after: JsonValue = None
+    inputs: Mapping[str, JsonValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "before", frozen_json(self.before))
+        object.__setattr__(self, "after", frozen_json(self.after))
+        object.__setattr__(self, "inputs", frozen_json(self.inputs))
+
+    @staticmethod
+    def outcome_of(value: str) -> HistoryOutcome | HealOutcome:
+        """An outcome read back from a history row; `ValueError` when it is none of them."""
+        return HistoryOutcome(value) if value in HistoryOutcome._value2member_map_ else HealOutcome(value)
 
     def to_json(self) -> Mapping[str, Any]:
         return {"query": self.query, "at": self.at, "kind": self.kind, "subject": self.subject,
@@ -493,7 +575,50 @@ class VitalConsumerAudit:
     own: bool = False
     stalled: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offsets", frozen_mapping(self.offsets))
+
     def to_json(self) -> Mapping[str, Any]:
         return {"queue": self.queue, "consumer": self.consumer, "own": self.own, "waiting_rows": self.waiting_rows,
                 "stalled_seconds": self.stalled_seconds, "since": self.since, "stalled": self.stalled,
                 "offsets": self.offsets}
+
+
+# --- the cycle ------------------------------------------------------------------------------------------------------
+
+
+class StepOutcome(StrEnum):
+    """How a step of the cycle ended (`opsd.checks.cycle`)."""
+
+    OK = "ok"
+    FAILED = "failed"  # it raised: counted in opsd_check_errors_total, logged as cycle_step_failed
+    SLOW = "slow"  # it outran the cycle's interval: left to finish on its thread, the cycle went on
+    STILL_RUNNING = "still_running"  # its previous run had not finished: not started again
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """One step of a cycle: when it started and ended (unix seconds; a slow step's end is when the cycle stopped
+    waiting), the time of the reading it evaluated, and how it ended."""
+
+    step: str
+    started_at: float
+    ended_at: float
+    reading_at: float
+    outcome: StepOutcome
+
+
+@dataclass(frozen=True)
+class CycleTrace:
+    """One cycle of the position checks: its start and end, when its one reading of the world was taken, and its
+    steps in their order (the reading first, as `positions`)."""
+
+    started_at: float
+    ended_at: float
+    reading_at: float
+    steps: tuple[StepTrace, ...] = ()
+
+    @property
+    def duration_seconds(self) -> float:
+        return self.ended_at - self.started_at
+

@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-from opsd.observe.progress import PartitionOffsets
+from opsd.observe.progress import BatchSummary, PartitionOffsets
 from opsd.observe.results import (
+    CycleTrace,
     DesyncEntry,
     OomVerdict,
     QueryLag,
@@ -26,6 +27,7 @@ from opsd.observe.results import (
     TunerDecision,
     VitalConsumerAudit,
 )
+from opsd.observe.values import frozen_mapping
 
 #: Batches of a query kept in `QueryStatus.recent_batches`.
 RECENT_BATCHES = 32
@@ -45,9 +47,9 @@ class QueryStatus:
     # Last micro-batch progress; last_heartbeat_at also moves on idle events (alive, no data).
     last_progress_at: float | None = None
     last_heartbeat_at: float | None = None
-    last_progress: Mapping[str, Any] | None = None
-    # The last RECENT_BATCHES progress summaries, oldest first (the auto-tuner's batch-duration-versus-size history).
-    recent_batches: tuple[Mapping[str, Any], ...] = ()
+    last_progress: BatchSummary | None = None
+    # The last RECENT_BATCHES batches, oldest first (the auto-tuner's batch-duration-versus-size history).
+    recent_batches: tuple[BatchSummary, ...] = ()
     backlog_rows: int | None = None
     # Per yt partition, where the last batch ended and the latest offset it saw: the next batch's plan.
     partitions: tuple[PartitionOffsets, ...] = ()
@@ -71,15 +73,17 @@ class QueryStatus:
     queue_agent: Mapping[str, QueueSignals] | None = None
     # Per knob: the auto-tuner's latest decision (current, recommended, direction, reason, mode, bounds).
     autotune: Mapping[str, TunerDecision] | None = None
-    oom_risk: float | None = None
-    safe_max_rows_per_partition: int | None = None
-    safe_max_bytes_per_partition: int | None = None
     # The OOM check's verdict per pool: expected peak, its interval at the confidence, probability over the limit.
     oom: OomVerdict | None = None
     # Per queue: the trim forecast (time until its trimming deletes rows not read yet); the vital consumers of the
     # queues it reads (its own or other jobs'), with how long each has stood still while rows wait.
     trim: Mapping[str, QueueTrim] | None = None
     vital_consumers: tuple[VitalConsumerAudit, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("desync", "queue_agent", "autotune", "trim"):
+            if (value := getattr(self, name)) is not None:
+                object.__setattr__(self, name, frozen_mapping(value))
 
     @property
     def progress_since(self) -> float | None:
@@ -119,6 +123,7 @@ class StatusStore:
         self._lock = threading.Lock()
         self._queries: dict[str, QueryStatus] = {}
         self._names_by_id: dict[str, str] = {}
+        self._cycle: CycleTrace | None = None
 
     def update(self, name: str, **changes: Any) -> QueryStatus:
         """Apply field changes to a query's status (creating it) and return the new snapshot."""
@@ -149,9 +154,20 @@ class StatusStore:
         with self._lock:
             return dict(self._queries)
 
+    def set_cycle(self, trace: CycleTrace) -> None:
+        """The last cycle of the position checks (what `/status` shows as `cycle`)."""
+        with self._lock:
+            self._cycle = trace
+
+    @property
+    def cycle(self) -> CycleTrace | None:
+        with self._lock:
+            return self._cycle
+
     def to_json(self) -> dict[str, Any]:
-        """The ``/status`` document."""
-        return {"queries": {name: jsonable(status) for name, status in sorted(self.snapshot().items())}}
+        """The ``/status`` document: every query, and the last cycle's trace (None before the first)."""
+        return {"queries": {name: jsonable(status) for name, status in sorted(self.snapshot().items())},
+                "cycle": jsonable(self.cycle)}
 
 
 #: How `jsonable` writes an infinite float, which JSON cannot carry, and `json_number` reads it back.

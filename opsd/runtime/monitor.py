@@ -9,11 +9,9 @@ and `opsd demo` start the same object with their config's checks (`start_monitor
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -24,6 +22,7 @@ from opsd.checks.registry import Checks, SparkMemory, build_checks
 from opsd.checks.scheduler import CheckScheduler
 from opsd.config.models import ChecksSettings, OpsdConfig
 from opsd.observe.listener import OpsdListener
+from opsd.observe.progress import BatchProgress, parse_progress
 from opsd.observe.readiness import ProgressPolicy, readiness_probe
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
@@ -54,7 +53,7 @@ class Monitor:
         """Undo `attach`: Spark no longer calls opsd; the endpoint and the checks stop. Each step runs even
         when an earlier one fails (the failure is logged)."""
         for step in (lambda: self.spark.streams.removeListener(self.listener),
-                     lambda: self.scheduler.shutdown(wait=False), self.listener.stop,
+                     lambda: self.scheduler.shutdown(wait=False), self.checks.cycle.close, self.listener.stop,
                      self.http.stop if self.http else (lambda: None)):
             try:
                 step()
@@ -132,17 +131,17 @@ def start_monitor(
     return Monitor(spark, metrics, recorder, listener, scheduler, http, checks)
 
 
-def recent_progress(spark: SparkSession) -> Callable[[], Mapping[str, list[dict[str, Any]]]]:
+def recent_progress(spark: SparkSession) -> Callable[[], Mapping[str, list[BatchProgress]]]:
     """The progress events the desync and lag checks read for queries whose checkpoint location opsd does not know,
     by query name: the last one when it read rows (the common case, one event to fetch), else the recent ones (an
     idle query's last batch with data lies further back)."""
-    def events(query: StreamingQuery) -> list[dict[str, Any]]:
+    def events(query: StreamingQuery) -> list[BatchProgress]:
         last = query.lastProgress
         if last is not None and last["numInputRows"] > 0:
-            return [json.loads(last.json)]
-        return [json.loads(p.json) for p in query.recentProgress]
+            return [parse_progress(last.json)]
+        return [parse_progress(p.json) for p in query.recentProgress]
 
-    def read() -> Mapping[str, list[dict[str, Any]]]:
+    def read() -> Mapping[str, list[BatchProgress]]:
         return {q.name or q.id: events(q) for q in spark.streams.active}
 
     return read

@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -124,6 +124,15 @@ class Family(Collector):
                 child = self._children.get(key) or self._new_child(key)
                 self._children[key] = child
         return child
+
+    def retain(self, keep: Callable[[Mapping[str, str]], bool]) -> int:
+        """Remove the series whose labels `keep` refuses (what they describe is gone from the world); returns how
+        many went."""
+        with self._lock:
+            gone = [key for key in self._children if not keep(dict(zip(self.labelnames, key, strict=True)))]
+            for key in gone:
+                del self._children[key]
+        return len(gone)
 
     def _new_child(self, key: tuple[str, ...]) -> _Value | _Histogram:
         labels = _label_text(self.labelnames, key)

@@ -350,8 +350,19 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
     MetricDefinition("opsd_check_errors_total", _C, "Runs of a periodic check that raised.", ("check",)),
     MetricDefinition(
         "opsd_check_duration_seconds", _H,
-        "Duration of a periodic check run.",
+        "Duration of a periodic check run (a step of the cycle: its own time).",
         ("check",), "seconds", CHECK_DURATION_BUCKETS,
+    ),
+    MetricDefinition(
+        "opsd_cycle_duration_seconds", _H,
+        "Duration of one cycle of the position checks: the one read of where queries stand, then each step due.",
+        (), "seconds", CHECK_DURATION_BUCKETS,
+    ),
+    MetricDefinition(
+        "opsd_cycle_step_overruns_total", _C,
+        "Steps of the cycle that outran its interval (left to finish on their own thread) or were skipped because "
+        "their previous run still ran.",
+        ("check",),
     ),
 )
 
@@ -434,6 +445,8 @@ class Metrics:
         self.check_runs: Family = made["opsd_check_runs_total"]
         self.check_errors: Family = made["opsd_check_errors_total"]
         self.check_duration_seconds: Family = made["opsd_check_duration_seconds"]
+        self.cycle_duration_seconds: Family = made["opsd_cycle_duration_seconds"]
+        self.cycle_step_overruns: Family = made["opsd_cycle_step_overruns_total"]
         self.build_info.labels(version=__version__, pyspark_version=distribution_version("pyspark")).set(1)
 
     def render(self) -> bytes:

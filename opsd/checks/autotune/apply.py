@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import structlog
 
-from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_BYTES, MAX_ROWS, Decision, Direction, Replan
+from opsd.checks.autotune.decide import Decision, Direction, Replan
+from opsd.observe.results import Knob
 from streaming_core.checkpoint import drop_planned_batch
 from streaming_core.cluster import Cluster
 from streaming_core.tuning import write_tuning
@@ -26,12 +27,15 @@ def apply(cluster: Cluster, source_document: str | None, sink_document: str | No
     for d in decisions:
         if d.direction == Direction.HOLD:
             continue
-        path = source_document if d.knob in (MAX_ROWS, MAX_BYTES) else sink_document if d.knob == DYN_BATCH_SIZE \
-            else None
+        match d.knob:
+            case Knob.MAX_ROWS | Knob.MAX_BYTES:
+                path = source_document
+            case Knob.DYN_BATCH_SIZE:
+                path = sink_document
         if path is None:
             log.warning("autotune_no_document", query=d.query, knob=d.knob)
             continue
-        write_tuning(cluster, path, reason=f"autotune: {d.reason}", **{d.knob: d.recommended})
+        write_tuning(cluster, path, reason=f"autotune: {d.reason}", **{d.knob.value: d.recommended})
         log.info("autotune_applied", query=d.query, knob=d.knob, path=path, value=d.recommended, reason=d.reason)
         written.append(d)
     return written

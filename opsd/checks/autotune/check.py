@@ -18,9 +18,6 @@ import structlog
 from opsd.checks.autotune.apply import apply, replan
 from opsd.checks.autotune.collect import AutotuneTarget, collect, replan_policy
 from opsd.checks.autotune.decide import (
-    DYN_BATCH_SIZE,
-    MAX_BYTES,
-    MAX_ROWS,
     Replan,
     TunerMemory,
     decide,
@@ -35,7 +32,7 @@ from opsd.checks.tuning.collect import TuningSources, sources_for
 from opsd.config.models import OpsdConfig
 from opsd.observe.positions import QueryPositions
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, Direction, TunerDecision
+from opsd.observe.results import Decision, Direction, Knob, TunerDecision, TunerMode
 from opsd.observe.status import QueryStatus
 from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.tuning import default_tuning_path
@@ -46,14 +43,14 @@ log = structlog.get_logger(__name__)
 def targets_for(config: OpsdConfig) -> list[AutotuneTarget]:
     """The config's pipelines (mode `apply` unless configured) and watched queries (`recommend`), except `off`."""
     conf = dict(config.spark.conf)
-    found = [AutotuneTarget(sources_for(p, conf), p.autotune.mode_for(watched=False), p.autotune,
+    found = [AutotuneTarget(sources_for(p, conf), TunerMode(p.autotune.mode_for(watched=False)), p.autotune,
                             replan_policy(p, config.cluster, conf))
              for p in config.pipelines if p.source.format == "yt" or p.sink.format == "yt"]
     for w in config.watch:
         document = default_tuning_path(w.consumer)
         sources = TuningSources(w.name, document, None, None, None)
-        found.append(AutotuneTarget(sources, w.autotune.mode_for(watched=True), w.autotune))
-    return [t for t in found if t.mode != "off"]
+        found.append(AutotuneTarget(sources, TunerMode(w.autotune.mode_for(watched=True)), w.autotune))
+    return [t for t in found if t.mode is not TunerMode.OFF]
 
 
 class AutotuneCheck:
@@ -99,7 +96,7 @@ class AutotuneCheck:
                 evaluation = evaluate(facts, target.settings)
                 memory = self.memory.get(target.query, TunerMemory())
                 decisions = decide(evaluation, memory, target.settings)
-                applying = target.mode == "apply"
+                applying = target.mode is TunerMode.APPLY
                 if applying:
                     apply(cluster, target.tuning.source_document, target.tuning.sink_document, decisions)
             except (ClusterError, OSError, ValueError) as e:
@@ -112,7 +109,7 @@ class AutotuneCheck:
         if self.history is not None:
             self.history.record(cluster, tuner_entries(made, self.recorder.clock()))
         if applying and stopped:
-            cap = next((d.recommended for d in decisions if d.knob == MAX_ROWS), None)
+            cap = next((d.recommended for d in decisions if d.knob == Knob.MAX_ROWS), None)
             self._replan(cluster, target, decide_replan(evaluation, cap), evaluation, cap)
         return list(decisions)
 
@@ -130,7 +127,8 @@ class AutotuneCheck:
         if self.history is not None:
             planned = evaluation.facts.uncommitted
             rows = planned.partition_rows if planned else None
-            self.history.record(cluster, replan_entries(decision, cap, rows, self.recorder.clock()))
+            self.history.record(cluster, replan_entries(decision.query, decision.batch_id, decision.refused, cap, rows,
+                                                        self.recorder.clock()))
 
 
 def recommend(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None = None,
@@ -146,11 +144,13 @@ def recorded(decision: Decision, target: AutotuneTarget, *, applied: bool) -> Tu
                          bounds(target, decision.knob))
 
 
-def bounds(target: AutotuneTarget, knob: str) -> tuple[int, int]:
+def bounds(target: AutotuneTarget, knob: Knob) -> tuple[int, int]:
     """A knob's configured lower and upper bound."""
     s = target.settings
-    if knob == DYN_BATCH_SIZE:
-        return s.min_dyn_batch_size, s.max_dyn_batch_size
-    if knob == MAX_BYTES:
-        return s.min_bytes_per_partition, s.max_bytes_per_partition
-    return s.min_rows_per_partition, s.max_rows_per_partition
+    match knob:
+        case Knob.DYN_BATCH_SIZE:
+            return s.min_dyn_batch_size, s.max_dyn_batch_size
+        case Knob.MAX_BYTES:
+            return s.min_bytes_per_partition, s.max_bytes_per_partition
+        case Knob.MAX_ROWS:
+            return s.min_rows_per_partition, s.max_rows_per_partition

@@ -52,12 +52,10 @@ from typing import TYPE_CHECKING
 
 from opsd.checks.autotune.evaluate import Evaluation
 from opsd.checks.autotune.facts import Facts
-from opsd.observe.results import Decision, Direction, TuneReason
+from opsd.observe.results import Decision, Direction, Knob, TuneReason
 
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
-
-MAX_ROWS, MAX_BYTES, DYN_BATCH_SIZE = "max_rows_per_partition", "max_bytes_per_partition", "dyn_batch_size"
 
 
 @dataclass(frozen=True)
@@ -79,7 +77,7 @@ class TunerMemory:
 def failed_size(facts: Facts) -> int | None:
     """The rows per partition a memory failure happened at: the cap, or the largest recent batch when that is
     smaller (None when neither is known)."""
-    largest = max((b.partition_rows or 0 for b in facts.batches), default=0)
+    largest = max((b.largest_partition_rows or 0 for b in facts.batches), default=0)
     known = [x for x in (facts.max_rows_per_partition, largest) if x]
     return min(known) if known else None
 
@@ -90,9 +88,9 @@ def _clamp(value: float, low: int, high: int) -> int:
 
 def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
     facts, rows = evaluation.facts, evaluation.rows
-    cap, risk, safe = facts.max_rows_per_partition, facts.memory.risk, facts.memory.safe_max_rows_per_partition
+    cap, risk, safe = facts.max_rows_per_partition, facts.oom_risk, facts.safe_max_rows_per_partition
     newest = rows.newest
-    inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.partition_rows,
+    inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.largest_partition_rows,
               "duration_seconds": newest and newest.duration_seconds,
               "phases_seconds": dict(newest.durations_seconds) if newest else None,
               "target_seconds": rows.target_seconds, "ideal_rows": rows.ideal_rows, "binding": rows.binding,
@@ -106,7 +104,8 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
         high = max(low, min(high, safe))
 
     def to(value: float | None, reason: TuneReason) -> Decision:
-        return Decision(facts.query, MAX_ROWS, cap, cap if value is None else _clamp(value, low, high), reason, inputs)
+        return Decision(facts.query, Knob.MAX_ROWS, cap, cap if value is None else _clamp(value, low, high), reason,
+                        inputs)
 
     if rows.memory_failure and facts.failed_run != memory.handled_failure:
         return to((failed_size(facts) or settings.start_rows_per_partition) * settings.memory_cut,
@@ -147,13 +146,14 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
 
 def decide_bytes(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
     facts = evaluation.facts
-    cap, safe, risk = facts.max_bytes_per_partition, facts.memory.safe_max_bytes_per_partition, facts.memory.risk
+    cap, safe, risk = facts.max_bytes_per_partition, facts.safe_max_bytes_per_partition, facts.oom_risk
     inputs = {"safe_bytes": safe, "oom_risk": risk, "bytes_ceiling": memory.bytes_ceiling,
-              "safe_rows": facts.memory.safe_max_rows_per_partition}
+              "safe_rows": facts.safe_max_rows_per_partition}
     low, high = settings.min_bytes_per_partition, settings.max_bytes_per_partition
 
     def to(value: float | None, reason: TuneReason) -> Decision:
-        return Decision(facts.query, MAX_BYTES, cap, cap if value is None else _clamp(value, low, high), reason, inputs)
+        return Decision(facts.query, Knob.MAX_BYTES, cap, cap if value is None else _clamp(value, low, high), reason,
+                        inputs)
 
     if evaluation.rows.memory_failure and facts.failed_run != memory.handled_failure and (cap or safe):
         return to(min((cap or safe) * settings.memory_cut, safe or cap), TuneReason.MEMORY_FAILURE)
@@ -180,10 +180,10 @@ def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
 
     def to(value: float | None, reason: TuneReason) -> Decision:
         if value is None or size is None:
-            return Decision(facts.query, DYN_BATCH_SIZE, size, size, reason, inputs)
+            return Decision(facts.query, Knob.DYN_BATCH_SIZE, size, size, reason, inputs)
         high = facts.dyn_batch_size_ceiling or settings.max_dyn_batch_size
         bounded = _clamp(value, min(settings.min_dyn_batch_size, high), high)
-        return Decision(facts.query, DYN_BATCH_SIZE, size, bounded, reason, inputs)
+        return Decision(facts.query, Knob.DYN_BATCH_SIZE, size, bounded, reason, inputs)
 
     if size is None or stats is None or stats.batch_id == memory.judged_write_batch or not write.current:
         return to(None, TuneReason.NO_NEW_WRITES)
@@ -239,14 +239,14 @@ def remember(memory: TunerMemory, decisions: tuple[Decision, ...], evaluation: E
     facts = evaluation.facts
     newest = max((b.batch_id for b in facts.batches), default=None)
     for d in decisions:
-        if d.knob == MAX_ROWS and d.reason == TuneReason.MEMORY_FAILURE:
+        if d.knob == Knob.MAX_ROWS and d.reason == TuneReason.MEMORY_FAILURE:
             known = [x for x in (failed_size(facts), memory.rows_ceiling) if x]
             memory = replace(memory, handled_failure=facts.failed_run, rows_ceiling=min(known) if known else None)
-        if d.knob == MAX_BYTES and d.reason == TuneReason.MEMORY_FAILURE:
-            known = [x for x in (d.current or facts.memory.safe_max_bytes_per_partition, memory.bytes_ceiling) if x]
+        if d.knob == Knob.MAX_BYTES and d.reason == TuneReason.MEMORY_FAILURE:
+            known = [x for x in (d.current or facts.safe_max_bytes_per_partition, memory.bytes_ceiling) if x]
             memory = replace(memory, handled_failure=facts.failed_run, bytes_ceiling=min(known) if known else None)
-        if d.knob == MAX_ROWS and applied and d.direction != Direction.HOLD:
+        if d.knob == Knob.MAX_ROWS and applied and d.direction != Direction.HOLD:
             memory = replace(memory, rows_changed_after=newest if newest is not None else -2)
-        if d.knob == DYN_BATCH_SIZE and facts.write is not None:
+        if d.knob == Knob.DYN_BATCH_SIZE and facts.write is not None:
             memory = replace(memory, judged_write_batch=facts.write.batch_id)
     return memory

@@ -13,13 +13,13 @@ import contextlib
 import structlog
 
 from opsd.checks.desync.apply import HealResult, apply
-from opsd.checks.desync.decide import HealOutcome, decide
+from opsd.checks.desync.decide import decide
 from opsd.checks.desync.evaluate import evaluate
 from opsd.checks.history.apply import HistoryLog
 from opsd.checks.history.decide import heal_entries
 from opsd.checks.positions.collect import PositionsCollector, QueryTarget, Reading, error_text
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import QueueDesync
+from opsd.observe.results import HealOutcome, QueueDesync
 from streaming_core.checkpoint import newest_batch
 from streaming_core.cluster import Cluster, connect
 
@@ -68,7 +68,7 @@ class DesyncCheck:
             result = HealResult(decision, HealOutcome.FAILED)
         behind = any(p.difference_rows > 0 for p in desync.partitions)
         if behind and result.outcome not in WAITS:
-            self.recorder.record_heal(desync.facts.query, desync.facts.queue, result.outcome.value, result.moves)
+            self.recorder.record_heal(desync.facts.query, desync.facts.queue, result.outcome, result.moves)
             if self.history is not None:
                 self.history.record(cluster, heal_entries(desync, result.outcome, result.moves, self.recorder.clock()))
         return result

@@ -11,46 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from opsd.observe.results import AHEAD_OF_QUEUE, DesyncState, QueueDesync
-
-
-class HealOutcome(StrEnum):
-    """What became of a heal: the `outcome` label of the heals counter."""
-
-    HEALED = "healed"
-    NOTHING_TO_HEAL = "nothing_to_heal"
-    NO_COMMITTED_BATCH = "refused_no_committed_batch"
-    MISMATCH = "refused_checkpoint_mismatch"
-    AHEAD_OF_QUEUE = "refused_ahead_of_queue"
-    BEHIND_TRIM = "refused_behind_trim"
-    CONSUMER_AHEAD = "refused_consumer_ahead"
-    BATCH_RUNNING = "refused_batch_running"
-    QUERY_BUSY = "refused_query_busy"
-    CONFLICT = "conflict"
-    FAILED = "failed"
-
-    @property
-    def words(self) -> str:
-        """The outcome for people (`opsd desync heal`); metrics, logs and `/status` keep the value."""
-        return HEAL_WORDS[self]
-
-
-#: Each outcome in words.
-HEAL_WORDS: Mapping[HealOutcome, str] = {
-    HealOutcome.HEALED: "healed: the consumer moved to the committed batch's end",
-    HealOutcome.NOTHING_TO_HEAL: "nothing to heal: the consumer is at the committed batch's end",
-    HealOutcome.NO_COMMITTED_BATCH: "refused: the checkpoint has no committed batch yet",
-    HealOutcome.MISMATCH: "refused: the checkpoint does not match this queue",
-    HealOutcome.AHEAD_OF_QUEUE: "refused: the checkpoint or the consumer is past the queue's end",
-    HealOutcome.BEHIND_TRIM: "refused: the checkpoint is behind the queue's trim",
-    HealOutcome.CONSUMER_AHEAD: "refused: the consumer is ahead of the checkpoint (a heal never moves it back)",
-    HealOutcome.BATCH_RUNNING: "waiting: a batch is running (planned, not committed)",
-    HealOutcome.QUERY_BUSY: "waiting: the running query has rows to read; its next batch acknowledges this one",
-    HealOutcome.CONFLICT: "conflict: another writer moved the consumer meanwhile",
-    HealOutcome.FAILED: "failed: the consumer could not be advanced",
-}
+from opsd.observe.results import AHEAD_OF_QUEUE, DesyncState, HealOutcome, QueueDesync
 
 
 @dataclass(frozen=True)

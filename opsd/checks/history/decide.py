@@ -14,24 +14,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from opsd.checks.autotune.decide import Replan
-from opsd.checks.desync.decide import HealOutcome
-from opsd.observe.results import Direction, HistoryEntry, HistoryKind, QueueDesync, TunerDecision
+from opsd.observe.results import (
+    Direction,
+    HealOutcome,
+    HistoryEntry,
+    HistoryKind,
+    HistoryOutcome,
+    QueueDesync,
+    TunerDecision,
+    TuneReason,
+)
 
 #: Heal outcomes kept: an advance made, tried and lost or failed, or refused because the facts are unsafe.
 SAFETY_REFUSALS = frozenset({HealOutcome.NO_COMMITTED_BATCH, HealOutcome.MISMATCH, HealOutcome.AHEAD_OF_QUEUE,
                              HealOutcome.BEHIND_TRIM, HealOutcome.CONSUMER_AHEAD})
 KEPT_HEALS = SAFETY_REFUSALS | {HealOutcome.HEALED, HealOutcome.CONFLICT, HealOutcome.FAILED}
-#: A replan's outcomes.
-REPLANNED, REFUSED = "replanned", "refused"
-APPLIED, RECOMMENDED = "applied", "recommended"
 
 
 def tuner_entries(decisions: Sequence[TunerDecision], at: float) -> list[HistoryEntry]:
     """The tuner's decisions that change a knob (or would, in mode `recommend`)."""
     return [HistoryEntry(t.decision.query, at, HistoryKind.TUNER, t.decision.knob,
-                         APPLIED if t.applied else RECOMMENDED, t.decision.reason, t.decision.current,
-                         t.decision.recommended, {**t.decision.inputs, "mode": t.mode, "bounds": list(t.bounds)})
+                         HistoryOutcome.APPLIED if t.applied else HistoryOutcome.RECOMMENDED, t.decision.reason,
+                         t.decision.current, t.decision.recommended,
+                         {**t.decision.inputs, "mode": t.mode.value, "bounds": t.bounds})
             for t in decisions if t.decision.direction != Direction.HOLD]
 
 
@@ -48,17 +53,18 @@ def heal_entries(desync: QueueDesync, outcome: HealOutcome, moves: Mapping[int, 
               "states": {str(p.facts.partition): p.state.value for p in desync.partitions},
               "checkpoint_next": {str(p.facts.partition): p.facts.checkpoint_next for p in desync.partitions},
               "problem": f.problem}
-    return [HistoryEntry(f.query, at, HistoryKind.HEAL, f.queue, outcome.value, outcome.value,
+    return [HistoryEntry(f.query, at, HistoryKind.HEAL, f.queue, outcome, outcome.value,
                          offsets, after, inputs)]
 
 
-def replan_entries(decision: Replan, cap: int | None, partition_rows: int | None, at: float) -> list[HistoryEntry]:
-    """A failed run's batch planned again under `cap`, or left to replay with its range (refused, and why)."""
-    outcome, reason = (REFUSED, decision.refused) if decision.refused else (REPLANNED, "memory_failure")
-    inputs = {"batch_id": decision.batch_id, "max_rows_per_partition": cap}
-    return [HistoryEntry(decision.query, at, HistoryKind.REPLAN, f"batch {decision.batch_id}", outcome, reason,
-                         {"partition_rows": partition_rows}, None if decision.refused else {"partition_rows": cap},
-                         inputs)]
+def replan_entries(query: str, batch_id: int, refused: str | None, cap: int | None, partition_rows: int | None,
+                   at: float) -> list[HistoryEntry]:
+    """A failed run's batch planned again under `cap`, or left to replay with its range (`refused`: why)."""
+    outcome, reason = ((HistoryOutcome.REFUSED, refused) if refused
+                       else (HistoryOutcome.REPLANNED, TuneReason.MEMORY_FAILURE.value))
+    inputs = {"batch_id": batch_id, "max_rows_per_partition": cap}
+    return [HistoryEntry(query, at, HistoryKind.REPLAN, f"batch {batch_id}", outcome, reason,
+                         {"partition_rows": partition_rows}, None if refused else {"partition_rows": cap}, inputs)]
 
 
 @dataclass(frozen=True)
@@ -69,8 +75,7 @@ class HistoryMemory:
 
 
 def _identity(entry: HistoryEntry) -> tuple[tuple[str, str, str], tuple[object, ...]]:
-    return (entry.query, entry.kind.value, entry.subject), (entry.outcome, entry.reason, repr(entry.before),
-                                                            repr(entry.after))
+    return (entry.query, entry.kind.value, entry.subject), (entry.outcome, entry.reason, entry.before, entry.after)
 
 
 def novel(entries: Sequence[HistoryEntry], memory: HistoryMemory) -> list[HistoryEntry]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from opsd.config.models import OpsdConfig
 from opsd.observe.results import HistoryEntry, HistoryKind
+from opsd.observe.status import jsonable
 from streaming_core.tuning import default_tuning_path
 
 #: The table's schema (YTsaurus' column specs).
@@ -58,8 +59,8 @@ def to_row(entry: HistoryEntry, entry_id: int) -> dict[str, Any]:
         return json.dumps(value, sort_keys=True, default=str)
 
     return {**key(entry.query, entry_id), "at": entry.at, "kind": entry.kind.value, "subject": entry.subject,
-            "outcome": entry.outcome, "reason": entry.reason, "before": text(entry.before),
-            "after": text(entry.after), "inputs": text(dict(entry.inputs))}
+            "outcome": entry.outcome.value, "reason": entry.reason, "before": text(jsonable(entry.before)),
+            "after": text(jsonable(entry.after)), "inputs": text(jsonable(entry.inputs))}
 
 
 def from_row(row: Mapping[str, Any], path: str) -> HistoryEntry:
@@ -81,5 +82,10 @@ def from_row(row: Mapping[str, Any], path: str) -> HistoryEntry:
     inputs = value("inputs")
     if inputs is not None and not isinstance(inputs, dict):
         raise ValueError(f"{where}: field 'inputs' must be a JSON object")
-    return HistoryEntry(str(row["query"]), float(row["at"]), kind, str(row["subject"]), str(row["outcome"]),
+    try:
+        outcome = HistoryEntry.outcome_of(str(row.get("outcome")))
+    except ValueError:
+        raise ValueError(f"{where}: field 'outcome' is {row.get('outcome')!r}, not an outcome this version knows") \
+            from None
+    return HistoryEntry(str(row["query"]), float(row["at"]), kind, str(row["subject"]), outcome,
                         str(row["reason"]), value("before"), value("after"), inputs or {})

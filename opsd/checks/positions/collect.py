@@ -34,6 +34,7 @@ import structlog
 
 from opsd.config.models import OpsdConfig
 from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions, QueueRetention, VitalConsumer
+from opsd.observe.progress import BatchProgress
 from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
 from streaming_core.checkpoint import Checkpoint, read_checkpoint
 from streaming_core.cluster import Cluster, ClusterError, NoSuchPathError, TabletInfo, connect
@@ -45,8 +46,8 @@ log = structlog.get_logger(__name__)
 
 #: `QueuePositions.source` of positions read from progress events.
 FROM_PROGRESS = "progress"
-#: `{query name: its recent progress events as dicts, oldest first}` of the queries running in the session.
-ProgressSource = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
+#: `{query name: its recent progress events, oldest first}` of the queries running in the session.
+ProgressSource = Callable[[], Mapping[str, Sequence[BatchProgress]]]
 
 
 @dataclass(frozen=True)
@@ -108,17 +109,16 @@ def collect_checkpoint(cluster: Cluster, target: QueryTarget, checkpoint: Checkp
     return found
 
 
-def collect_progress(cluster: Cluster, query: str, progress: Sequence[Mapping[str, Any]], *,
+def collect_progress(cluster: Cluster, query: str, progress: Sequence[BatchProgress], *,
                      stopped: bool = False, schemas: dict[str, bool] | None = None) -> list[QueuePositions]:
     """Positions of each yt source of a query from its recent progress (oldest first): the last batch with data."""
     found: dict[str, QueuePositions] = {}
     for event in reversed(progress):
-        for source in event.get("sources") or ():
-            start = QueueOffset.from_progress(source.get("startOffset"))
-            end = QueueOffset.from_progress(source.get("endOffset"))
+        for source in event.sources:
+            start, end = source.start_offset, source.end_offset
             if end is None or end.path in found or (start is not None and start.partitions == end.partitions):
                 continue
-            ends = Ends(end, start, committed_batch=int(event["batchId"]))
+            ends = Ends(end, start, committed_batch=event.batch_id)
             found[end.path] = queue_positions(cluster, query, end.path, None, FROM_PROGRESS, ends, schemas,
                                               stopped=stopped)
     return list(found.values())
@@ -281,27 +281,22 @@ def with_vital(positions: QueuePositions, retention: Mapping[str, QueueRetention
 
 
 class PositionsCollector:
-    """Reads positions for the checks: `read()` returns the reading of the current cycle — a new one once the last is
-    `max_age_seconds` old (0: every call reads) — so the checks of one cycle evaluate the same positions and each
-    checkpoint, consumer and queue is read once. Thread-safe: checks that run at once wait for one read."""
+    """Reads positions for the checks: `read()` reads every target's (and the running queries') positions now. The
+    cycle (`opsd.checks.cycle`) reads once and hands that reading to each of its steps; a check run on its own (the
+    runner's `before_start`, a test) reads anew. Thread-safe: reads run one at a time (the queues' schemas are
+    remembered between them)."""
 
     def __init__(self, cluster_uri: str | None, targets: Iterable[QueryTarget] = (),
                  progress: ProgressSource | None = None, *, stopped: Callable[[str], bool] = lambda query: False,
-                 max_age_seconds: float = 0.0, clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time) -> None:
         self.cluster_uri = cluster_uri
         self.targets = list(targets)
         self.progress = progress
         self.stopped = stopped
-        self.max_age_seconds = max_age_seconds
         self.clock = clock
         self._schemas: dict[str, bool] = {}
         self._lock = threading.Lock()
-        self._last: Reading | None = None
 
     def read(self) -> Reading:
-        with self._lock:
-            now = self.clock()
-            if self._last is None or now - self._last.at >= self.max_age_seconds:
-                with connect(self.cluster_uri) as cluster:
-                    self._last = collect(cluster, self.targets, self.progress, now, self.stopped, self._schemas)
-            return self._last
+        with self._lock, connect(self.cluster_uri) as cluster:
+            return collect(cluster, self.targets, self.progress, self.clock(), self.stopped, self._schemas)

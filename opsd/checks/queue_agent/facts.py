@@ -4,7 +4,8 @@ the cluster returned them. Built by `collect`, read by `evaluate`; tests build t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from opsd.observe.values import JsonValue
 
 
 @dataclass(frozen=True)
@@ -13,6 +14,6 @@ class Served:
     the consumer's partitions are keyed by (`cluster:path`)."""
 
     reference: str
-    queue_status: Any = None
-    queue_partitions: Any = None
-    consumer_partitions: Any = None
+    queue_status: JsonValue = None
+    queue_partitions: JsonValue = None
+    consumer_partitions: JsonValue = None

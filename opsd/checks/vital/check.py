@@ -39,8 +39,8 @@ class VitalConsumerCheck:
             key = (facts.queue, facts.consumer)
             audit = last[key] = decide(evaluate(facts, self._last.get(key)))
             audits.append(audit)
-            for query, consumer in facts.readers.items():
-                by_query[query].append(replace(audit, own=consumer.rstrip("/") == facts.consumer.rstrip("/")))
+            for query in facts.readers:
+                by_query[query].append(replace(audit, own=facts.own(query)))
         self._last = last
         for query, found in by_query.items():
             self.recorder.record_vital_consumers(query, tuple(found))

@@ -18,6 +18,10 @@ class VitalFacts:
     #: `{query: its consumer}` of the queries reading the queue.
     readers: Mapping[str, str] = field(default_factory=dict)
 
+    def own(self, query: str) -> bool:
+        """Whether the consumer is the one `query` reads the queue with (its own), not another job's."""
+        return self.readers[query].rstrip("/") == self.consumer.rstrip("/")
+
     @property
     def waiting_rows(self) -> int:
         """Rows written past the consumer's offsets (an offset read after the counters may be past them: 0 there)."""

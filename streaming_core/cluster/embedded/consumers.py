@@ -16,8 +16,7 @@ from ..base import ORDERED, PULL_ROWS, READ_BATCH_BYTES, SORTED, TABLE, Registra
 from ..errors import ClusterError, ConflictError, NotRegisteredError, SchemaError
 from ..schema import CONSUMER_SCHEMA, ROW_INDEX, TABLET_INDEX, TableSchema, to_arrow_table
 from . import sorted_store
-from .nodes import normalize_path, table
-from .queues import tablet_counters
+from .nodes import normalize_path, table, tablet_counters
 from .sqlite_store import WriteTxn
 
 

@@ -1,4 +1,5 @@
-"""Node lookups that every role of the embedded cluster shares: YT path forms and a node's stored record.
+"""Node lookups that every role of the embedded cluster shares: YT path forms, a node's stored record and a tablet's
+row counters.
 
 The `nodes` SQL table (path, type, attributes as JSON, a document's value as JSON) is written only by
 `tree`; the other roles read it through `node` and `table`.
@@ -65,3 +66,10 @@ def with_attribute(conn: sqlite3.Connection, attr: str) -> list[tuple[str, Any]]
         if value is not None:
             found.append((path, value))
     return found
+
+
+def tablet_counters(conn: sqlite3.Connection, path: str, tablet: int, tablet_count: int) -> tuple[int, int]:
+    """(total, trimmed) of one tablet; `ClusterError` for a tablet the table does not have."""
+    if not isinstance(tablet, int) or not 0 <= tablet < tablet_count:
+        raise ClusterError(f"{path}: no tablet {tablet!r} (the table has {tablet_count} tablets)")
+    return conn.execute("SELECT total, trimmed FROM tablets WHERE path=? AND tablet=?", (path, tablet)).fetchone()

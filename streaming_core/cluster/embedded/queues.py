@@ -22,7 +22,7 @@ from ..errors import ClusterError, SchemaError, TrimmedRowsError, UntrimmedTable
 from ..schema import CUMULATIVE_DATA_WEIGHT, ROW_INDEX, TABLET_INDEX, TIMESTAMP, TableSchema, to_arrow_table
 from . import consumers
 from .arrow_chunks import int64_array, rebatch, slices, split_by_tablet, tablet_targets
-from .nodes import normalize_path, table
+from .nodes import normalize_path, table, tablet_counters
 from .sqlite_store import (
     STORED_CHUNK_BYTES,
     STORED_CHUNK_ROWS,
@@ -186,13 +186,6 @@ def place(conn: sqlite3.Connection, path: str, tablets: list[int], blobs: list[i
         placed[tablet] += count
     conn.executemany("UPDATE tablets SET total=? WHERE path=? AND tablet=?",
                      [(total, path, tablet) for tablet, total in totals.items()])
-
-
-def tablet_counters(conn: sqlite3.Connection, path: str, tablet: int, tablet_count: int) -> tuple[int, int]:
-    """(total, trimmed) of one tablet; `ClusterError` for a tablet the table does not have."""
-    if not isinstance(tablet, int) or not 0 <= tablet < tablet_count:
-        raise ClusterError(f"{path}: no tablet {tablet!r} (the table has {tablet_count} tablets)")
-    return conn.execute("SELECT total, trimmed FROM tablets WHERE path=? AND tablet=?", (path, tablet)).fetchone()
 
 
 def _columns(path: str, schema: TableSchema, columns: Sequence[str] | None) -> list[str]:

@@ -57,7 +57,9 @@ from pyspark.sql import types as T
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
 from opsd.checks.positions.collect import PositionsCollector
 from opsd.config.models import OpsdConfig
+from opsd.observe.progress import BatchSummary
 from opsd.observe.recorder import Recorder
+from opsd.observe.results import OomVerdict
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
 from opsd.telemetry.logs import configure_logging
 from opsd.telemetry.metrics import Metrics
@@ -103,8 +105,7 @@ class Simulated:
         start = self.now
         self.now = start + max(TRIGGER, seconds)  # an overrunning batch is followed at once (Spark's executor)
         self.backlog += self.rate * (self.now - start) - rows
-        summary = {"batch_id": self.batch_id, "num_input_rows": rows * PARTITIONS, "largest_partition_rows": rows,
-                   "duration_seconds": seconds, "durations_seconds": {"addBatch": seconds - FIXED_SECONDS}}
+        summary = BatchSummary(self.batch_id, rows * PARTITIONS, rows, seconds, {"addBatch": seconds - FIXED_SECONDS})
         status = self.recorder.status.get("sim")
         recent = (*(status.recent_batches if status else ())[-(RECENT_BATCHES - 1):], summary)
         self.recorder.status.update("sim", trigger_interval_seconds=TRIGGER, recent_batches=recent,
@@ -125,7 +126,7 @@ class RiskStore(StatusStore):
 
     def get(self, name: str) -> QueryStatus | None:
         status = super().get(name)
-        return None if status is None else replace(status, oom_risk=self.risk)
+        return None if status is None else replace(status, oom=OomVerdict(self.risk, 0.95, self.risk, 0.0, None))
 
 
 def config(uri: str, root: str) -> OpsdConfig:

@@ -61,6 +61,7 @@ from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.cluster import Cluster, connect
 from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 from tests.support.checkpoint import job_with_checkpoint
+from tests.support.oom import oom_verdict
 from tests.support.ports import free_port
 from tests.support.prometheus import PROMETHEUS
 from tests.support.retention import retention_job
@@ -293,8 +294,7 @@ def oom_risk_high(opsd: Opsd, query: str) -> None:
     def judge() -> None:
         opsd.recorder.record_oom_pool(query, "jvm_heap", risk=1.2, predicted_peak_bytes=5.5e8, peak_bound_bytes=6e8,
                                       exceed_probability=0.8, limit_bytes=5e8, observed_peak_bytes=4.5e8)
-        opsd.recorder.record_oom(query, risk=1.2, batch_bytes=2e8, safe_max_rows_per_partition=1000, target_risk=0.7,
-                                 safe_max_bytes_per_partition=8 << 20)
+        opsd.recorder.record_oom(query, oom_verdict(1.2, 1000, 8 << 20, batch_bytes=2e8), target_risk=0.7)
 
     judge()
     opsd.recorder.record_memory_failure(query, "jvm_heap")

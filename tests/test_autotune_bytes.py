@@ -11,10 +11,12 @@ import pytest
 
 from opsd.checks.autotune.decide import MAX_BYTES, MAX_ROWS, Direction, TunerMemory, decide, remember
 from opsd.checks.autotune.evaluate import evaluate as evaluate_tuner
-from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit
+from opsd.checks.autotune.facts import Facts
 from opsd.checks.oom.evaluate import Observation, PlannedBatch
 from opsd.checks.oom.evaluate import evaluate as evaluate_oom
 from opsd.config.models import AutotuneSettings
+from opsd.observe.progress import BatchSummary
+from tests.support.oom import oom_verdict
 
 MB = 1024 * 1024
 LIMIT = 512 * MB
@@ -64,10 +66,11 @@ class TestTheOomCheckInBytes:
 
 
 def facts(*, rows: int | None = 10_000, max_bytes: int | None = None, safe_bytes: int | None = 64 * MB,
-          risk: float | None = 0.3, failure: str | None = None, found: tuple[Batch, ...] = ()) -> Facts:
-    return Facts("q", "apply", rows, None, found or tuple(Batch(i, 2 * rows, rows, 2.0) for i in range(3)),
+          risk: float | None = 0.3, failure: str | None = None, found: tuple[BatchSummary, ...] = ()) -> Facts:
+    return Facts("q", "apply", rows, None, found or tuple(BatchSummary(i, 2 * rows, rows, 2.0) for i in range(3)),
                  trigger_interval_seconds=10.0, backlog_rows=1_000_000,
-                 memory=MemoryLimit(risk, 5_000, safe_bytes), failure=failure, failed_run=failure and "run-1",
+                 oom=oom_verdict(risk, 5_000, safe_bytes) if risk is not None else None, failure=failure,
+                 failed_run=failure and "run-1",
                  max_bytes_per_partition=max_bytes)
 
 
@@ -105,7 +108,7 @@ class TestTheTunersByteCap:
 
     def test_with_a_byte_cap_in_force_the_row_cap_follows_the_duration_not_the_memory(self):
         risky = facts(rows=80_000, max_bytes=32 * MB, risk=0.95, safe_bytes=16 * MB,
-                      found=tuple(Batch(i, 160_000, 80_000, 2.0) for i in range(3)))
+                      found=tuple(BatchSummary(i, 160_000, 80_000, 2.0) for i in range(3)))
         found = decisions(risky)
         assert found[MAX_ROWS].direction == Direction.HOLD  # not cut: a risky batch is the byte cap's to cut
         assert (found[MAX_BYTES].recommended, found[MAX_BYTES].reason) == (16 * MB, "safe_cap")

@@ -11,10 +11,11 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
-from opsd.checks.autotune.collect import memory_limit
+from opsd.checks.autotune.collect import collect
 from opsd.checks.positions.collect import PositionsCollector
 from opsd.checks.tuning.check import TuningCheck
 from opsd.config.models import OpsdConfig
+from opsd.observe.progress import BatchSummary
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import PartitionLag, QueryLag
 from opsd.observe.status import QueryStatus, StatusStore
@@ -22,6 +23,7 @@ from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
 from streaming_core.tuning import read_tuning, write_tuning
 from streaming_core.write_stats import WriteStats, read_write_stats, record_write_stats
+from tests.support.oom import oom_verdict
 
 OOM = "org.apache.spark.SparkException: Task failed: java.lang.OutOfMemoryError: Java heap space"
 
@@ -43,8 +45,7 @@ def recorder() -> Recorder:
 
 
 def run_batches(recorder: Recorder, sizes: list[int], seconds_per_row: float = 1e-4) -> None:
-    summaries = tuple({"batch_id": i, "num_input_rows": 2 * n, "largest_partition_rows": n,
-                       "duration_seconds": 0.5 + seconds_per_row * n, "durations_seconds": {"addBatch": 0.4}}
+    summaries = tuple(BatchSummary(i, 2 * n, n, 0.5 + seconds_per_row * n, {"addBatch": 0.4})
                       for i, n in enumerate(sizes))
     not_draining = QueryLag("p", (PartitionLag("//q", 0, 5_000_000, None),), input_rows_per_second=10.0,
                             processed_rows_per_second=5.0)
@@ -87,8 +88,7 @@ def test_the_oom_checks_safe_byte_cap_is_written_as_the_byte_cap_and_read_back_a
     cfg = config(cluster_uri, yt_root, max_rows_per_partition="10000")
     check = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(cfg))
     run_batches(recorder, [10_000] * 3)
-    recorder.record_oom("p", risk=0.4, batch_bytes=2e7, safe_max_rows_per_partition=40_000,
-                        safe_max_bytes_per_partition=48 << 20, target_risk=0.7)
+    recorder.record_oom("p", oom_verdict(0.4, 40_000, 48 << 20, batch_bytes=2e7), target_risk=0.7)
     check.run()
     tuning = read_tuning(yt, f"{yt_root}/c_tuning")
     assert (tuning.max_bytes_per_partition, tuning.max_rows_per_partition) == (48 << 20, 20_000)
@@ -157,8 +157,11 @@ def test_a_cap_set_by_hand_above_the_bound_is_still_read_as_in_force(cluster_uri
     assert d.current == 50_000_000 and d.recommended <= 10_000_000
 
 
-def test_the_oom_checks_fields_on_the_status_are_the_memory_limit_and_unknown_without_them(recorder):
-    limit = memory_limit(QueryStatus("p", oom_risk=0.8, safe_max_rows_per_partition=3000))
-    assert (limit.risk, limit.safe_max_rows_per_partition) == (0.8, 3000)
-    assert memory_limit(QueryStatus("p")) == memory_limit(None)
-    assert memory_limit(None).risk is None and memory_limit(None).safe_max_rows_per_partition is None
+def test_the_tuner_reads_the_oom_checks_one_verdict_and_knows_nothing_without_it(cluster_uri, yt_root, yt):
+    [target] = [t for t in targets_for(config(cluster_uri, yt_root)) if t.query == "p"]
+    verdict = oom_verdict(0.8, 3000)
+    judged = collect(yt, target, QueryStatus("p", oom=verdict))
+    assert judged.oom is verdict
+    assert (judged.oom_risk, judged.safe_max_rows_per_partition) == (0.8, 3000)
+    unknown = collect(yt, target, QueryStatus("p"))
+    assert unknown.oom is None and unknown.oom_risk is None and unknown.safe_max_rows_per_partition is None

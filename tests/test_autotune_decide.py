@@ -19,10 +19,12 @@ from opsd.checks.autotune.decide import (
     remember,
 )
 from opsd.checks.autotune.evaluate import evaluate, fit
-from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
+from opsd.checks.autotune.facts import Facts, Uncommitted
 from opsd.config.models import AutotuneSettings
+from opsd.observe.progress import BatchSummary
 from streaming_core.insert_failure import INSERT_CALL_FAILED
 from streaming_core.write_stats import WriteStats
+from tests.support.oom import oom_verdict
 
 SETTINGS = AutotuneSettings()
 NEW = TunerMemory()
@@ -30,12 +32,12 @@ OOM_TEXT = ("org.apache.spark.SparkException: Job aborted due to stage failure: 
             "java.lang.OutOfMemoryError: Java heap space")
 
 
-def batches(sizes: list[int], *, cost: float = 1e-4, fixed: float = 0.5, first_id: int = 0) -> tuple[Batch, ...]:
+def batches(sizes: list[int], *, cost: float = 1e-4, fixed: float = 0.5, first_id: int = 0) -> tuple[BatchSummary, ...]:
     """Batches whose duration is fixed + cost x rows of the largest partition."""
-    return tuple(Batch(first_id + i, 2 * n, n, fixed + cost * n) for i, n in enumerate(sizes))
+    return tuple(BatchSummary(first_id + i, 2 * n, n, fixed + cost * n) for i, n in enumerate(sizes))
 
 
-def facts(cap: int | None = 10_000, found: tuple[Batch, ...] = (), **changes) -> Facts:
+def facts(cap: int | None = 10_000, found: tuple[BatchSummary, ...] = (), **changes) -> Facts:
     base = Facts("q", "apply", cap, None, found, trigger_interval_seconds=10.0, backlog_rows=1_000_000)
     return replace(base, **changes)
 
@@ -62,8 +64,8 @@ def test_a_binding_cap_with_a_backlog_is_raised_toward_the_target_by_a_bounded_s
 
 
 def test_with_a_known_low_risk_the_step_is_larger_but_never_over_the_safe_cap():
-    low_risk = MemoryLimit(risk=0.1, safe_max_rows_per_partition=15_000)
-    d = rows_decision(facts(10_000, batches([10_000, 10_000]), memory=low_risk))
+    low_risk = oom_verdict(0.1, 15_000)
+    d = rows_decision(facts(10_000, batches([10_000, 10_000]), oom=low_risk))
     assert d.recommended == 15_000
 
 
@@ -95,16 +97,16 @@ def test_without_a_trigger_interval_the_target_batch_duration_is_aimed_at():
 
 def test_an_uncapped_query_gets_a_safe_first_cap_at_once():
     assert rows_decision(facts(None)).recommended == SETTINGS.start_rows_per_partition
-    d = rows_decision(facts(None, memory=MemoryLimit(0.2, 40_000)))
+    d = rows_decision(facts(None, oom=oom_verdict(0.2, 40_000)))
     assert (d.recommended, d.reason, d.direction) == (40_000, "first_batch_safe", Direction.UP)
 
 
 def test_risk_over_the_threshold_cuts_at_once_even_while_stabilising_but_once_per_completed_batch():
     memory = TunerMemory(rows_changed_after=1)
-    d = rows_decision(facts(80_000, batches([80_000] * 3), memory=MemoryLimit(0.9, None)), memory)
+    d = rows_decision(facts(80_000, batches([80_000] * 3), oom=oom_verdict(0.9, None)), memory)
     assert (d.reason, d.recommended) == ("oom_risk", 40_000)
     just_cut = TunerMemory(rows_changed_after=2)
-    assert rows_decision(facts(40_000, batches([80_000] * 3), memory=MemoryLimit(0.9, None)), just_cut).reason == \
+    assert rows_decision(facts(40_000, batches([80_000] * 3), oom=oom_verdict(0.9, None)), just_cut).reason == \
         "stabilising"
 
 
@@ -129,10 +131,10 @@ def test_a_change_waits_for_batches_planned_after_it_the_one_batch_delay():
 
 def test_the_fixed_point_converges_and_then_stops_changing():
     cap, memory, changes = 5_000, TunerMemory(), 0
-    history: list[Batch] = []
+    history: list[BatchSummary] = []
     for batch_id in range(60):
-        history.append(Batch(batch_id, cap, cap, 0.5 + 1e-4 * cap))
-        f = facts(cap, tuple(history[-10:]), memory=MemoryLimit(0.1, None))
+        history.append(BatchSummary(batch_id, cap, cap, 0.5 + 1e-4 * cap))
+        f = facts(cap, tuple(history[-10:]), oom=oom_verdict(0.1, None))
         decisions = decide(evaluate(f, SETTINGS), memory, SETTINGS)
         memory = remember(memory, decisions, evaluate(f, SETTINGS), applied=True)
         d = decisions[0]

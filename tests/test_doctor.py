@@ -20,6 +20,7 @@ from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from tests.support.checkpoint import job_with_checkpoint
 from tests.support.doctor import doctor
+from tests.support.oom import oom_verdict
 from tests.support.ports import free_port
 
 
@@ -129,9 +130,9 @@ def test_a_query_stopped_for_good_and_one_near_a_memory_limit_need_action(capsys
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     recorder.record_permanent_failure("broken", "NoSuchPathError", "NoSuchPathError: //home/out: no such node")
     recorder.status.update("big", active=True, max_rows_per_partition=50_000)
-    recorder.record_oom("big", risk=1.2, batch_bytes=4e8, safe_max_rows_per_partition=20_000, target_risk=0.7)
+    recorder.record_oom("big", oom_verdict(1.2, 20_000, batch_bytes=4e8), target_risk=0.7)
     recorder.status.update("fine", active=True)
-    recorder.record_oom("fine", risk=0.3, batch_bytes=1e6, safe_max_rows_per_partition=90_000, target_risk=0.7)
+    recorder.record_oom("fine", oom_verdict(0.3, 90_000), target_risk=0.7)
     code, out = doctor_of_daemon(capsys, recorder)
 
     flat = " ".join(out.split())
@@ -148,8 +149,7 @@ def test_a_query_near_a_memory_limit_is_advised_the_byte_cap_which_holds_whateve
     monkeypatch.setenv("COLUMNS", "400")
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     recorder.status.update("wide", active=True, max_rows_per_partition=50_000, max_bytes_per_partition=64 << 20)
-    recorder.record_oom("wide", risk=1.2, batch_bytes=4e8, safe_max_rows_per_partition=20_000, target_risk=0.7,
-                        safe_max_bytes_per_partition=16 << 20)
+    recorder.record_oom("wide", oom_verdict(1.2, 20_000, 16 << 20, batch_bytes=4e8), target_risk=0.7)
     code, out = doctor_of_daemon(capsys, recorder)
     flat = " ".join(out.split())
     assert code == 1

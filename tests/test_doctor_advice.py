@@ -277,8 +277,8 @@ def test_the_advised_cap_for_a_batch_near_its_memory_limit_brings_the_risk_under
 
     def judged(cap: int | None) -> dict:
         verdict = evaluate("q", planned_batch(waiting, cap, bytes_per_row=100), {"jvm_heap": limit}, seen)
-        return {"active": True, "oom_risk": verdict.risk, "max_rows_per_partition": cap,
-                "safe_max_rows_per_partition": verdict.safe_max_rows_per_partition}
+        return {"active": True, "max_rows_per_partition": cap,
+                "oom": {"risk": verdict.risk, "safe_max_rows_per_partition": verdict.safe_max_rows_per_partition}}
 
     before = judged(None)
     [found] = findings("q", before, Naming.of_config(str(config)))
@@ -286,7 +286,7 @@ def test_the_advised_cap_for_a_batch_near_its_memory_limit_brings_the_risk_under
     assert follow(capsys, command)[0] == 0
     after = judged(collect_tuning(yt, sources_for(pipeline, {})).max_rows_per_partition)
 
-    safe = before["safe_max_rows_per_partition"]
-    assert before["oom_risk"] >= OOM_RISK_HIGH and found.kind == "memory"
+    safe = before["oom"]["safe_max_rows_per_partition"]
+    assert before["oom"]["risk"] >= OOM_RISK_HIGH and found.kind == "memory"
     assert command == ["tuning", "set", "q", "--config", str(config), "--max-rows-per-partition", str(safe)]
-    assert after["max_rows_per_partition"] == safe and after["oom_risk"] < OOM_RISK_HIGH and kinds(after) == []
+    assert after["max_rows_per_partition"] == safe and after["oom"]["risk"] < OOM_RISK_HIGH and kinds(after) == []

@@ -26,6 +26,7 @@ from opsd.checks.positions.collect import PositionsCollector, QueryTarget, colle
 from opsd.checks.registry import build_checks
 from opsd.cli.main import main
 from opsd.config.models import OpsdConfig
+from opsd.observe.progress import BatchSummary
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import Decision, HistoryEntry, HistoryKind, TunerDecision, TuneReason
 from opsd.observe.status import StatusStore
@@ -240,8 +241,7 @@ def test_the_tuners_cap_before_a_start_and_its_cut_after_a_memory_failure_are_ke
         "restart": {"initial_backoff_seconds": 0.01}}]})
     recorder = recorder_at(3000.0)
     recorder.status.update("p", trigger_interval_seconds=10.0, recent_batches=(
-        {"batch_id": 0, "num_input_rows": 400_000, "largest_partition_rows": 200_000, "duration_seconds": 9.0,
-         "durations_seconds": {"addBatch": 8.0}},))
+        BatchSummary(0, 400_000, 200_000, 9.0, {"addBatch": 8.0}),))
     history = HistoryLog(history_paths(config), recorder, 10)
     tuner = AutotuneCheck(recorder, PositionsCollector(cluster_uri), autotune_targets(config), history)
     starts = []

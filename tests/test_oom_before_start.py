@@ -92,7 +92,7 @@ def test_a_query_that_never_ran_starts_capped_by_the_models_safe_cap(yt, started
 
     assert risk_at(cap) <= verdict.target_risk < risk_at(int(cap * 1.1) + 1)
     status = recorder.status.get("p")
-    assert (status.safe_max_rows_per_partition, status.oom_risk) == (cap, verdict.risk)
+    assert (status.oom.safe_max_rows_per_partition, status.oom.risk) == (cap, verdict.risk)
     assert not status.active and status.partitions == ()  # judged, not pretended to have run
 
     tuner.before_start("p")
@@ -121,7 +121,7 @@ def test_the_supervisor_asks_the_oom_check_first_and_a_failing_hook_stops_nothin
     supervisor.start()
     assert supervisor.finished.wait(10)
     assert calls == ["broken"]
-    assert caps == [recorder.status.get("p").safe_max_rows_per_partition] and caps[0] < AHEAD
+    assert caps == [recorder.status.get("p").oom.safe_max_rows_per_partition] and caps[0] < AHEAD
 
 
 def test_a_restart_after_a_memory_failure_observes_the_failure_before_the_tuner_cuts(yt, started):

@@ -66,7 +66,7 @@ def test_the_next_batch_is_judged_from_the_measured_peaks_and_the_cap_in_force(w
     risk = registry.get_sample_value("opsd_oom_risk", {"query": "oom_watched", "pool": "jvm_heap"})
     assert risk == pytest.approx(heap.risk)
     assert registry.get_sample_value("opsd_oom_batch_bytes", {"query": "oom_watched"}) == evaluation.batch.bytes
-    assert monitor.recorder.status.get("oom_watched").oom_risk == evaluation.risk
+    assert monitor.recorder.status.get("oom_watched").oom.risk == evaluation.risk
     # /status carries the verdict with its confidence: the expected peak inside its interval, the bound = risk x limit.
     shown = monitor.recorder.status.to_json()["queries"]["oom_watched"]["oom"]
     assert shown["confidence"] == check.settings.confidence == 0.99 and shown["risk"] == evaluation.risk

@@ -20,10 +20,11 @@ from opsd.demo.view import (
     next_steps,
     summary,
 )
+from opsd.observe.progress import BatchSummary
 from opsd.observe.status import QueryStatus
 
 QUERY = {"active": True, "last_batch_id": 4, "backlog_rows": 1200, "max_rows_per_partition": 20000,
-         "dyn_batch_size": 50000, "last_progress": {"batch_id": 4, "num_input_rows": 3000, "duration_seconds": 1.25}}
+         "dyn_batch_size": 50000, "last_progress": BatchSummary(4, 3000, duration_seconds=1.25)}
 
 
 def snapshot(elapsed: float = 3.0, **query: object) -> Snapshot:

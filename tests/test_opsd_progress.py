@@ -12,6 +12,7 @@ from opsd.observe.progress import (
     parse_progress,
     parse_timestamp,
 )
+from opsd.observe.status import jsonable
 from streaming_core.offsets import QueueOffset
 from tests.support.spark import windowed_rate_counts
 from tests.support.wait import wait_until
@@ -208,7 +209,7 @@ def test_yt_offset_string_and_dict_forms_agree() -> None:
 def test_summary_is_json_serialisable() -> None:
     summary = parse_progress(yt_progress()).summary()
 
-    assert json.loads(json.dumps(summary))["backlog_rows"] == 70
+    assert json.loads(json.dumps(jsonable(summary)))["backlog_rows"] == 70
 
 
 @pytest.mark.spark

@@ -118,7 +118,7 @@ def test_progress_updates_the_status_summary(recorder: Recorder, clock: FakeCloc
     assert (status.active, status.last_batch_id, status.last_progress_at, status.backlog_rows) == (
         True, 8, 1_234.0, 70,
     )
-    assert status.last_progress is not None and status.last_progress["num_input_rows"] == 30
+    assert status.last_progress is not None and status.last_progress.num_input_rows == 30
 
 
 def test_every_batch_is_one_info_event_with_query_batch_rows_duration_and_backlog(recorder: Recorder) -> None:

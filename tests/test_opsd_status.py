@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from opsd.observe.progress import BatchSummary
 from opsd.observe.readiness import ProgressPolicy, evaluate_readiness
 from opsd.observe.status import QueryStatus, StatusStore
 
@@ -104,13 +105,14 @@ def test_update_creates_then_changes_a_query_and_indexes_its_id() -> None:
 
 def test_status_document_is_json() -> None:
     store = StatusStore()
-    store.update("b", active=True, last_progress={"batch_id": 1})
+    store.update("b", active=True, last_progress=BatchSummary(1, durations_seconds={"addBatch": 0.5}))
     store.update("a")
 
     document = json.loads(json.dumps(store.to_json()))
 
     assert list(document["queries"]) == ["a", "b"]
-    assert document["queries"]["b"]["last_progress"] == {"batch_id": 1}
+    assert document["queries"]["b"]["last_progress"]["batch_id"] == 1
+    assert document["queries"]["b"]["last_progress"]["durations_seconds"] == {"addBatch": 0.5}
 
 
 def test_concurrent_updates_are_not_lost() -> None:

@@ -97,7 +97,7 @@ def test_the_oom_model_and_its_config_keys_share_their_defaults() -> None:
     (OOM_RISK_HIGH, True), (OOM_RISK_HIGH + 0.05, True), (OOM_RISK_HIGH - 0.01, False), (OOM_RISK_TARGET, False),
 ])
 def test_the_doctor_acts_from_the_alerts_oom_risk(risk: float, needs_action: bool) -> None:
-    facts = {"active": True, "oom_risk": risk, "safe_max_rows_per_partition": 1000, "max_rows_per_partition": 5000}
+    facts = {"active": True, "oom": {"risk": risk, "safe_max_rows_per_partition": 1000}, "max_rows_per_partition": 5000}
     memory = [f for f in findings("q", facts, Naming.of_config("opsd.yaml")) if f.kind == "memory"]
     assert bool(memory) is needs_action
 

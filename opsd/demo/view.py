@@ -55,12 +55,11 @@ def _count(value: int | None) -> str:
 
 
 def _last_batch(s: Snapshot) -> str:
-    last = (s.query.last_progress if s.query else None) or {}
-    if not last:
+    last = s.query.last_progress if s.query else None
+    if last is None:
         return "none yet"
-    duration = last.get("duration_seconds")
-    took = f" in {duration:.2f} s" if duration is not None else ""
-    return f"#{last['batch_id']}: {last['num_input_rows']:,} rows{took}"
+    took = f" in {last.duration_seconds:.2f} s" if last.duration_seconds is not None else ""
+    return f"#{last.batch_id}: {last.num_input_rows:,} rows{took}"
 
 
 #: The facts shown, in order: (label, how to read it). Adding a fact is adding a line here.

@@ -203,11 +203,12 @@ def _lag(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[str
 
 def _memory(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[str, Severity, str, str]]:
     """The OOM check's verdict on the next batch (`opsd.checks.oom`): risk = predicted peak / the pool's limit."""
-    risk = facts.get("oom_risk")
+    oom = facts.get("oom") or {}
+    risk = oom.get("risk")
     if risk is None or risk < OOM_RISK_HIGH:
         return []
-    safe, cap = facts.get("safe_max_rows_per_partition"), facts.get("max_rows_per_partition")
-    safe_bytes, cap_bytes = facts.get("safe_max_bytes_per_partition"), facts.get("max_bytes_per_partition")
+    safe, cap = oom.get("safe_max_rows_per_partition"), facts.get("max_rows_per_partition")
+    safe_bytes, cap_bytes = oom.get("safe_max_bytes_per_partition"), facts.get("max_bytes_per_partition")
     tuning_set = f"opsd tuning set {query} --config {naming.config}"
     if safe_bytes:
         advice = (f"cap its batches at the safe max_bytes_per_partition {safe_bytes} (now {cap_bytes or 'unlimited'}; "

@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from streaming_core.offsets import QueueOffset, unread_rows
@@ -87,6 +88,38 @@ class StateOperator:
     num_rows_dropped_by_watermark: int
 
 
+def frozen_mapping(values: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """A read-only copy of a mapping, for the mappings inside frozen results (a dict there could change under a
+    reader on another thread)."""
+    return values if isinstance(values, MappingProxyType) else MappingProxyType(dict(values))
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """One completed micro-batch as opsd keeps it (`QueryStatus.last_progress` and `recent_batches`): the one type
+    the auto-tuner, the OOM check, the demo and `/status` read a batch by. `duration_seconds` is the batch's trigger
+    execution (None when Spark did not report one); `durations_seconds` its phases as Spark names them."""
+
+    batch_id: int
+    num_input_rows: int = 0
+    #: Rows the batch read from its largest ``yt`` partition (what ``max_rows_per_partition`` caps); None when no
+    #: source reports a range.
+    largest_partition_rows: int | None = None
+    duration_seconds: float | None = None
+    durations_seconds: Mapping[str, float] = field(default_factory=dict)
+    timestamp: float | None = None
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+    sink_output_rows: int | None = None
+    watermark_delay_seconds: float | None = None
+    backlog_rows: int | None = None
+    state_rows: int = 0
+    state_memory_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "durations_seconds", frozen_mapping(self.durations_seconds))
+
+
 @dataclass(frozen=True)
 class BatchProgress:
     """The parts of one micro-batch's progress that opsd exports, checks and shows."""
@@ -128,23 +161,23 @@ class BatchProgress:
         known = [p.end - p.start for p in self.partitions if p.start is not None and p.end is not None]
         return max(known) if known else None
 
-    def summary(self) -> dict[str, Any]:
-        """A small JSON-ready view for ``/status`` (full progress is too large to serve per query)."""
-        return {
-            "batch_id": self.batch_id,
-            "timestamp": self.timestamp,
-            "num_input_rows": self.num_input_rows,
-            "input_rows_per_second": self.input_rows_per_second,
-            "processed_rows_per_second": self.processed_rows_per_second,
-            "sink_output_rows": self.sink_output_rows,
-            "duration_seconds": self.durations_seconds.get("triggerExecution"),
-            "durations_seconds": dict(self.durations_seconds),
-            "largest_partition_rows": self.largest_partition_rows,
-            "watermark_delay_seconds": self.watermark_delay_seconds,
-            "backlog_rows": self.backlog_rows,
-            "state_rows": sum(op.num_rows_total for op in self.state_operators),
-            "state_memory_bytes": sum(op.memory_used_bytes for op in self.state_operators),
-        }
+    def summary(self) -> BatchSummary:
+        """What opsd keeps of the batch (full progress is too large to keep or serve per query)."""
+        return BatchSummary(
+            batch_id=self.batch_id,
+            num_input_rows=self.num_input_rows,
+            largest_partition_rows=self.largest_partition_rows,
+            duration_seconds=self.durations_seconds.get("triggerExecution"),
+            durations_seconds=self.durations_seconds,
+            timestamp=self.timestamp,
+            input_rows_per_second=self.input_rows_per_second,
+            processed_rows_per_second=self.processed_rows_per_second,
+            sink_output_rows=self.sink_output_rows,
+            watermark_delay_seconds=self.watermark_delay_seconds,
+            backlog_rows=self.backlog_rows,
+            state_rows=sum(op.num_rows_total for op in self.state_operators),
+            state_memory_bytes=sum(op.memory_used_bytes for op in self.state_operators),
+        )
 
 
 def parse_timestamp(text: str) -> float:

@@ -433,22 +433,19 @@ class Recorder:
         if observed_peak_bytes is not None:
             m.oom_observed_peak_bytes.labels(**labels).set(observed_peak_bytes)
 
-    def record_oom(self, query: str, *, risk: float, batch_bytes: float, safe_max_rows_per_partition: int | None,
-                   target_risk: float, verdict: OomVerdict | None = None,
-                   safe_max_bytes_per_partition: int | None = None) -> None:
-        """The OOM check's verdict for a query's next batch: its highest risk over the pools and the safe caps (rows
-        and bytes), and the verdict per pool with its confidence (`verdict`) for `/status`."""
+    def record_oom(self, query: str, verdict: OomVerdict, *, target_risk: float) -> None:
+        """The OOM check's verdict for a query's next batch (its highest risk over the pools, the safe caps, the
+        verdict per pool with its confidence), kept once: `QueryStatus.oom`."""
         previous = self.status.get(query)
-        self.status.update(query, oom_risk=risk, safe_max_rows_per_partition=safe_max_rows_per_partition,
-                           safe_max_bytes_per_partition=safe_max_bytes_per_partition, oom=verdict)
-        self.metrics.oom_batch_bytes.labels(query=query).set(batch_bytes)
-        if safe_max_rows_per_partition is not None:
-            self.metrics.oom_safe_max_rows_per_partition.labels(query=query).set(safe_max_rows_per_partition)
-        if safe_max_bytes_per_partition is not None:
-            self.metrics.oom_safe_max_partition_bytes.labels(query=query).set(safe_max_bytes_per_partition)
-        if risk > target_risk and not (previous and previous.oom_risk is not None and previous.oom_risk > target_risk):
-            log.warning("oom_risk_high", query=query, risk=round(risk, 3), batch_bytes=int(batch_bytes),
-                        safe_max_rows_per_partition=safe_max_rows_per_partition)
+        self.status.update(query, oom=verdict)
+        self.metrics.oom_batch_bytes.labels(query=query).set(verdict.batch_bytes)
+        if verdict.safe_max_rows_per_partition is not None:
+            self.metrics.oom_safe_max_rows_per_partition.labels(query=query).set(verdict.safe_max_rows_per_partition)
+        if verdict.safe_max_bytes_per_partition is not None:
+            self.metrics.oom_safe_max_partition_bytes.labels(query=query).set(verdict.safe_max_bytes_per_partition)
+        if verdict.risk > target_risk and not (previous and previous.oom and previous.oom.risk > target_risk):
+            log.warning("oom_risk_high", query=query, risk=round(verdict.risk, 3), batch_bytes=int(verdict.batch_bytes),
+                        safe_max_rows_per_partition=verdict.safe_max_rows_per_partition)
 
     def record_memory_failure(self, query: str, pool: str) -> None:
         """A failure of the query whose cause is the pool's memory."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-from opsd.observe.progress import PartitionOffsets
+from opsd.observe.progress import BatchSummary, PartitionOffsets
 from opsd.observe.results import (
     DesyncEntry,
     OomVerdict,
@@ -45,9 +45,9 @@ class QueryStatus:
     # Last micro-batch progress; last_heartbeat_at also moves on idle events (alive, no data).
     last_progress_at: float | None = None
     last_heartbeat_at: float | None = None
-    last_progress: Mapping[str, Any] | None = None
-    # The last RECENT_BATCHES progress summaries, oldest first (the auto-tuner's batch-duration-versus-size history).
-    recent_batches: tuple[Mapping[str, Any], ...] = ()
+    last_progress: BatchSummary | None = None
+    # The last RECENT_BATCHES batches, oldest first (the auto-tuner's batch-duration-versus-size history).
+    recent_batches: tuple[BatchSummary, ...] = ()
     backlog_rows: int | None = None
     # Per yt partition, where the last batch ended and the latest offset it saw: the next batch's plan.
     partitions: tuple[PartitionOffsets, ...] = ()
@@ -71,9 +71,6 @@ class QueryStatus:
     queue_agent: Mapping[str, QueueSignals] | None = None
     # Per knob: the auto-tuner's latest decision (current, recommended, direction, reason, mode, bounds).
     autotune: Mapping[str, TunerDecision] | None = None
-    oom_risk: float | None = None
-    safe_max_rows_per_partition: int | None = None
-    safe_max_bytes_per_partition: int | None = None
     # The OOM check's verdict per pool: expected peak, its interval at the confidence, probability over the limit.
     oom: OomVerdict | None = None
     # Per queue: the trim forecast (time until its trimming deletes rows not read yet); the vital consumers of the

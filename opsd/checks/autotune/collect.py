@@ -3,9 +3,8 @@ time to drain (the lag check's result), OOM risk and safe cap and its last failu
 the listener and the checks record them), the values in force (read like the tuning check reads them) and the sink's
 write statistics of the last batch (`streaming_core.write_stats`).
 
-The OOM check records `oom_risk` (0..1), `safe_max_rows_per_partition` and `safe_max_bytes_per_partition` on the
-query's status; until it does, they are unknown (`MemoryLimit()`) and the tuner is conservative about them
-(`opsd.checks.autotune.decide`).
+The OOM check records its verdict (`QueryStatus.oom`: the risk, 0..1, and the safe row and byte caps) on the query's
+status; until it does, they are unknown and the tuner is conservative about them (`opsd.checks.autotune.decide`).
 
 After a failure, the batch the checkpoint holds planned and uncommitted (`Uncommitted`), with why planning it again
 could lose or duplicate output, if it could (`ReplanPolicy`): a stateful query's state or a sink that holds the
@@ -20,11 +19,12 @@ from dataclasses import dataclass
 
 import structlog
 
-from opsd.checks.autotune.facts import Batch, Facts, MemoryLimit, Uncommitted
+from opsd.checks.autotune.facts import Facts, Uncommitted
 from opsd.checks.tuning.collect import TuningSources
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.config.models import AutotuneSettings, PipelineConfig
 from opsd.observe.positions import QueryPositions
+from opsd.observe.progress import BatchSummary
 from opsd.observe.status import QueryStatus
 from streaming_core.checkpoint import Checkpoint, checkpoint_files, has_state, read_checkpoint
 from streaming_core.cluster import Cluster
@@ -87,25 +87,9 @@ class AutotuneTarget:
         return self.tuning.query
 
 
-def batches(status: QueryStatus | None) -> tuple[Batch, ...]:
-    """The status' recent progress summaries that carry a duration, as batches."""
-    found = []
-    for summary in status.recent_batches if status else ():
-        if summary.get("duration_seconds") is None:
-            continue
-        found.append(Batch(int(summary["batch_id"]), int(summary.get("num_input_rows") or 0),
-                           summary.get("largest_partition_rows"), float(summary["duration_seconds"]),
-                           dict(summary.get("durations_seconds") or {})))
-    return tuple(found)
-
-
-def memory_limit(status: QueryStatus | None) -> MemoryLimit:
-    if status is None:
-        return MemoryLimit()
-    risk, cap = status.oom_risk, status.safe_max_rows_per_partition  # the OOM check's (None until it ran)
-    safe_bytes = status.safe_max_bytes_per_partition
-    return MemoryLimit(None if risk is None else float(risk), None if cap is None else int(cap),
-                       None if safe_bytes is None else int(safe_bytes))
+def batches(status: QueryStatus | None) -> tuple[BatchSummary, ...]:
+    """The status' recent batches that carry a duration."""
+    return tuple(b for b in (status.recent_batches if status else ()) if b.duration_seconds is not None)
 
 
 def uncommitted(cluster: Cluster, policy: ReplanPolicy) -> Uncommitted | None:
@@ -179,7 +163,7 @@ def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None
         trigger_interval_seconds=status.trigger_interval_seconds if status else None,
         backlog_rows=backlog_rows(status, positions),
         time_to_drain_seconds=lag.time_to_drain_seconds if lag is not None else None,
-        memory=memory_limit(status),
+        oom=status.oom if status else None,
         failure=failure,
         failed_run=None if failure is None else (status and status.run_id) or failure,
         uncommitted=uncommitted(cluster, target.replan) if failure is not None and stopped else None,

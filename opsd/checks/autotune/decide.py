@@ -79,7 +79,7 @@ class TunerMemory:
 def failed_size(facts: Facts) -> int | None:
     """The rows per partition a memory failure happened at: the cap, or the largest recent batch when that is
     smaller (None when neither is known)."""
-    largest = max((b.partition_rows or 0 for b in facts.batches), default=0)
+    largest = max((b.largest_partition_rows or 0 for b in facts.batches), default=0)
     known = [x for x in (facts.max_rows_per_partition, largest) if x]
     return min(known) if known else None
 
@@ -90,9 +90,9 @@ def _clamp(value: float, low: int, high: int) -> int:
 
 def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
     facts, rows = evaluation.facts, evaluation.rows
-    cap, risk, safe = facts.max_rows_per_partition, facts.memory.risk, facts.memory.safe_max_rows_per_partition
+    cap, risk, safe = facts.max_rows_per_partition, facts.oom_risk, facts.safe_max_rows_per_partition
     newest = rows.newest
-    inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.partition_rows,
+    inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.largest_partition_rows,
               "duration_seconds": newest and newest.duration_seconds,
               "phases_seconds": dict(newest.durations_seconds) if newest else None,
               "target_seconds": rows.target_seconds, "ideal_rows": rows.ideal_rows, "binding": rows.binding,
@@ -147,9 +147,9 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
 
 def decide_bytes(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
     facts = evaluation.facts
-    cap, safe, risk = facts.max_bytes_per_partition, facts.memory.safe_max_bytes_per_partition, facts.memory.risk
+    cap, safe, risk = facts.max_bytes_per_partition, facts.safe_max_bytes_per_partition, facts.oom_risk
     inputs = {"safe_bytes": safe, "oom_risk": risk, "bytes_ceiling": memory.bytes_ceiling,
-              "safe_rows": facts.memory.safe_max_rows_per_partition}
+              "safe_rows": facts.safe_max_rows_per_partition}
     low, high = settings.min_bytes_per_partition, settings.max_bytes_per_partition
 
     def to(value: float | None, reason: TuneReason) -> Decision:
@@ -243,7 +243,7 @@ def remember(memory: TunerMemory, decisions: tuple[Decision, ...], evaluation: E
             known = [x for x in (failed_size(facts), memory.rows_ceiling) if x]
             memory = replace(memory, handled_failure=facts.failed_run, rows_ceiling=min(known) if known else None)
         if d.knob == MAX_BYTES and d.reason == TuneReason.MEMORY_FAILURE:
-            known = [x for x in (d.current or facts.memory.safe_max_bytes_per_partition, memory.bytes_ceiling) if x]
+            known = [x for x in (d.current or facts.safe_max_bytes_per_partition, memory.bytes_ceiling) if x]
             memory = replace(memory, handled_failure=facts.failed_run, bytes_ceiling=min(known) if known else None)
         if d.knob == MAX_ROWS and applied and d.direction != Direction.HOLD:
             memory = replace(memory, rows_changed_after=newest if newest is not None else -2)

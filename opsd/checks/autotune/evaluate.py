@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from opsd.checks.autotune.facts import Batch, Facts
+from opsd.checks.autotune.facts import Facts
 from opsd.observe.failures import insert_call_failed, out_of_memory
+from opsd.observe.progress import BatchSummary
 
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
@@ -46,9 +47,9 @@ class Fit:
         return max(1, round((seconds - self.intercept) / self.slope))
 
 
-def fit(batches: Sequence[Batch]) -> Fit | None:
+def fit(batches: Sequence[BatchSummary]) -> Fit | None:
     """The relation over batches that read rows; None when there are none."""
-    sized = [(float(b.partition_rows), b.duration_seconds) for b in batches if b.partition_rows]
+    sized = [(float(b.largest_partition_rows), b.duration_seconds) for b in batches if b.largest_partition_rows]
     if not sized:
         return None
     xs, ys = [x for x, _ in sized], [y for _, y in sized]
@@ -64,7 +65,7 @@ def fit(batches: Sequence[Batch]) -> Fit | None:
 @dataclass(frozen=True)
 class RowsEvaluation:
     target_seconds: float
-    newest: Batch | None
+    newest: BatchSummary | None
     fit: Fit | None
     #: The size whose fitted duration meets the target; None without a fit.
     ideal_rows: int | None
@@ -93,7 +94,7 @@ class Evaluation:
 def evaluate_rows(facts: Facts, settings: AutotuneSettings) -> RowsEvaluation:
     interval = facts.trigger_interval_seconds
     target = settings.target_share * interval if interval else settings.target_batch_seconds
-    recent = [b for b in facts.batches if b.partition_rows][-settings.history_batches:]
+    recent = [b for b in facts.batches if b.largest_partition_rows][-settings.history_batches:]
     newest = recent[-1] if recent else None
     relation = fit(recent)
     cap = facts.max_rows_per_partition
@@ -102,7 +103,7 @@ def evaluate_rows(facts: Facts, settings: AutotuneSettings) -> RowsEvaluation:
         newest=newest,
         fit=relation,
         ideal_rows=relation.rows_for(target) if relation else None,
-        binding=bool(newest and cap and (newest.partition_rows or 0) >= BINDING_SHARE * cap),
+        binding=bool(newest and cap and (newest.largest_partition_rows or 0) >= BINDING_SHARE * cap),
         over_target=bool(newest and newest.duration_seconds > target),
         memory_failure=out_of_memory(facts.failure),
     )

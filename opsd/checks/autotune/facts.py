@@ -4,35 +4,14 @@ planned), and its sink's write statistics. Built by `collect`, read by `evaluate
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from opsd.observe.progress import BatchSummary
+from opsd.observe.results import OomVerdict
 
 if TYPE_CHECKING:
     from streaming_core.write_stats import WriteStats
-
-
-@dataclass(frozen=True)
-class Batch:
-    """One completed micro-batch."""
-
-    batch_id: int
-    rows: int
-    #: Rows of its largest yt partition (what the cap limits); None when the source reports no range.
-    partition_rows: int | None
-    duration_seconds: float
-    durations_seconds: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class MemoryLimit:
-    """The OOM check's verdict for the query's next batch: risk (0..1, None = unknown) and the largest cap it
-    judges safe (None = unknown)."""
-
-    risk: float | None = None
-    safe_max_rows_per_partition: int | None = None
-    #: The largest byte cap (data weight per partition) it judges safe, whatever the rows' width (None = unknown).
-    safe_max_bytes_per_partition: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,13 +34,28 @@ class Facts:
     max_rows_per_partition: int | None
     #: None: not a yt sink.
     dyn_batch_size: int | None
-    batches: tuple[Batch, ...] = ()
+    #: Its recent batches that carry a duration, oldest first.
+    batches: tuple[BatchSummary, ...] = ()
     #: The query reads a yt queue through a tuning document (it has the `max_rows_per_partition` knob).
     reads_queue: bool = True
     trigger_interval_seconds: float | None = None
     backlog_rows: int | None = None
     time_to_drain_seconds: float | None = None
-    memory: MemoryLimit = field(default_factory=MemoryLimit)
+    #: The OOM check's verdict on the next batch, as the status keeps it (None until it judged one: then the risk
+    #: and the safe caps are unknown and the tuner is conservative about them).
+    oom: OomVerdict | None = None
+
+    @property
+    def oom_risk(self) -> float | None:
+        return self.oom.risk if self.oom else None
+
+    @property
+    def safe_max_rows_per_partition(self) -> int | None:
+        return self.oom.safe_max_rows_per_partition if self.oom else None
+
+    @property
+    def safe_max_bytes_per_partition(self) -> int | None:
+        return self.oom.safe_max_bytes_per_partition if self.oom else None
     #: Spark's failure text of the query's last termination while it is not running, else None.
     failure: str | None = None
     #: What identifies that failure (the failed run's id): a failure is acted on once.

@@ -179,7 +179,7 @@ class OomCheck:
         self._observe_failure(status, memory)
         batch = planned_batch(status.partitions, status.max_rows_per_partition, bytes_per_row,
                               status.max_bytes_per_partition, sizes.arrow_per_weight)
-        state = (status.last_progress or {}).get("state_memory_bytes") or 0.0
+        state = status.last_progress.state_memory_bytes if status.last_progress else 0
         result = evaluate(status.name, batch, self.limits, memory.observations, self.target_risk, self.settings,
                           state_bytes=state, baselines=self.sampler.idle() if self.sampler else None,
                           execution_region_bytes=self.execution_region)
@@ -190,28 +190,25 @@ class OomCheck:
                                           peak_bound_bytes=pool.peak_bound_bytes,
                                           exceed_probability=pool.exceed_probability,
                                           limit_bytes=pool.limit_bytes, observed_peak_bytes=pool.observed_peak_bytes)
-        self.recorder.record_oom(status.name, risk=result.risk, batch_bytes=batch.bytes, target_risk=self.target_risk,
-                                 safe_max_rows_per_partition=result.safe_max_rows_per_partition,
-                                 safe_max_bytes_per_partition=result.safe_max_bytes_per_partition,
-                                 verdict=verdict(result, sampled=self.sampler is not None))
+        self.recorder.record_oom(status.name, verdict(result, sampled=self.sampler is not None),
+                                 target_risk=self.target_risk)
         return result
 
     def _observe_batch(self, status: QueryStatus, memory: _QueryMemory, bytes_per_row: float, stages: Stages
                        ) -> None:
         """One observation per pool for a batch not seen yet, from the stages submitted while it ran."""
-        progress = status.last_progress or {}
-        batch_id, started = status.last_batch_id, progress.get("timestamp")
-        if batch_id is None or started is None or batch_id == memory.last_batch_id:
+        batch = status.last_progress
+        if batch is None or batch.timestamp is None or batch.batch_id == memory.last_batch_id:
             return
-        memory.last_batch_id = batch_id
-        rows = progress.get("num_input_rows") or 0
+        memory.last_batch_id = batch.batch_id
+        rows = batch.num_input_rows
         if rows <= 0:
             return
-        duration = progress.get("duration_seconds") or 0.0
+        started, duration = batch.timestamp, batch.duration_seconds or 0.0
         start, end = started - WINDOW_SLACK_SECONDS, started + duration + WINDOW_SLACK_SECONDS
         usage = batch_usage(stage_facts(stages, start, end), self.sampler.window(start, end) if self.sampler else None)
-        state = progress.get("state_memory_bytes") or 0.0
-        for pool, observation in observations_of(batch_id, rows * bytes_per_row, usage, state).items():
+        for pool, observation in observations_of(batch.batch_id, rows * bytes_per_row, usage,
+                                                 batch.state_memory_bytes).items():
             memory.observations[pool].append(observation)
 
     def _observe_failure(self, status: QueryStatus, memory: _QueryMemory) -> None:

@@ -38,7 +38,8 @@ from .cluster.base import MAP_NODE, ORDERED, SORTED, STATIC, TABLE, require_kind
 from .cluster.schema import is_composite, to_arrow_table
 from .log import get_logger
 from .options import SinkOptions
-from .phases import TaskClock, TaskTimes, current_batch_id, record_sink
+from .phase_timing import TaskClock, current_batch_id, record_sink
+from .phases import TaskTimes
 from .tuning import dyn_batch_size_in_force, read_tuning
 from .types import arrow_schema_for_spark, from_yson, to_yson
 from .write_stats import WriteStats, record_write_stats

@@ -47,7 +47,7 @@ from .offsets import (
     removed_partitions,
 )
 from .options import INCLUDE_SERVICE_COLUMNS, SourceOptions
-from .phases import TaskClock, current_batch_id, record_read
+from .phase_timing import TaskClock, current_batch_id, record_read
 from .tuning import max_bytes_in_force, max_rows_in_force, read_tuning
 from .types import arrow_schema_for_spark, conform
 

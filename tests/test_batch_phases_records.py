@@ -9,16 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from streaming_core.cluster.timing import DECODE
-from streaming_core.phases import (
-    SLOTS,
-    TaskClock,
-    TaskTimes,
-    batch_records,
-    phases_path,
-    read_batch_records,
-    record_read,
-    record_sink,
-)
+from streaming_core.phase_timing import TaskClock, read_batch_records, record_read, record_sink
+from streaming_core.phases import SLOTS, TaskTimes, batch_records, phases_path
 
 
 def _slow_batches(wait: float, decode: float, count: int) -> Iterator[int]:

@@ -1,12 +1,16 @@
 """Each micro-batch's parts are measured where they happen and reach the query's phases document: every read task's
 waits for the cluster and decoding (with the runner's acknowledging on the batch's first task), every sink task's
-waits and inserts, and the sink's commit; a batch query records nothing."""
+waits and inserts, and the sink's commit; with Spark's progress they make each batch's phases (`opsd.observe.phases`).
+A batch query records nothing."""
 
 from __future__ import annotations
 
 import pytest
 
-from streaming_core.phases import phases_path, read_batch_records
+from opsd.observe.phases import batch_phases, shares_of
+from opsd.observe.progress import parse_progress
+from streaming_core.phase_timing import read_batch_records
+from streaming_core.phases import phases_path
 from tests.support.cluster import make_queue
 from tests.support.sink import COPY_SCHEMA, fill_queue, make_table
 from tests.support.source import read_queue
@@ -36,6 +40,13 @@ def test_every_task_and_the_commit_of_each_batch_record_their_parts(spark, yt, y
         assert all(t.ended >= t.started for t in (*batch.reads, *batch.sinks))
     assert sum(t.acknowledge for t in records[1].reads) > 0, "batch 0 was acknowledged while batch 1 was planned"
     assert sum(t.acknowledge for t in records[0].reads) == 0
+
+    measured = [batch_phases(parse_progress(p).summary(), records.get(p["batchId"])) for p in query.recentProgress
+                if p["numInputRows"]]
+    for phases in measured:
+        assert sum(phases.seconds.values()) == pytest.approx(phases.duration_seconds)
+        assert all(phases.seconds[p] > 0 for p in ("planning", "read_wait", "decode", "sink_insert", "commit"))
+    assert shares_of(measured).batches == 3
 
 
 def test_a_batch_read_records_no_phases(spark, yt, yt_root):

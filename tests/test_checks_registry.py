@@ -53,7 +53,7 @@ def names(checks) -> list[str]:
 def test_a_session_alone_gets_the_watchdog_and_the_position_checks_and_a_config_every_check(recorder,
                                                                                              cluster_uri) -> None:
     settings = ChecksSettings(desync_seconds=15, lag_seconds=20, retention_seconds=25, autotune_seconds=12,
-                              oom_risk_seconds=30)
+                              oom_risk_seconds=30, phases_seconds=7)
     alone = build_checks(recorder, settings, cluster_uri=cluster_uri)
     config = OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [
         {"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}}, "sink": {"format": "console"},
@@ -61,9 +61,9 @@ def test_a_session_alone_gets_the_watchdog_and_the_position_checks_and_a_config_
     full = build_checks(recorder, settings, config=config, memory=SparkMemory(NoStages(), {}))
 
     assert names(alone) == ["watchdog", "desync", "lag", "queue_agent", "trim", "vital_consumers"]
-    assert names(full) == ["watchdog", "tuning", "desync", "lag", "queue_agent", "trim", "vital_consumers", "oom",
-                           "autotune"]
-    assert [s.interval_seconds for s in full.scheduled] == [10, 10, 15, 20, 20, 25, 25, 30, 12]
+    assert names(full) == ["watchdog", "tuning", "desync", "lag", "queue_agent", "trim", "vital_consumers", "phases",
+                           "oom", "autotune"]
+    assert [s.interval_seconds for s in full.scheduled] == [10, 10, 15, 20, 20, 25, 25, 7, 30, 12]
     assert {full.named(n).positions for n in ("desync", "lag", "queue_agent", "trim", "vital_consumers", "oom",
                                               "autotune")} == {full.positions}
     assert full.positions.max_age_seconds == FRESH_SHARE * 12  # the shortest interval of the position checks
@@ -80,9 +80,9 @@ def test_scheduling_adds_each_check_once_under_its_name_and_runs_the_tuning_valu
 
     build_checks(recorder, config.checks, config=config).schedule(scheduler)
 
-    assert sorted(job.id for job in scheduler.scheduler.get_jobs()) == ["autotune", "desync", "lag", "queue_agent",
-                                                                         "trim", "tuning", "vital_consumers",
-                                                                         "watchdog"]
+    assert sorted(job.id for job in scheduler.scheduler.get_jobs()) == ["autotune", "desync", "lag", "phases",
+                                                                         "queue_agent", "trim", "tuning",
+                                                                         "vital_consumers", "watchdog"]
     assert registry.get_sample_value("opsd_check_runs_total", {"check": "tuning"}) == 1
     assert registry.get_sample_value("opsd_check_runs_total", {"check": "desync"}) == 0
 

@@ -25,6 +25,7 @@ from opsd.checks.lag.check import LagCheck
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
 from opsd.checks.oom.sampler import MemorySampler
+from opsd.checks.phases.check import PhasesCheck
 from opsd.checks.positions.collect import PositionsCollector, ProgressSource, targets_for
 from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
@@ -126,6 +127,7 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
     if config is None:
         return checks
     checks.scheduled.insert(1, Scheduled(TuningCheck(recorder, config), settings.tuning_seconds))
+    checks.scheduled.append(Scheduled(PhasesCheck(recorder, config), settings.phases_seconds))
     checks.run_at_start = (TuningCheck.name,)
     if memory is not None:
         oom = OomCheck(recorder, positions, config, memory.rest, memory.conf, memory.sampler)

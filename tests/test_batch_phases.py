@@ -40,12 +40,13 @@ def test_the_phases_add_up_to_the_batch_and_the_tasks_fill_the_time_they_ran():
     assert phases.seconds["acknowledge"] == pytest.approx(0.05)
     assert phases.seconds["commit"] == pytest.approx(0.1)
     executor = sum(phases.seconds[p] for p in ("worker_start", "read_wait", "decode", "transform", "sink_insert"))
-    assert executor == pytest.approx(1.4), "summed task time (3.2 s) scaled to the 1.4 s the tasks ran"
+    assert executor == pytest.approx(1.5), "summed task time (3.2 s) scaled to the 1.5 s from the first worker's start"
     assert phases.seconds["read_wait"] / phases.seconds["sink_insert"] == pytest.approx(1.3 / 0.6)
     transform = 2.6 - (0.1 + 1.3 + 0.2)  # what the sinks waited beyond the reads' own parts
-    assert phases.seconds["transform"] == pytest.approx(transform * 1.4 / 3.2)
+    assert phases.seconds["transform"] == pytest.approx(transform * 1.5 / 3.2)
     # measured: Spark's planning, walCommit (less the acknowledging inside it), commitOffsets; ours; the tasks
-    assert phases.measured_seconds == pytest.approx(0.15 + 0.05 + 0.1 + 1.4 + (0.1 - 0.05) + 0.1)
+    assert phases.measured_seconds == pytest.approx(0.15 + 0.05 + 0.1 + 1.5 + (0.1 - 0.05) + 0.1)
+    assert phases.scheduling_seconds == 0, "the tasks and the commit fill addBatch"
     assert phases.coverage == pytest.approx(phases.measured_seconds / 2.0)
 
 
@@ -55,6 +56,15 @@ def test_without_a_yt_sink_the_reads_time_suspended_is_the_transformation_and_si
     assert phases.seconds["transform"] == pytest.approx(0.6)
     assert phases.seconds["commit"] == phases.seconds["sink_insert"] == 0
     assert phases.seconds["spark_other"] == pytest.approx(0.5)
+    assert phases.scheduling_seconds == pytest.approx(0.2), "addBatch beyond the task: Spark scheduling it"
+    assert phases.coverage == pytest.approx(1.2 / 1.5), "nobody measured the 0.3 s outside addBatch"
+
+
+def test_tasks_that_ran_longer_than_spark_says_the_batch_ran_show_as_coverage_over_one():
+    records = BatchRecords(1, (TaskTimes(1, 10.0, 12.0, read_wait=1.5, decode=0.1),))
+    phases = batch_phases(BatchSummary(1, durations_seconds={"triggerExecution": 1.5, "addBatch": 1.2}), records)
+    assert phases.coverage > 1.3
+    assert sum(phases.seconds.values()) == pytest.approx(1.5), "the parts still add up to the duration"
 
 
 def test_a_batch_without_records_or_duration_has_no_phases():

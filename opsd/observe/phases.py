@@ -8,12 +8,15 @@ How the parts fill the batch's duration:
 - commit: the sink's commit (inside Spark's `addBatch`);
 - the tasks' parts (worker start, waits for the cluster's reads, decoding, the transformation, the sink's inserts) are
   summed over the batch's tasks, which run side by side: they are scaled to the time the tasks ran (from the first
-  task's start to the last one's end, within what `addBatch` leaves after the commit). The transformation is what the
-  sink's tasks waited for upstream beyond the read tasks' own parts (without a `yt` sink: the read tasks' time
-  suspended while Spark took their rows downstream);
-- the rest of Spark's trigger: the trigger's duration less all the above (Spark's logs, job scheduling).
-`measured_seconds` is what timers measured (ours and Spark's own durations); `coverage` its share of the duration: the
-parts add up to the duration by construction, the coverage says how much of that is measured rather than left over.
+  worker's start to the last task's end). The transformation is what the sink's tasks waited for upstream beyond the
+  read tasks' own parts (without a `yt` sink: the read tasks' time suspended while Spark took their rows downstream);
+- the rest of Spark's trigger: the trigger's duration less all the above: Spark's own durations outside planning and
+  `addBatch` (its offset and commit logs) and, inside `addBatch`, its time outside the tasks' span and the commit
+  (`scheduling_seconds`: the job's scheduling, its tasks' launch).
+`measured_seconds` is what timers measured: ours, Spark's own durations, and `addBatch` less the tasks' span and the
+commit (two measured clocks); `coverage` its share of the duration. The parts add up to the duration by construction;
+a coverage under 1 is time nobody measured, over 1 parts that overrun their container (tasks that ran longer than
+`addBatch`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ class BatchPhases:
     duration_seconds: float
     seconds: Mapping[str, float]
     measured_seconds: float
+    #: of `spark_other`, Spark's time inside `addBatch` outside the tasks' span and the commit (scheduling the job,
+    #: launching its tasks, handing them to Python workers).
+    scheduling_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seconds", frozen_mapping(self.seconds))
@@ -74,14 +80,16 @@ def batch_phases(batch: BatchSummary, records: BatchRecords | None) -> BatchPhas
     tasks = _task_parts(records)
     summed = sum(tasks.values())
     every = (*records.reads, *records.sinks)
-    ran = max(t.ended for t in every) - min(t.started for t in every)
-    room = min(ran, max(0.0, durations.get(EXECUTION, trigger) - commit))
-    scale = min(1.0, room / summed) if summed > 0 else 0.0
+    ran = max(t.ended for t in every) - min(t.started - t.worker_start for t in every)
+    executor = min(summed, ran)
+    room = max(0.0, durations.get(EXECUTION, trigger) - commit)
+    scheduling = max(0.0, room - executor) if EXECUTION in durations else 0.0
+    shown = min(executor, room)  # an overrun shows in the coverage; the parts still add up to the duration
     seconds = {PLANNING: planning, ACKNOWLEDGE: acknowledge, COMMIT: commit,
-               **{phase: s * scale for phase, s in tasks.items()}}
+               **{phase: s * shown / summed if summed else 0.0 for phase, s in tasks.items()}}
     seconds[SPARK_OTHER] = max(0.0, trigger - sum(seconds.values()))
-    measured = planning + acknowledge + commit + summed * scale + spark_own
-    return BatchPhases(batch.batch_id, trigger, {p: seconds.get(p, 0.0) for p in PHASES}, measured)
+    measured = planning + acknowledge + commit + executor + scheduling + spark_own
+    return BatchPhases(batch.batch_id, trigger, {p: seconds.get(p, 0.0) for p in PHASES}, measured, scheduling)
 
 
 def _task_parts(records: BatchRecords) -> dict[str, float]:

@@ -35,7 +35,7 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 bench: setup
-	for b in cluster wire source sink opsd_overhead insight oom_risk autotune; do \
+	for b in cluster wire source sink batch_phases latency opsd_overhead insight oom_risk autotune; do \
 	  if [ -f bench/$$b.py ]; then $(PY) -m bench.$$b || exit 1; fi; \
 	done
 

@@ -43,6 +43,7 @@ P = 'namespace=~"$namespace", instance=~"$instance", query="$pipeline"'
 RUNBOOK_BASE = "https://github.com/yt-streaming-opsd/yt-streaming-opsd/blob/main/helm/opsd/README.md"
 GRID_WIDTH = 24
 BATCH_DURATION = "opsd_batch_duration_seconds"
+BATCH_TIME = "opsd_batch_time_seconds_total"
 # The desync states of offsets past the queue's end (opsd.checks.desync.evaluate.AHEAD_OF_QUEUE; the alert
 # OpsdOffsetsBeyondQueueEnd matches the same).
 BEYOND_QUEUE_END = "checkpoint_ahead_of_queue|consumer_ahead_of_queue"
@@ -77,6 +78,8 @@ class Panel:
     bad_below: float | None = None
     # The alert whose runbook the description links.
     runbook: str | None = None
+    # Series drawn on top of each other (parts of a whole).
+    stacked: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,19 @@ def quantile(q: float, metric: str, by: str, matchers: str) -> str:
         f"histogram_quantile({q}, sum by (le, {by}) "
         f"(rate({metric}_bucket{{{matchers}}}[$__rate_interval])))"
     )
+
+
+def phases_panel(matcher: str, width: int) -> Panel:
+    """Where the batches' time goes: each phase's share of the measured batches' time, stacked to 100% per query."""
+    rate = f"rate({BATCH_TIME}{{{matcher}}}[$__rate_interval])"
+    return Panel("Where batch time goes", "Share of the measured micro-batches' time in each phase: planning, "
+                 "worker_start (starting Python workers), read_wait (waiting for the cluster's reads), decode, "
+                 "transform (the query's transformation), sink_insert (encoding and inserting), commit (the sink's), "
+                 "acknowledge (the consumer advance), spark_other (the rest of Spark's trigger). The largest part is "
+                 "what to work on; opsd doctor says it in words. Each query stacks to 100%: select one to read it.", (
+                     Target(f"sum by (query, phase) ({rate}) / ignoring (phase) group_left sum by (query) ({rate})",
+                            "{{query}} {{phase}}"),
+                 ), unit="percentunit", width=width, stacked=True)
 
 
 def boolean_panel(title: str, description: str, expr: str, one: str, one_is_good: bool = False,
@@ -319,7 +335,8 @@ def overview_rows() -> tuple[Row, ...]:
             ), unit="suffix:rows/s"),
             Panel("Last batch id", "Id of the last micro-batch that reported progress.", (
                 Target(f"opsd_last_batch_id{{{Q}}}", "{{query}}"),
-            ), width=24),
+            )),
+            phases_panel(Q, width=12),
         )),
         Row("Sources", (
             Panel("Backlog per queue partition", "Rows waiting in each queue partition.", (
@@ -443,6 +460,7 @@ def pipeline_rows() -> tuple[Row, ...]:
                 Target(f"rate(opsd_input_rows_total{{{P}}}[$__rate_interval])", "read"),
                 Target(f"rate(opsd_output_rows_total{{{P}}}[$__rate_interval])", "written"),
             ), unit="suffix:rows/s", width=12),
+            phases_panel(P, width=24),
         )),
         state_row(P, ""),
         tuning_row(P, ""),
@@ -479,6 +497,8 @@ def panel_options(panel: Panel) -> tuple[dict, dict]:
         return {}, {"showHeader": True}
     legend = {"calcs": ["lastNotNull", "max"], "displayMode": "table", "placement": "bottom"}
     defaults: dict = {"unit": panel.unit}
+    if panel.stacked:
+        defaults |= {"custom": {"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 70}}
     if panel.bad_above is not None or panel.bad_below is not None:
         low, high, level = ("green", "red", panel.bad_above) if panel.bad_above is not None else \
             ("red", "green", panel.bad_below)

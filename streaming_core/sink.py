@@ -42,6 +42,8 @@ from .cluster.errors import ZombieEpochError, on_executor
 from .cluster.schema import is_composite, to_arrow_table
 from .log import get_logger
 from .options import SinkOptions
+from .phase_timing import TaskClock, current_batch_id, record_sink
+from .phases import TaskTimes
 from .tuning import dyn_batch_size_in_force, read_tuning
 from .types import arrow_schema_for_spark, from_yson, to_yson
 from .write_stats import WriteStats, record_write_stats
@@ -64,6 +66,8 @@ class WrittenPart(WriterCommitMessage):
     rows: int
     staging_path: str | None = None
     stats: WriteStats | None = None
+    #: where the task's time went (a micro-batch's task: `streaming_core.phases`).
+    times: TaskTimes | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,7 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: 
     `root_made`: the write made its staging root before any task ran (batch writes), so a task never makes it: a
     task that outlives its write's abort (Spark kills tasks asynchronously) then fails instead of leaving a staging
     directory behind."""
+    clock = TaskClock()
     with on_executor(), connect(plan.options.cluster) as cluster:
         size = chunk_rows(plan, cluster)
         if plan.options.producer_path:
@@ -222,7 +227,7 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: 
         if staging:
             cluster.create(TABLE, staging, recursive=not root_made, attributes={"schema": _unsorted(plan.schema)})
         rows, stats = 0, WriteStats()
-        for chunk in chunks(batches, size):
+        for chunk in chunks(clock.timed(batches), size):
             table = _to_target(plan, chunk)
             started = time.perf_counter()
             try:
@@ -235,7 +240,9 @@ def write_rows(plan: SinkPlan, batches: Iterator[pa.RecordBatch], staging_root: 
                 raise
             stats = stats.call(table.num_rows, time.perf_counter() - started, size)
             rows += table.num_rows
-    return WrittenPart(rows=rows, staging_path=staging, stats=stats)
+    batch_id = current_batch_id()
+    return WrittenPart(rows=rows, staging_path=staging, stats=stats,
+                       times=None if batch_id is None else clock.sink_times(batch_id))
 
 
 def _push_rows(plan: SinkPlan, cluster: Cluster, batches: Iterator[pa.RecordBatch], size: int) -> WrittenPart:
@@ -264,13 +271,17 @@ def _push_rows(plan: SinkPlan, cluster: Cluster, batches: Iterator[pa.RecordBatc
 
 
 def record_batch_stats(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int, *,
-                       abort_failures: int = 0) -> None:
+                       abort_failures: int = 0, commit_seconds: float | None = None) -> None:
     """Runner process, at a batch's commit or abort: store its tasks' insert statistics for opsd
-    (`streaming_core.write_stats`); a task that failed left no message and counts as an error."""
+    (`streaming_core.write_stats`), a task that failed left no message and counts as an error; after a commit that
+    took `commit_seconds`, where the batch's time went in the sink too (`streaming_core.phases`)."""
     stats = WriteStats.total([p.stats if p else None for p in parts], batch_id, time.time(),
                              errors=sum(p is None for p in parts), abort_failures=abort_failures)
     with connect(plan.options.cluster) as cluster:
         record_write_stats(cluster, plan.options.tuning_path, stats)
+        if commit_seconds is not None:
+            record_sink(cluster, plan.options.tuning_path, batch_id,
+                        [p.times for p in parts if p and p.times], commit_seconds)
 
 
 def _unsorted(schema: TableSchema) -> list[dict]:
@@ -425,11 +436,12 @@ class YtStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WrittenPart | None], batchId: int) -> None:
         """Called once per micro-batch after every task succeeded (runner process)."""
+        started = time.perf_counter()
         if self.plan.options.transactional:
             commit_batch(self.plan, messages, batchId)
         elif self.plan.staging_root is not None:
             publish_write(self.plan, messages, self.plan.staging_root)
-        record_batch_stats(self.plan, messages, batchId)
+        record_batch_stats(self.plan, messages, batchId, commit_seconds=time.perf_counter() - started)
 
     def abort(self, messages: list[WrittenPart | None], batchId: int) -> None:
         """Called when a task of the micro-batch failed (or the query stopped during it); never raises: a failed

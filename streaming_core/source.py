@@ -8,6 +8,7 @@ workers on unpickled copies. Readers therefore pickle as plain configuration and
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ from .offsets import (
     removed_partitions,
 )
 from .options import INCLUDE_SERVICE_COLUMNS, SourceOptions
+from .phase_timing import TaskClock, current_batch_id, record_read
 from .tuning import max_bytes_in_force, max_rows_in_force, read_tuning
 from .types import arrow_schema_for_spark, conform
 
@@ -63,6 +65,9 @@ class TabletRange(InputPartition):
     tablet_index: int | None
     lower: int
     upper: int
+    #: seconds the source's runner spent acknowledging the previous batch while this one was planned (the batch's
+    #: first partition carries it to its read task, which records it: `streaming_core.phases`).
+    acknowledge: float = 0.0
 
 
 class _ClusterReader:
@@ -92,8 +97,10 @@ class _ClusterReader:
         return None
 
     def read(self, partition: TabletRange) -> Iterator[pa.RecordBatch]:
-        """Called in a Spark Python worker: stream the partition's rows in bounded Arrow batches."""
+        """Called in a Spark Python worker: stream the partition's rows in bounded Arrow batches; a micro-batch's task
+        records where its time went at the end (`streaming_core.phases`)."""
         with on_executor():
+            clock = TaskClock()
             cluster = connect(self.options.cluster)
             target = arrow_schema_for_spark(self.schema)
             yson_columns = self._yson_columns(cluster)
@@ -105,8 +112,15 @@ class _ClusterReader:
                     max_rows=READ_BATCH_ROWS, max_bytes=READ_BATCH_BYTES,
                     service_columns=self.options.include_service_columns, consumer_path=self._consumer_path(),
                 )
-            for batch in batches:
-                yield conform(batch, target, yson_columns)
+            for batch in clock.timed(batches):
+                started = time.perf_counter()
+                conformed = conform(batch, target, yson_columns)
+                clock.decoded(time.perf_counter() - started)
+                yield conformed
+            batch_id = current_batch_id()
+            if batch_id is not None:
+                record_read(cluster, self.options.tuning_path, partition.tablet_index,
+                            clock.read_times(batch_id, partition.acknowledge))
 
 
 class YtBatchReader(_ClusterReader, DataSourceReader):
@@ -141,6 +155,8 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         self._target: dict[int, int] | None = None
         self._latest: dict[int, int] | None = None
         self._has_cumulative: bool | None = None
+        #: seconds acknowledging since the last planned batch (Spark commits while it plans the next batch).
+        self._acknowledging = 0.0
 
     def _consumer_path(self) -> str | None:
         return self.options.consumer_path
@@ -251,6 +267,8 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         for r in ranges:
             if r.tablet_index is not None and r.lower < trimmed.get(r.tablet_index, 0):
                 raise trimmed_error(self.options, r, trimmed[r.tablet_index])
+        if ranges:
+            ranges[0].acknowledge, self._acknowledging = self._acknowledging, 0.0
         return ranges
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -259,8 +277,10 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         All partitions advance in one transaction with compare-and-set, and never backwards
         (`streaming_core.consumer.advance_consumer`).
         """
+        started = time.perf_counter()
         target = {p: last + 1 for p, last in QueueOffset.from_json(end).partitions.items()}
         advance_consumer(self.cluster, self.options.consumer_path, self.options.path, target)
+        self._acknowledging += time.perf_counter() - started
 
 
 def beyond_end_error(options: SourceOptions, partition: int, past: dict[str, int], rows: int,

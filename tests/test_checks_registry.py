@@ -59,7 +59,7 @@ def steps(checks) -> list[str]:
 def test_a_session_alone_gets_the_watchdog_and_the_position_checks_and_a_config_every_check(recorder,
                                                                                              cluster_uri) -> None:
     settings = ChecksSettings(desync_seconds=15, lag_seconds=20, retention_seconds=25, autotune_seconds=12,
-                              oom_risk_seconds=30)
+                              oom_risk_seconds=30, phases_seconds=7)
     alone = build_checks(recorder, settings, cluster_uri=cluster_uri)
     config = OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [
         {"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}}, "sink": {"format": "console"},
@@ -68,9 +68,9 @@ def test_a_session_alone_gets_the_watchdog_and_the_position_checks_and_a_config_
 
     assert names(alone) == ["watchdog", "cycle"]
     assert steps(alone) == ["lag", "queue_agent", "trim", "vital_consumers", "desync"]
-    assert names(full) == ["watchdog", "tuning", "cycle"]
+    assert names(full) == ["watchdog", "tuning", "phases", "cycle"]
     assert steps(full) == ["lag", "queue_agent", "trim", "vital_consumers", "desync", "oom", "autotune"]
-    assert [s.interval_seconds for s in full.scheduled] == [10, 10, 12]  # the cycle: its shortest step's interval
+    assert [s.interval_seconds for s in full.scheduled] == [10, 10, 7, 12]  # the cycle: its shortest step's interval
     assert [s.interval_seconds for s in full.cycle.steps] == [20, 20, 25, 25, 15, 30, 12]
     assert {full.named(n).positions for n in steps(full)} == {full.positions, full.cycle.positions}
     assert [t.query for t in full.positions.targets] == ["p"]
@@ -86,7 +86,7 @@ def test_scheduling_adds_each_check_once_under_its_name_and_runs_the_tuning_valu
 
     build_checks(recorder, config.checks, config=config).schedule(scheduler)
 
-    assert sorted(job.id for job in scheduler.scheduler.get_jobs()) == ["cycle", "tuning", "watchdog"]
+    assert sorted(job.id for job in scheduler.scheduler.get_jobs()) == ["cycle", "phases", "tuning", "watchdog"]
     assert registry.get_sample_value("opsd_check_runs_total", {"check": "tuning"}) == 1
     assert registry.get_sample_value("opsd_check_runs_total", {"check": "cycle"}) == 0
 

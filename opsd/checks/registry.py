@@ -25,6 +25,7 @@ from opsd.checks.lag.check import LagCheck
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
 from opsd.checks.oom.sampler import MemorySampler
+from opsd.checks.phases.check import PhasesCheck
 from opsd.checks.positions.collect import PositionsCollector, ProgressSource, targets_for
 from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
@@ -124,6 +125,7 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
     before_start: list[BeforeStart] = []
     if config is not None:
         scheduled.append(Scheduled(TuningCheck(recorder, config), settings.tuning_seconds))
+        scheduled.append(Scheduled(PhasesCheck(recorder, config), settings.phases_seconds))
         if memory is not None:
             oom = OomCheck(recorder, positions, config, memory.rest, memory.conf, memory.sampler)
             steps.append(Step(oom, settings.oom_risk_seconds))

@@ -167,6 +167,9 @@ class ChecksSettings(_Model):
 
     watchdog_seconds: PositiveFloat = Field(10.0, description="how often the stalled-query watchdog runs")
     tuning_seconds: PositiveFloat = Field(10.0, description="how often the tuning values in force are read")
+    phases_seconds: PositiveFloat = Field(
+        5.0, description="how often each pipeline's batch phases are read (where its batches' time goes; the "
+                         "cluster keeps the last 16 batches' parts)")
     stall_factor: PositiveFloat = Field(
         3.0, description="a query is silent (watchdog, /readyz) after stall_factor x its trigger interval ...")
     min_progress_window_seconds: PositiveFloat = Field(

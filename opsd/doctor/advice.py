@@ -88,7 +88,7 @@ def findings(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Findi
             f"(SIGTERM, then opsd run {naming.config}): the query resumes from its checkpoint")
     found.extend(desync_findings(query, facts, naming))
     for kind, sev, what, advice in (*_lag(query, facts, naming), *_memory(query, facts, naming),
-                                    *retention_advice(facts, naming.cluster)):
+                                    *retention_advice(facts, naming.cluster), *_phases(facts)):
         found.append(Finding(query, sev, what, advice, kind))
     return found
 
@@ -235,6 +235,35 @@ def _memory(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[
         advice = "give the query more memory (spark.driver.memory / executor memory): even a small batch is at risk"
     return [("memory", Severity.ACTION, f"the next batch is predicted to need {risk:.0%} of a memory pool's limit "
              f"(opsd_oom_risk; 100% = out of memory)", advice)]
+
+
+#: Per phase (`streaming_core.phases.PHASES`), where to look when it takes most of the batches' time.
+PHASE_ADVICE = {
+    "planning": "each batch's fixed cost binds: fewer, larger batches (a higher max_rows_per_partition, or a trigger "
+                "interval) spread it over more rows",
+    "worker_start": "Spark starts Python workers for the batches: keep spark.python.worker.reuse on (its default)",
+    "read_wait": "the cluster's reads bind: more tablets read in parallel (opsd queue reshard QUEUE --tablets N adds "
+                 "some, read without a restart), or a proxy nearer to the executors",
+    "decode": "decoding rows binds: read the columns the query uses only, or give it more cores",
+    "transform": "the query's own transformation binds: profile it (the Spark UI's SQL tab shows its operators)",
+    "sink_insert": "the sink's inserts bind: larger insert calls (spark.yt.write.dynBatchSize) or more tablets in the "
+                   "output table",
+    "commit": "the sink's commit binds: a transactional commit publishes every staged row at once; fewer, larger "
+              "batches commit less often",
+    "acknowledge": "acknowledging binds: the consumer advance is one call per batch; fewer, larger batches make fewer",
+    "spark_other": "Spark's own per-batch work binds (its offset and commit logs, job scheduling): fewer, larger "
+                   "batches",
+}
+
+
+def _phases(facts: Mapping[str, Any]) -> list[tuple[str, Severity, str, str]]:
+    """Where the query's recent batches spent their time (the phases check), said in words, and where to look."""
+    phases = facts.get("phases") or {}
+    largest, words = phases.get("largest"), phases.get("words")
+    if largest not in PHASE_ADVICE or not words:
+        return []
+    return [("phases", Severity.INFO, f"{words} (the last {phases.get('batches')} measured batches, "
+             f"{phases.get('coverage', 0):.0%} of their time measured)", PHASE_ADVICE[largest])]
 
 
 def _first_move(error: str, facts: Mapping[str, Any]) -> str:

@@ -22,6 +22,7 @@ from opsd.observe.events import (
     QueryTerminated,
 )
 from opsd.observe.failures import failure_message
+from opsd.observe.phases import BatchPhases, PhaseShares
 from opsd.observe.positions import QueryPositions
 from opsd.observe.progress import BatchProgress
 from opsd.observe.results import (
@@ -509,3 +510,13 @@ class Recorder:
         """A failure of the query whose cause is the pool's memory."""
         self.metrics.memory_failures.labels(query=query, pool=pool).inc()
         log.warning("memory_failure", query=query, pool=pool)
+
+    def record_phases(self, query: str, shares: PhaseShares, new: tuple[BatchPhases, ...]) -> None:
+        """Where the query's recent batches spent their time; each newly measured batch counted once."""
+        self.status.update(query, phases=shares)
+        for batch in new:
+            for phase, seconds in batch.seconds.items():
+                self.metrics.batch_time_seconds.labels(query=query, phase=phase).inc(seconds)
+        if new:
+            log.info("batch_phases", query=query, batches=len(new), largest=shares.largest,
+                     share=round(shares.shares[shares.largest], 3), coverage=round(shares.coverage, 3))

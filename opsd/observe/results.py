@@ -262,6 +262,14 @@ class TuneReason(StrEnum):
     MEMORY_BOUND = "memory_bound"
     MEMORY_HEADROOM = "memory_headroom"
     WITHIN_SAFE_CAP = "within_safe_cap"
+    PER_BATCH_COSTS_BIND = "per_batch_costs_bind"
+    BATCH_COSTS_BIND = "batch_costs_bind"
+    READS_BIND = "reads_bind"
+    DECODE_BINDS = "decode_binds"
+    TRANSFORM_BINDS = "transform_binds"
+    INSERTS_BIND = "inserts_bind"
+    SLOW_CALLS_INSERTS_BIND = "slow_calls_inserts_bind"
+    FULL_CALLS_INSERTS_BIND = "full_calls_inserts_bind"
 
     @property
     def words(self) -> str:
@@ -292,6 +300,15 @@ TUNE_REASON_WORDS: Mapping[TuneReason, str] = {
     TuneReason.MEMORY_BOUND: "no byte cap yet: the OOM check's safe byte cap",
     TuneReason.MEMORY_HEADROOM: "memory has room: raise toward the safe byte cap",
     TuneReason.WITHIN_SAFE_CAP: "the byte cap is within the safe byte cap",
+    TuneReason.PER_BATCH_COSTS_BIND: "batches are fast and capped, and per-batch costs bind (planning, commits, "
+                                     "Spark's trigger): raise",
+    TuneReason.BATCH_COSTS_BIND: "per-batch costs bind (planning, commits, Spark's trigger): this knob does not help",
+    TuneReason.READS_BIND: "waiting for the cluster's reads binds: this knob does not help",
+    TuneReason.DECODE_BINDS: "decoding rows binds: this knob does not help",
+    TuneReason.TRANSFORM_BINDS: "the transformation binds: this knob does not help",
+    TuneReason.INSERTS_BIND: "the sink's inserts bind: the read cap does not help",
+    TuneReason.SLOW_CALLS_INSERTS_BIND: "insert calls are slow and the sink's inserts bind: halve",
+    TuneReason.FULL_CALLS_INSERTS_BIND: "insert calls are fast and full, and the sink's inserts bind: grow",
 }
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from opsd.observe.phases import PhaseShares
 from opsd.observe.progress import BatchSummary, PartitionOffsets
 from opsd.observe.results import (
     CycleTrace,
@@ -79,6 +80,8 @@ class QueryStatus:
     # queues it reads (its own or other jobs'), with how long each has stood still while rows wait.
     trim: Mapping[str, QueueTrim] | None = None
     vital_consumers: tuple[VitalConsumerAudit, ...] | None = None
+    # Where the recent measured batches spent their time, per phase (the phases check).
+    phases: PhaseShares | None = None
 
     def __post_init__(self) -> None:
         for name in ("desync", "queue_agent", "autotune", "trim"):

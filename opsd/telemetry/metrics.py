@@ -61,6 +61,12 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "Duration of each micro-batch phase (a key of the progress durationMs).",
         ("query", "phase"), "seconds", BATCH_DURATION_BUCKETS,
     ),
+    MetricDefinition(
+        "opsd_batch_time_seconds_total", _C,
+        "Seconds of the query's measured micro-batches spent in each phase: planning, worker_start, read_wait, "
+        "decode, transform, sink_insert, commit, acknowledge, spark_other (they add up to the batches' durations).",
+        ("query", "phase"), "seconds",
+    ),
     MetricDefinition("opsd_input_rows_total", _C, "Rows read by the query's sources.", _Q, "rows"),
     MetricDefinition(
         "opsd_output_rows_total", _C,
@@ -386,6 +392,7 @@ class Metrics:
         self.families: tuple[Family, ...] = tuple(made.values())
         self.build_info: Family = made["opsd_build_info"]
         self.batch_duration_seconds: Family = made["opsd_batch_duration_seconds"]
+        self.batch_time_seconds: Family = made["opsd_batch_time_seconds_total"]
         self.input_rows: Family = made["opsd_input_rows_total"]
         self.output_rows: Family = made["opsd_output_rows_total"]
         self.input_rows_per_second: Family = made["opsd_input_rows_per_second"]

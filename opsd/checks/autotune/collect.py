@@ -165,6 +165,7 @@ def collect(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None
         backlog_rows=backlog_rows(status, positions),
         time_to_drain_seconds=lag.time_to_drain_seconds if lag is not None else None,
         oom=status.oom if status else None,
+        phases=status.phases if status else None,
         failure=failure,
         failed_run=None if failure is None else (status and status.run_id) or failure,
         uncommitted=uncommitted(cluster, target.replan) if failure is not None and stopped else None,

@@ -28,7 +28,9 @@ on raises are the byte cap's business and left out):
 5. stabilising: fewer than `stabilisation_batches` batches planned after the last change have completed — the
    batch planned before a change replays with its old range, so the first batch counted is the second one after
    the newest batch seen at the change;
-6. the fixed point (see `evaluate`), with bounded steps: a raise only while the cap binds, a backlog waits and
+6. the fixed point (see `evaluate`), with bounded steps: a raise only while the cap binds, a backlog waits,
+   the per-batch costs are what binds the batches (or no batch was measured: a larger batch costs as much per row
+   when reads, decoding, the transformation or the inserts bind, and the reason names that phase) and
    the risk is under the threshold (at most `max_step_up` x, `max_step_up_unknown_risk` x while the risk is
    unknown), never over the safe cap, the memory ceiling or the upper bound; a cut only while the newest batch is
    over the target, at most to `max_step_down` x; no change within `hysteresis` of the cap (no oscillation at a
@@ -39,9 +41,10 @@ the batch the run left planned and uncommitted is planned again under the cut ca
 else it replays with its range (Spark's rule), and the refusal says why.
 
 `dyn_batch_size`, additive increase and multiplicative decrease, judged once per batch and only on calls made
-with the value in force: halve on retries, a failed insert call or a call slower than `slow_call_seconds`; hold
-when tasks failed elsewhere (the source, a transform: no evidence about rows per call); add
-`dyn_batch_size_step` while calls are fast and full; never above the rows-per-transaction limit
+with the value in force: halve on retries, a failed insert call or a call slower than `slow_call_seconds` (not when
+waiting for the cluster's reads binds the batches: the proxy is slow for every call); hold when tasks failed
+elsewhere (the source, a transform: no evidence about rows per call); add `dyn_batch_size_step` while calls are fast
+and full and the sink's inserts bind the batches (or no batch was measured); never above the rows-per-transaction limit
 (`Facts.dyn_batch_size_ceiling`, from `streaming_core.tuning.dyn_batch_size_in_force`).
 """
 
@@ -50,12 +53,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from opsd.checks.autotune.evaluate import Evaluation
+from opsd.checks.autotune.evaluate import PER_BATCH_COSTS, Evaluation
 from opsd.checks.autotune.facts import Facts
 from opsd.observe.results import Decision, Direction, Knob, TuneReason
+from streaming_core.phases import DECODE_ROWS, READ_WAIT, SINK_INSERT, TRANSFORM
 
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
+
+#: Why a knob holds when what binds the batches (`evaluate.binding`) is not its own.
+BINDS = {PER_BATCH_COSTS: TuneReason.BATCH_COSTS_BIND, READ_WAIT: TuneReason.READS_BIND,
+         DECODE_ROWS: TuneReason.DECODE_BINDS, TRANSFORM: TuneReason.TRANSFORM_BINDS,
+         SINK_INSERT: TuneReason.INSERTS_BIND}
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,7 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
               "duration_seconds": newest and newest.duration_seconds,
               "phases_seconds": dict(newest.durations_seconds) if newest else None,
               "target_seconds": rows.target_seconds, "ideal_rows": rows.ideal_rows, "binding": rows.binding,
-              "backlog_rows": facts.backlog_rows,
+              "backlog_rows": facts.backlog_rows, "binding_phase": evaluation.binding,
               "time_to_drain_seconds": facts.time_to_drain_seconds, "oom_risk": risk, "safe_cap": safe}
     low, high = settings.min_rows_per_partition, settings.max_rows_per_partition
     byte_guard = facts.max_bytes_per_partition is not None  # it guards memory: the risk and the safe cap are its
@@ -134,11 +143,14 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
             return to(None, TuneReason.NO_BACKLOG)
         if risk is not None and risk >= settings.risk_threshold:
             return to(None, TuneReason.OOM_RISK)
+        if evaluation.binding not in (None, PER_BATCH_COSTS):  # larger batches cost as much per row
+            return to(None, BINDS[evaluation.binding])
         step = settings.max_step_up if risk is not None else settings.max_step_up_unknown_risk
         target = min(rows.ideal_rows, cap * step)
         if memory.rows_ceiling is not None:
             target = min(target, memory.rows_ceiling * settings.memory_cut)
-        return to(max(cap, target), TuneReason.FAST_BATCHES)
+        return to(max(cap, target), TuneReason.FAST_BATCHES if evaluation.binding is None
+                  else TuneReason.PER_BATCH_COSTS_BIND)
     if rows.over_target and rows.ideal_rows < cap * (1 - settings.hysteresis):
         return to(max(rows.ideal_rows, cap * settings.max_step_down), TuneReason.SLOW_BATCHES)
     return to(None, TuneReason.WITHIN_TARGET)
@@ -176,7 +188,8 @@ def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
     inputs = {"batch_id": stats and stats.batch_id, "calls": stats and stats.calls, "rows": stats and stats.rows,
               "seconds": stats and stats.seconds, "max_call_seconds": stats and stats.max_call_seconds,
               "retries": stats and stats.retries, "errors": stats and stats.errors,
-              "rows_per_call": write.rows_per_call}
+              "rows_per_call": write.rows_per_call, "binding_phase": evaluation.binding}
+    measured = evaluation.binding is not None
 
     def to(value: float | None, reason: TuneReason) -> Decision:
         if value is None or size is None:
@@ -190,11 +203,16 @@ def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
     if write.troubled:
         return to(size * 0.5, TuneReason.FAILED_CALLS)
     if write.slow:
-        return to(size * 0.5, TuneReason.SLOW_CALLS)
+        if evaluation.binding == READ_WAIT:  # the proxy is slow for every call: fewer rows per insert do not help
+            return to(None, TuneReason.READS_BIND)
+        return to(size * 0.5, TuneReason.SLOW_CALLS_INSERTS_BIND if measured else TuneReason.SLOW_CALLS)
     if stats.errors:  # tasks failed, not in an insert call (that would be troubled): no evidence either way
         return to(None, TuneReason.TASKS_FAILED_ELSEWHERE)
     if write.full and stats.max_call_seconds * 2 <= settings.slow_call_seconds:
-        return to(size + settings.dyn_batch_size_step, TuneReason.FAST_FULL_CALLS)
+        if measured and evaluation.binding != SINK_INSERT:  # fewer, larger calls only help where the inserts bind
+            return to(None, BINDS[evaluation.binding])
+        return to(size + settings.dyn_batch_size_step,
+                  TuneReason.FULL_CALLS_INSERTS_BIND if measured else TuneReason.FAST_FULL_CALLS)
     return to(None, TuneReason.CALLS_NOT_FULL if not write.full else TuneReason.WITHIN_TARGET)
 
 

@@ -8,6 +8,10 @@
   ("Adaptive Stream Processing using Dynamic Batch Sizing") is the size whose fitted duration meets the target;
 - whether the cap binds (the newest batch read its largest partition up to the cap: raising it reads more);
 - whether the last failure is an out-of-memory failure (`opsd.observe.failures.out_of_memory`);
+- what binds the batches (`binding`, from the phases check's shares, `opsd.observe.phases`): the per-batch costs
+  (planning, worker start, the commit, acknowledging, the rest of Spark's trigger: fewer, larger batches spread them)
+  when together they outweigh each per-row phase, else the largest per-row phase (waiting for reads, decoding, the
+  transformation, the sink's inserts); None until a batch was measured;
 - the sink's insert calls: slow (the slowest call over `slow_call_seconds`), troubled (retries, or the last failure
   was an insert call's: `opsd.observe.failures.insert_call_failed`; a task that failed elsewhere, in the source or
   a transform, is no evidence about the rows per call), full (calls carry on average at least half the rows per
@@ -22,7 +26,9 @@ from typing import TYPE_CHECKING
 
 from opsd.checks.autotune.facts import Facts
 from opsd.observe.failures import insert_call_failed, out_of_memory
+from opsd.observe.phases import PhaseShares
 from opsd.observe.progress import BatchSummary
+from streaming_core.phases import ACKNOWLEDGE, COMMIT, PHASES, PLANNING, SPARK_OTHER, WORKER_START
 
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
@@ -33,6 +39,19 @@ MIN_SPREAD = 1.2
 BINDING_SHARE = 0.9
 #: Insert calls are full when they carry on average at least this share of the rows per call.
 FULL_SHARE = 0.5
+#: The phases a batch costs whatever its rows.
+PER_BATCH = (PLANNING, WORKER_START, COMMIT, ACKNOWLEDGE, SPARK_OTHER)
+#: `binding` when the per-batch phases bind.
+PER_BATCH_COSTS = "per_batch_costs"
+
+
+def binding(phases: PhaseShares | None) -> str | None:
+    """What binds the batches (see the module docstring); None when no batch was measured."""
+    if phases is None or phases.duration_seconds <= 0:
+        return None
+    per_row = {p: phases.seconds[p] for p in PHASES if p not in PER_BATCH}
+    largest = max(per_row, key=lambda p: per_row[p])
+    return PER_BATCH_COSTS if sum(phases.seconds[p] for p in PER_BATCH) >= per_row[largest] else largest
 
 
 @dataclass(frozen=True)
@@ -89,6 +108,8 @@ class Evaluation:
     facts: Facts
     rows: RowsEvaluation
     write: WriteEvaluation
+    #: What binds the batches: `PER_BATCH_COSTS`, a per-row phase, or None (not measured).
+    binding: str | None = None
 
 
 def evaluate_rows(facts: Facts, settings: AutotuneSettings) -> RowsEvaluation:
@@ -125,4 +146,4 @@ def evaluate_write(facts: Facts, settings: AutotuneSettings) -> WriteEvaluation:
 
 
 def evaluate(facts: Facts, settings: AutotuneSettings) -> Evaluation:
-    return Evaluation(facts, evaluate_rows(facts, settings), evaluate_write(facts, settings))
+    return Evaluation(facts, evaluate_rows(facts, settings), evaluate_write(facts, settings), binding(facts.phases))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from opsd.observe.phases import PhaseShares
 from opsd.observe.progress import BatchSummary
 from opsd.observe.results import OomVerdict, TunerMode
 
@@ -68,3 +69,5 @@ class Facts:
     dyn_batch_size_ceiling: int | None = None
     #: The byte cap in force (None: none, or not a yt source).
     max_bytes_per_partition: int | None = None
+    #: Where its recent batches spent their time (the phases check; None until it measured one).
+    phases: PhaseShares | None = None

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..timing import DECODE
+
 DB_FILE = "cluster.db"
 BUSY_TIMEOUT_MS = 60_000
 #: Rows and bytes per stored Arrow blob (a queue's chunk, a static table's chunk, a sorted table's piece): bounds what
@@ -147,6 +149,7 @@ def encode_batch(batch: pa.RecordBatch | pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+@DECODE.timed
 def decode_batch(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 

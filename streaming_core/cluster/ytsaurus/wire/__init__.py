@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ...errors import SchemaError
 from ...schema import ROW_INDEX, TABLET_INDEX, TableSchema
+from ...timing import DECODE
 from . import arrow_insert, bindings
 from .yson_decode import column, decoder, parse_rows
 from .yson_encode import encode_rows, encoder
@@ -35,6 +36,7 @@ def _service_fields(service_columns: bool | Sequence[str]) -> list[pa.Field]:
     return [pa.field(n, pa.int64(), nullable=False) for n in names]
 
 
+@DECODE.timed
 def decode_wire(schema: TableSchema, raw: bytes, *, service_columns: bool | Sequence[str] = False) -> pa.Table:
     """Binary YSON rows (a list fragment, as `select_rows` / `pull_consumer` / `lookup_rows` return them in
     `WIRE_FORMAT`) as an Arrow table of `schema`'s columns, service columns first when asked (True: both

@@ -1,0 +1,163 @@
+"""Row latency, queue to table: how long after a producer's insert a row can be read from the `yt` sink's table, beside
+Spark's own floor in the same run.
+
+`python -m bench.latency` (from the repository root, in the venv). On the embedded cluster, a producer thread inserts
+rows into a 1-tablet queue at `RATE` rows/s (`BURST` rows every `BURST / RATE` s, each row numbered); a query with
+the default trigger (each batch starts when the previous one ends) reads the queue through a consumer and writes an
+ordered table with the `yt` sink (at-least-once); a poller thread reads the table's new rows every `POLL_SECONDS`.
+A row's latency is the poll that first saw it minus the end of the insert call that wrote it (the earliest a reader
+of the queue could have read it), for the rows inserted during `MEASURE_SECONDS` after `WARMUP_SECONDS`.
+
+Spark's floor, the same way in the same session: its `rate` source at `RATE` rows/s into `foreachBatch`, each row's
+latency the time the batch function runs minus the row's `timestamp` (when the rate source made it: its rows are due
+at whole milliseconds, released by batches).
+
+What it cannot show: a real cluster (a remote proxy adds its round trips to the reads, the inserts and the commit),
+a reader other than a poller (it adds up to `POLL_SECONDS`), or latency under a backlog (the producer never outruns
+the query here). A readable table first; the last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from streaming_core import build_session
+from streaming_core.cluster import Cluster, connect
+
+RATE = 1_000
+BURST = 10
+WARMUP_SECONDS = 10.0
+MEASURE_SECONDS = 30.0
+POLL_SECONDS = 0.01
+GOAL_P99_SECONDS = 0.3
+SCHEMA = [{"name": "n", "type": "int64", "required": True}, {"name": "data", "type": "string", "required": True}]
+
+
+class Producer(threading.Thread):
+    """Inserts numbered rows at `RATE` rows/s and notes when each insert call returned."""
+
+    def __init__(self, cluster: Cluster, queue: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.queue = cluster, queue
+        self.inserted: dict[int, float] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        n, due = 0, time.monotonic()
+        while not self.stop.is_set():
+            rows = pa.table({"n": pa.array(range(n, n + BURST), pa.int64()), "data": pa.array(["x" * 100] * BURST)})
+            self.cluster.insert_rows(self.queue, rows)
+            done = time.time()
+            self.inserted.update(dict.fromkeys(range(n, n + BURST), done))
+            n += BURST
+            due += BURST / RATE
+            time.sleep(max(0.0, due - time.monotonic()))
+
+
+class Poller(threading.Thread):
+    """Reads the table's new rows every `POLL_SECONDS` and notes when it first saw each."""
+
+    def __init__(self, cluster: Cluster, table: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.table = cluster, table
+        self.seen: dict[int, float] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        read = 0
+        while not self.stop.is_set():
+            total = self.cluster.get_tablet_infos(self.table)[0].total_row_count
+            if total > read:
+                now = time.time()
+                for batch in self.cluster.read_tablet(self.table, 0, read, total):
+                    self.seen.update(dict.fromkeys(batch.column("n").to_pylist(), now))
+                read = total
+            time.sleep(POLL_SECONDS)
+
+
+def measure_yt(spark: Any, uri: str, work: Path) -> list[float]:
+    with connect(uri) as cluster:
+        cluster.create("table", "//bench/queue", recursive=True, attributes={"dynamic": True, "schema": SCHEMA})
+        cluster.create("table", "//bench/out", recursive=True, attributes={"dynamic": True, "schema": SCHEMA})
+        cluster.create_consumer("//bench/consumer", recursive=True)
+        cluster.register_queue_consumer("//bench/queue", "//bench/consumer")
+    producer, poller = Producer(connect(uri), "//bench/queue"), Poller(connect(uri), "//bench/out")
+    query = (spark.readStream.format("yt").option("consumer_path", "//bench/consumer").load("//bench/queue")
+             .writeStream.format("yt").option("path", "//bench/out")
+             .option("checkpointLocation", str(work / f"cp-{uuid.uuid4().hex[:8]}")).start())
+    producer.start()
+    poller.start()
+    time.sleep(WARMUP_SECONDS)
+    start = time.time()
+    time.sleep(MEASURE_SECONDS)
+    end = time.time()
+    producer.stop.set()
+    producer.join()
+    time.sleep(3.0)  # the last rows reach the table
+    query.stop()
+    poller.stop.set()
+    poller.join()
+    window = [n for n, t in producer.inserted.items() if start <= t < end]
+    missing = [n for n in window if n not in poller.seen]
+    if missing:
+        raise RuntimeError(f"{len(missing)} rows inserted in the window never appeared in the table")
+    return [poller.seen[n] - producer.inserted[n] for n in window]
+
+
+def measure_floor(spark: Any, work: Path) -> list[float]:
+    latencies: list[float] = []
+    window: list[float] = []
+
+    def batch(df: Any, batch_id: int) -> None:
+        now = time.time()
+        if window and window[0] <= now < window[1]:
+            latencies.extend(now - row["timestamp"].timestamp() for row in df.select("timestamp").collect())
+
+    query = (spark.readStream.format("rate").option("rowsPerSecond", RATE).load().writeStream.foreachBatch(batch)
+             .option("checkpointLocation", str(work / f"cp-{uuid.uuid4().hex[:8]}")).start())
+    time.sleep(WARMUP_SECONDS)
+    window.extend([time.time(), time.time() + MEASURE_SECONDS])
+    time.sleep(MEASURE_SECONDS + 1.0)
+    query.stop()
+    return latencies
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    ordered = sorted(latencies)
+    cut = statistics.quantiles(ordered, n=100, method="inclusive")
+    return {"p50": cut[49], "p99": cut[98], "max": ordered[-1], "rows": len(ordered)}
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench-latency-"))
+    uri = f"local://{work / 'cluster'}"
+    spark = build_session("bench-latency", master="local[2]", cluster=uri, conf={
+        "spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+    try:
+        found = {"yt": percentiles(measure_yt(spark, uri, work)),
+                 "spark-floor": percentiles(measure_floor(spark, work))}
+    finally:
+        spark.stop()
+    print(f"rows inserted at {RATE}/s, default trigger; latency (s) of the rows of {MEASURE_SECONDS:.0f} s after a "
+          f"{WARMUP_SECONDS:.0f} s warm-up:\n{'path':<14}{'rows':>8}{'p50':>8}{'p99':>8}{'max':>8}")
+    for name, p in found.items():
+        print(f"{name:<14}{p['rows']:>8}{p['p50']:>8.3f}{p['p99']:>8.3f}{p['max']:>8.3f}")
+    yt, floor = found["yt"], found["spark-floor"]
+    print(json.dumps({"bench": "latency", "p50_seconds": round(yt["p50"], 3), "p99_seconds": round(yt["p99"], 3),
+                      "max_seconds": round(yt["max"], 3), "goal_p99_seconds": GOAL_P99_SECONDS,
+                      "floor_p50_seconds": round(floor["p50"], 3), "floor_p99_seconds": round(floor["p99"], 3),
+                      "rows": yt["rows"], "floor_rows": floor["rows"], "rate_rows_per_s": RATE,
+                      "poll_seconds": POLL_SECONDS}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The batch phases check: where each pipeline's recent batches spent their time (`opsd.observe.phases`)."""

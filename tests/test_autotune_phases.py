@@ -8,13 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from opsd.checks.autotune.decide import DYN_BATCH_SIZE, MAX_ROWS, TunerMemory, decide
+from opsd.checks.autotune.decide import TunerMemory, decide
 from opsd.checks.autotune.evaluate import PER_BATCH_COSTS, binding, evaluate
 from opsd.checks.autotune.facts import Facts
 from opsd.config.models import AutotuneSettings
 from opsd.observe.phases import PhaseShares
 from opsd.observe.progress import BatchSummary
-from opsd.observe.results import Direction, TuneReason
+from opsd.observe.results import Direction, Knob, TuneReason
 from streaming_core.phases import PHASES
 from streaming_core.write_stats import WriteStats
 
@@ -36,7 +36,7 @@ def fast_capped(phases: PhaseShares | None) -> Facts:
                  phases=phases)
 
 
-def decision(f: Facts, knob: str):
+def decision(f: Facts, knob: Knob):
     return next(d for d in decide(evaluate(f, SETTINGS), TunerMemory(), SETTINGS) if d.knob == knob)
 
 
@@ -48,10 +48,10 @@ def test_what_binds_is_the_per_batch_costs_together_or_the_largest_per_row_phase
 
 
 def test_the_read_cap_is_raised_when_per_batch_costs_bind_and_the_reason_says_so():
-    raised = decision(fast_capped(shares(planning=0.3, spark_other=0.4, read_wait=0.2)), MAX_ROWS)
+    raised = decision(fast_capped(shares(planning=0.3, spark_other=0.4, read_wait=0.2)), Knob.MAX_ROWS)
     assert raised.direction == Direction.UP and raised.reason == TuneReason.PER_BATCH_COSTS_BIND
     assert raised.inputs["binding_phase"] == PER_BATCH_COSTS
-    unmeasured = decision(fast_capped(None), MAX_ROWS)
+    unmeasured = decision(fast_capped(None), Knob.MAX_ROWS)
     assert unmeasured.direction == Direction.UP and unmeasured.reason == TuneReason.FAST_BATCHES
 
 
@@ -59,7 +59,7 @@ def test_the_read_cap_is_raised_when_per_batch_costs_bind_and_the_reason_says_so
     ("sink_insert", TuneReason.INSERTS_BIND, "the sink's inserts"), ("read_wait", TuneReason.READS_BIND, "reads"),
     ("decode", TuneReason.DECODE_BINDS, "decoding"), ("transform", TuneReason.TRANSFORM_BINDS, "transformation")])
 def test_the_read_cap_is_not_raised_when_a_per_row_phase_binds(phase: str, reason: TuneReason, named: str):
-    held = decision(fast_capped(shares(planning=0.1, spark_other=0.1, **{phase: 0.8})), MAX_ROWS)
+    held = decision(fast_capped(shares(planning=0.1, spark_other=0.1, **{phase: 0.8})), Knob.MAX_ROWS)
     assert held.direction == Direction.HOLD and held.reason == reason and named in reason.words
 
 
@@ -69,22 +69,22 @@ def writes(phases: PhaseShares | None, slowest: float) -> Facts:
 
 
 def test_slow_insert_calls_are_not_cut_when_the_clusters_reads_bind():
-    slow_proxy = decision(writes(shares(read_wait=0.7, sink_insert=0.2), slowest=6.0), DYN_BATCH_SIZE)
+    slow_proxy = decision(writes(shares(read_wait=0.7, sink_insert=0.2), slowest=6.0), Knob.DYN_BATCH_SIZE)
     assert slow_proxy.direction == Direction.HOLD and slow_proxy.reason == TuneReason.READS_BIND
-    slow_inserts = decision(writes(shares(read_wait=0.1, sink_insert=0.8), slowest=6.0), DYN_BATCH_SIZE)
+    slow_inserts = decision(writes(shares(read_wait=0.1, sink_insert=0.8), slowest=6.0), Knob.DYN_BATCH_SIZE)
     assert (slow_inserts.recommended, slow_inserts.reason) == (25_000, TuneReason.SLOW_CALLS_INSERTS_BIND)
 
 
 def test_fast_full_calls_grow_only_where_the_inserts_bind():
-    grows = decision(writes(shares(sink_insert=0.7, spark_other=0.2), slowest=0.5), DYN_BATCH_SIZE)
+    grows = decision(writes(shares(sink_insert=0.7, spark_other=0.2), slowest=0.5), Knob.DYN_BATCH_SIZE)
     assert (grows.recommended, grows.reason) == (60_000, TuneReason.FULL_CALLS_INSERTS_BIND)
-    held = decision(writes(shares(transform=0.7, sink_insert=0.2), slowest=0.5), DYN_BATCH_SIZE)
+    held = decision(writes(shares(transform=0.7, sink_insert=0.2), slowest=0.5), Knob.DYN_BATCH_SIZE)
     assert held.direction == Direction.HOLD and held.reason == TuneReason.TRANSFORM_BINDS
-    fixed = decision(writes(shares(spark_other=0.7, sink_insert=0.2), slowest=0.5), DYN_BATCH_SIZE)
+    fixed = decision(writes(shares(spark_other=0.7, sink_insert=0.2), slowest=0.5), Knob.DYN_BATCH_SIZE)
     assert fixed.reason == TuneReason.BATCH_COSTS_BIND
 
 
 def test_failed_calls_halve_whatever_binds():
     failed = decision(replace(writes(shares(read_wait=0.9), slowest=0.5),
-                              write=WriteStats(4, 200_000, 2.0, 0.5, 50_000, retries=2, batch_id=7)), DYN_BATCH_SIZE)
+                              write=WriteStats(4, 200_000, 2.0, 0.5, 50_000, retries=2, batch_id=7)), Knob.DYN_BATCH_SIZE)
     assert (failed.recommended, failed.reason) == (25_000, TuneReason.FAILED_CALLS)

@@ -86,5 +86,6 @@ def test_fast_full_calls_grow_only_where_the_inserts_bind():
 
 def test_failed_calls_halve_whatever_binds():
     failed = decision(replace(writes(shares(read_wait=0.9), slowest=0.5),
-                              write=WriteStats(4, 200_000, 2.0, 0.5, 50_000, retries=2, batch_id=7)), Knob.DYN_BATCH_SIZE)
+                              write=WriteStats(4, 200_000, 2.0, 0.5, 50_000, retries=2, batch_id=7)),
+                      Knob.DYN_BATCH_SIZE)
     assert (failed.recommended, failed.reason) == (25_000, TuneReason.FAILED_CALLS)

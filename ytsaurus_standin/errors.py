@@ -16,12 +16,21 @@ from streaming_core.cluster.errors import (
     AlreadyExistsError,
     ClusterError,
     ConflictError,
+    InvalidEpochError,
     NoSuchPathError,
     NotRegisteredError,
     SchemaError,
+    SequenceNumberError,
     TrimmedRowsError,
+    ZombieEpochError,
 )
-from streaming_core.cluster.ytsaurus.errors import AUTHORIZATION_ERROR, CONSUMER_OFFSET_CONFLICT
+from streaming_core.cluster.ytsaurus.errors import (
+    AUTHORIZATION_ERROR,
+    CONSUMER_OFFSET_CONFLICT,
+    INVALID_EPOCH,
+    INVALID_ROW_SEQUENCE_NUMBERS,
+    ZOMBIE_EPOCH,
+)
 
 GENERIC = 1
 RESOLVE_ERROR = 500
@@ -51,7 +60,8 @@ class BadRequest(ClusterError):
 _CODES: tuple[tuple[type[Exception], int], ...] = (
     (NoSuchPathError, RESOLVE_ERROR), (AlreadyExistsError, ALREADY_EXISTS),
     (ConflictError, CONSUMER_OFFSET_CONFLICT), (NotRegisteredError, AUTHORIZATION_ERROR),
-    (SchemaError, SCHEMA_VIOLATION), (TrimmedRowsError, GENERIC),
+    (SchemaError, SCHEMA_VIOLATION), (TrimmedRowsError, GENERIC), (ZombieEpochError, ZOMBIE_EPOCH),
+    (InvalidEpochError, INVALID_EPOCH), (SequenceNumberError, INVALID_ROW_SEQUENCE_NUMBERS),
 )
 
 

@@ -52,6 +52,7 @@ from opsd.checks.scheduler import CheckScheduler
 from opsd.checks.trim.check import TrimCheck
 from opsd.checks.vital.check import VitalConsumerCheck
 from opsd.observe.listener import OpsdListener
+from opsd.observe.phases import BatchPhases, shares_of
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
 from opsd.observe.results import Decision, Direction, Knob, TunerDecision, TuneReason, TunerMode
@@ -61,6 +62,7 @@ from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.cluster import Cluster, connect
 from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
+from streaming_core.phases import PHASES, READ_WAIT, SINK_INSERT, SPARK_OTHER
 from tests.support.checkpoint import job_with_checkpoint
 from tests.support.oom import oom_verdict
 from tests.support.ports import free_port
@@ -390,11 +392,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
         opsd.recorder.record_autotune(tuner_decision("healthy", knob, current, current, TuneReason.STABILISING, bounds))
     healthy_batches = iter(range(10**6))
     opsd.feeds.append(lambda: opsd.progress("healthy", (b := next(healthy_batches)), end=b * 10, latest=b * 10 + 3))
+    # Where each of its batches spends its time (the phases check's result; its own tests run it on real batches).
+    phase_batches = iter(range(10**6))
+    opsd.feeds.append(lambda: record_batch_phases(opsd.recorder, "healthy", next(phase_batches)))
     # An idle query whose consumer lags its committed batch by one: healthy, and healed by the desync check.
     cluster.create("map_node", "//tmp/fidelity/idle", recursive=True)
-    opsd.targets.append(QueryTarget("idle", job_with_checkpoint(
+    _, idle_consumer, idle_checkpoint = job_with_checkpoint(
         cluster, "//tmp/fidelity/idle", workdir / "idle", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1,
-        consumer_at=10)[2], heal=True))
+        consumer_at=10)
+    opsd.targets.append(QueryTarget("idle", idle_checkpoint, consumer=idle_consumer, heal=True))
 
     am_address = f"127.0.0.1:{free_port()}"
     (workdir / "alertmanager.yml").write_text(yaml.safe_dump({
@@ -526,3 +532,12 @@ def test_with_the_faults_injected_every_dashboard_panel_and_annotation_has_data(
 
 def test_opsd_gone_pages_that_no_metrics_arrive(stack):
     assert_pages(stack, OPSD_GONE)
+
+
+def record_batch_phases(recorder: Recorder, query: str, batch_id: int) -> None:
+    """One measured batch of `query`: a second, mostly reads, as the phases check records it."""
+    seconds = {**dict.fromkeys(PHASES, 0.0), READ_WAIT: 0.6, SINK_INSERT: 0.3, SPARK_OTHER: 0.1}
+    batch = BatchPhases(batch_id, 1.0, seconds, 0.9)
+    shares = shares_of([batch])
+    assert shares is not None
+    recorder.record_phases(query, shares, (batch,))

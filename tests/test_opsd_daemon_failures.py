@@ -25,12 +25,16 @@ pytestmark = pytest.mark.spark
 
 QUEUE, CONSUMER, RESULT, MISSING = "//home/f/queue", "//home/f/consumer", "//home/f/result", "//home/f/missing"
 TRIMMED_QUEUE, TRIMMED_CONSUMER = "//home/f/trimmed", "//home/f/trimmed_consumer"
+#: Each query reads through its own consumer (two sharing one are refused: one would move the other's rows).
+BROKEN_CONSUMER = "//home/f/broken_consumer"
 
 
 def test_a_pipeline_that_can_never_start_is_refused_and_named_while_the_others_run(tmp_path: Path) -> None:
     cluster_uri = f"local://{tmp_path / 'cluster'}"
     with connect(cluster_uri) as cluster:
         make_queue(cluster, QUEUE, consumer=CONSUMER)
+        cluster.create_consumer(BROKEN_CONSUMER)
+        cluster.register_queue_consumer(QUEUE, BROKEN_CONSUMER)
         make_table(cluster, RESULT, COPY_SCHEMA)
         cluster.insert_rows(QUEUE, rows(0, 100))
         # Rows trimmed past the consumer before the pipeline reads them: its first batch fails in the Python worker.
@@ -48,7 +52,7 @@ def test_a_pipeline_that_can_never_start_is_refused_and_named_while_the_others_r
     config_file.write_text(yaml.safe_dump({
         "cluster": cluster_uri, "http": {"port": port},
         "spark": {"master": "local[2]", "conf": {"spark.ui.showConsoleProgress": False}},
-        "pipelines": [pipeline("good", RESULT), pipeline("broken", MISSING),
+        "pipelines": [pipeline("good", RESULT), pipeline("broken", MISSING, consumer=BROKEN_CONSUMER),
                       pipeline("trimmed", RESULT, TRIMMED_QUEUE, TRIMMED_CONSUMER)]}))
 
     check = opsd("run", "--check", str(config_file), timeout=180)

@@ -55,12 +55,12 @@ from prometheus_client import CollectorRegistry
 from pyspark.sql import types as T
 
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
-from opsd.checks.positions.collect import PositionsCollector
+from opsd.collect.positions import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import BatchSummary
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import OomVerdict
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore
+from opsd.results.oom import OomVerdict
 from opsd.telemetry.logs import configure_logging
 from opsd.telemetry.metrics import Metrics
 from streaming_core import sink

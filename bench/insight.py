@@ -45,9 +45,9 @@ from bench.opsd_overhead import CONSUMER, QUEUE, fill_queue, run_query
 from opsd.checks.cycle import Cycle, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.lag.check import LagCheck
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.checks.registry import STEPS, Checks, SparkMemory, build_checks
 from opsd.checks.scheduler import CheckScheduler
+from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import PartitionOffsets
 from opsd.observe.recorder import Recorder

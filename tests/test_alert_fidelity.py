@@ -43,20 +43,20 @@ from grafana import build
 from opsd.checks.cycle import Cycle, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
-from opsd.checks.history.apply import HistoryLog
-from opsd.checks.history.table import history_path
 from opsd.checks.lag.check import LagCheck
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
 from opsd.checks.trim.check import TrimCheck
 from opsd.checks.vital.check import VitalConsumerCheck
+from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.observe.listener import OpsdListener
 from opsd.observe.phases import BatchPhases, shares_of
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, Direction, Knob, TunerDecision, TuneReason, TunerMode
 from opsd.observe.status import StatusStore
+from opsd.results.autotune import Decision, Direction, Knob, TunerDecision, TuneReason, TunerMode
+from opsd.stores.history.apply import HistoryLog
+from opsd.stores.history.table import history_path
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AutoTrimConfig

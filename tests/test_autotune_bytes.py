@@ -16,7 +16,7 @@ from opsd.checks.oom.evaluate import Observation, PlannedBatch
 from opsd.checks.oom.evaluate import evaluate as evaluate_oom
 from opsd.config.models import AutotuneSettings
 from opsd.observe.progress import BatchSummary
-from opsd.observe.results import Knob
+from opsd.results.autotune import Knob
 from tests.support.oom import oom_verdict
 
 MB = 1024 * 1024

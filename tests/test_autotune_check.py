@@ -12,13 +12,13 @@ from structlog.testing import capture_logs
 
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
 from opsd.checks.autotune.collect import collect
-from opsd.checks.positions.collect import PositionsCollector
 from opsd.checks.tuning.check import TuningCheck
+from opsd.collect.positions import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import BatchSummary
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import PartitionLag, QueryLag
 from opsd.observe.status import QueryStatus, StatusStore
+from opsd.results.lag import PartitionLag, QueryLag
 from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
 from streaming_core.tuning import read_tuning, write_tuning

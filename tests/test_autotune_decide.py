@@ -20,7 +20,7 @@ from opsd.checks.autotune.evaluate import evaluate, fit
 from opsd.checks.autotune.facts import Facts, Uncommitted
 from opsd.config.models import AutotuneSettings
 from opsd.observe.progress import BatchSummary
-from opsd.observe.results import Knob
+from opsd.results.autotune import Knob, ReplanRefusal
 from streaming_core.insert_failure import INSERT_CALL_FAILED
 from streaming_core.write_stats import WriteStats
 from tests.support.oom import oom_verdict
@@ -146,8 +146,8 @@ def test_the_fixed_point_converges_and_then_stops_changing():
 def test_only_a_memory_failure_gets_its_planned_batch_planned_again_and_a_refusal_keeps_its_reason():
     planned = facts(10_000, failure=OOM_TEXT, failed_run="r", uncommitted=Uncommitted(7, 20_000))
     assert decide_replan(evaluate(planned, SETTINGS), 5_000) == Replan("q", 7, None)
-    refused = replace(planned, uncommitted=Uncommitted(7, 20_000, "the query keeps state"))
-    assert decide_replan(evaluate(refused, SETTINGS), 5_000) == Replan("q", 7, "the query keeps state")
+    refused = replace(planned, uncommitted=Uncommitted(7, 20_000, ReplanRefusal.STATEFUL))
+    assert decide_replan(evaluate(refused, SETTINGS), 5_000) == Replan("q", 7, ReplanRefusal.STATEFUL)
     other = replace(planned, failure="java.net.ConnectException: Connection refused")
     assert decide_replan(evaluate(other, SETTINGS), 5_000) is None  # the same range may well pass next time
     assert decide_replan(evaluate(replace(planned, uncommitted=None), SETTINGS), 5_000) is None

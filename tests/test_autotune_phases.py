@@ -14,7 +14,7 @@ from opsd.checks.autotune.facts import Facts
 from opsd.config.models import AutotuneSettings
 from opsd.observe.phases import PhaseShares
 from opsd.observe.progress import BatchSummary
-from opsd.observe.results import Direction, Knob, TuneReason
+from opsd.results.autotune import Direction, Knob, TuneReason
 from streaming_core.phases import PHASES
 from streaming_core.write_stats import WriteStats
 

@@ -11,10 +11,11 @@ from structlog.testing import capture_logs
 
 from opsd.checks.autotune.check import AutotuneCheck, targets_for
 from opsd.checks.autotune.collect import ReplanPolicy, replan_policy, uncommitted
-from opsd.checks.positions.collect import PositionsCollector
+from opsd.collect.positions import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
+from opsd.results.autotune import ReplanRefusal
 from opsd.runtime.runner import Supervisor
 from opsd.telemetry.metrics import Metrics
 from streaming_core.checkpoint import drop_planned_batch, newest_batch
@@ -101,10 +102,10 @@ def test_why_a_planned_batch_may_not_be_planned_again(yt, yt_root, cluster_uri, 
     assert facts() is not None and facts().batch_id == 2 and facts().unsafe is None  # at-least-once yt sink
     sink = config(cluster_uri, yt_root, location).pipelines[0].sink
     for_each = sink.model_copy(update={"format": "foreachBatch", "callable": "m:f", "path": None})
-    assert "foreachBatch" in facts(sink=for_each).unsafe
-    assert "file sink" in facts(sink=sink.model_copy(update={"format": "parquet"})).unsafe
-    assert "keeps state" in facts(stateful=True).unsafe
-    assert "plans every batch anew" in replan_policy(
+    assert facts(sink=for_each).unsafe is ReplanRefusal.FOREACH_BATCH
+    assert facts(sink=sink.model_copy(update={"format": "parquet"})).unsafe is ReplanRefusal.FILE_SINK
+    assert facts(stateful=True).unsafe is ReplanRefusal.STATEFUL
+    assert ReplanRefusal.NO_CHECKPOINT is replan_policy(
         config(cluster_uri, yt_root, location).pipelines[0].model_copy(update={"checkpoint_location": None}),
         cluster_uri, {}).refused
     # A transactional commit that holds the batch refuses it, whether or not opsd's config says transactional.
@@ -113,10 +114,10 @@ def test_why_a_planned_batch_may_not_be_planned_again(yt, yt_root, cluster_uri, 
     transactional = sink.model_copy(update={"options": {"transactional": "true"}})
     assert facts(sink=transactional).unsafe is None  # its commit log does not hold batch 2
     yt.insert_rows(f"{yt_root}/out_commits", [{"query": location, "batch_id": 2, "rows": 1, "committed_at": 0.0}])
-    assert "committed the batch" in facts(sink=transactional).unsafe
-    assert "committed the batch" in facts().unsafe
+    assert facts(sink=transactional).unsafe is ReplanRefusal.SINK_COMMITTED
+    assert facts().unsafe is ReplanRefusal.SINK_COMMITTED
     (tmp_path / "cp" / "state" / "0").mkdir(parents=True)
-    assert "keeps state" in facts().unsafe
+    assert facts().unsafe is ReplanRefusal.STATEFUL
     assert uncommitted(yt, ReplanPolicy()) is None  # a watched query: no checkpoint opsd may touch
     with capture_logs() as logs:
         assert facts("hdfs://namenode/cp") is None  # unreadable: nothing is planned again

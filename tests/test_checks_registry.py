@@ -13,13 +13,14 @@ from prometheus_client import CollectorRegistry
 from opsd.checks.cycle import Cycle, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.lag.check import LagCheck
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.checks.registry import SparkMemory, build_checks
 from opsd.checks.scheduler import CheckScheduler
+from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.config.models import ChecksSettings, OpsdConfig
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import DesyncState, PartitionLag, QueryLag
 from opsd.observe.status import StatusStore, json_number, jsonable
+from opsd.results.desync import DesyncState
+from opsd.results.lag import PartitionLag, QueryLag
 from opsd.telemetry.metrics import Metrics
 from tests.support.checkpoint import job_with_checkpoint
 

@@ -10,15 +10,9 @@ import pytest
 from rich.console import Console
 
 from opsd.cli.blocks import WIDE, Column, Item, console, view, view_width
-from opsd.observe.results import (
-    DESYNC_WORDS,
-    HEAL_WORDS,
-    TUNE_REASON_WORDS,
-    DesyncState,
-    HealOutcome,
-    TuneReason,
-    in_words,
-)
+from opsd.results.autotune import TUNE_REASON_WORDS, TuneReason
+from opsd.results.desync import DESYNC_WORDS, HEAL_WORDS, DesyncState, HealOutcome
+from opsd.results.values import in_words
 
 COLUMNS = (Column("query"), Column("state"), Column("rows", "right"), Column("advice"))
 ADVICE = ("register the consumer as vital (opsd consumer register //home/analytics/clickstream/queue "

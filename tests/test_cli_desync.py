@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opsd.cli.main import main
-from opsd.observe.results import DesyncState, HealOutcome
+from opsd.results.desync import DesyncState, HealOutcome
 from tests.support.checkpoint import job_with_checkpoint
 
 #: A pipeline without a checkpoint: a config needs one, `desync` has nothing to say about it.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from opsd.checks.history.table import history_path
+from opsd.stores.history.table import history_path
 from streaming_core.cluster import Cluster
 from streaming_core.tuning import default_tuning_path, read_tuning
 from tests.support.checkpoint import write_checkpoint

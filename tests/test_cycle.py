@@ -13,10 +13,10 @@ from structlog.testing import capture_logs
 from opsd.checks.cycle import Cycle, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.lag.check import LagCheck
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget, Reading
+from opsd.collect.positions import PositionsCollector, QueryTarget, Reading
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import StepOutcome
 from opsd.observe.status import StatusStore
+from opsd.results.cycle import StepOutcome
 from opsd.telemetry.metrics import Metrics
 from tests.support.checkpoint import job_with_checkpoint
 from tests.support.retention import Clock

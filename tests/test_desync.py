@@ -12,9 +12,9 @@ from structlog.testing import capture_logs
 from opsd.checks.desync.apply import apply
 from opsd.checks.desync.decide import HealDecision, decide
 from opsd.checks.desync.evaluate import DesyncState, evaluate, partition_state
-from opsd.checks.positions.collect import QueryTarget, collect_checkpoint
-from opsd.observe.positions import PartitionPositions, QueuePositions
-from opsd.observe.results import HealOutcome
+from opsd.collect.positions import QueryTarget, collect_checkpoint
+from opsd.results.desync import HealOutcome
+from opsd.results.positions import PartitionPositions, QueuePositions
 from streaming_core.checkpoint import newest_batch, read_checkpoint
 from streaming_core.cluster import BeyondQueueEndError
 from streaming_core.consumer import advance_consumer, seek_consumer

@@ -11,12 +11,12 @@ from structlog.testing import capture_logs
 
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.desync.evaluate import evaluate
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget, targets_for
+from opsd.collect.positions import PositionsCollector, QueryTarget, targets_for
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import BatchProgress, SourceProgress
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import HealOutcome
 from opsd.observe.status import StatusStore
+from opsd.results.desync import HealOutcome
 from opsd.telemetry.metrics import Metrics
 from streaming_core.offsets import QueueOffset
 from tests.support.checkpoint import job_with_checkpoint, offset_line

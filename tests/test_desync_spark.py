@@ -10,11 +10,11 @@ from prometheus_client import CollectorRegistry
 
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.desync.evaluate import DesyncState, evaluate
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget, collect_target
 from opsd.cli.main import main
+from opsd.collect.positions import PositionsCollector, QueryTarget, collect_target
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import HealOutcome
 from opsd.observe.status import StatusStore
+from opsd.results.desync import HealOutcome
 from opsd.runtime.monitor import recent_progress
 from opsd.telemetry.metrics import Metrics
 from tests.support.cluster import make_queue

@@ -12,19 +12,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from opsd.checks.desync.evaluate import evaluate
-from opsd.observe.positions import PartitionPositions, QueuePositions
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import (
-    Decision,
-    DesyncState,
-    Knob,
-    PartitionLag,
-    QueryLag,
-    TunerDecision,
-    TuneReason,
-    TunerMode,
-)
 from opsd.observe.status import StatusStore
+from opsd.results.autotune import Decision, Knob, TunerDecision, TuneReason, TunerMode
+from opsd.results.desync import DesyncState
+from opsd.results.lag import PartitionLag, QueryLag
+from opsd.results.positions import PartitionPositions, QueuePositions
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint

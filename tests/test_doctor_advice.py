@@ -19,8 +19,9 @@ from opsd.config.load import load_config
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.advice import Naming, findings
 from opsd.observe.progress import PartitionOffsets
-from opsd.observe.results import DesyncState, HealOutcome, PartitionLag, QueryLag
 from opsd.observe.status import jsonable
+from opsd.results.desync import DesyncState, HealOutcome
+from opsd.results.lag import PartitionLag, QueryLag
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
 from tests.support.cluster import QUEUE_SCHEMA
 from tests.support.doctor import advised_commands, doctor, finding, follow, write_config

@@ -1,4 +1,4 @@
-"""The decision history (`opsd.checks.history`): which decisions are kept, the table on the embedded cluster and
+"""The decision history (`opsd.stores.history`): which decisions are kept, the table on the embedded cluster and
 through the YTsaurus stand-in (the real client), bounded per query, surviving a restart of the daemon's checks, never
 fatal to the job, and `opsd history` for people and scripts."""
 
@@ -17,29 +17,21 @@ from structlog.testing import capture_logs
 from opsd.checks.autotune.check import AutotuneCheck
 from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.desync.evaluate import evaluate
-from opsd.checks.history.apply import HistoryLog
-from opsd.checks.history.collect import read_history
-from opsd.checks.history.decide import HistoryMemory, heal_entries, novel, remember, tuner_entries
-from opsd.checks.history.table import from_row, history_paths
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget, collect_target
 from opsd.checks.registry import build_checks
 from opsd.cli.main import main
+from opsd.collect.positions import PositionsCollector, QueryTarget, collect_target
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import BatchSummary
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import (
-    Decision,
-    HealOutcome,
-    HistoryEntry,
-    HistoryKind,
-    HistoryOutcome,
-    Knob,
-    TunerDecision,
-    TuneReason,
-    TunerMode,
-)
 from opsd.observe.status import StatusStore
+from opsd.results.autotune import Decision, Knob, ReplanRefusal, TunerDecision, TuneReason, TunerMode
+from opsd.results.desync import HealOutcome
+from opsd.results.history import REASONS, HistoryEntry, HistoryKind, HistoryOutcome
 from opsd.runtime.runner import Supervisor
+from opsd.stores.history.apply import HistoryLog
+from opsd.stores.history.collect import read_history
+from opsd.stores.history.decide import HistoryMemory, heal_entries, novel, remember, tuner_entries
+from opsd.stores.history.table import from_row, history_paths
 from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster, connect
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
@@ -66,8 +58,8 @@ def recorder_at(now: float, registry: CollectorRegistry | None = None) -> Record
 
 def entry(query: str, at: float, subject: str = "max_rows_per_partition", before: int = 1, after: int = 2
           ) -> HistoryEntry:
-    return HistoryEntry(query, at, HistoryKind.TUNER, subject, HistoryOutcome.APPLIED, "fast_batches", before, after,
-                        {"batch_id": 7, "oom_risk": None})
+    return HistoryEntry(query, at, HistoryKind.TUNER, subject, HistoryOutcome.APPLIED, TuneReason.FAST_BATCHES, before,
+                        after, {"batch_id": 7, "oom_risk": None})
 
 
 # -- decide (pure) ----------------------------------------------------------------------------------------------
@@ -107,15 +99,24 @@ def test_a_standing_decision_is_kept_once_and_a_different_one_again() -> None:
 
 
 def test_a_damaged_row_is_refused_naming_the_table_the_row_and_the_field() -> None:
-    row = {"query": "q", "id": 3, "at": 1.0, "kind": "tuner", "subject": "s", "outcome": "applied", "reason": "r",
-           "before": "1", "after": "{not json", "inputs": "{}"}
+    row = {"query": "q", "id": 3, "at": 1.0, "kind": "tuner", "subject": "s", "outcome": "applied",
+           "reason": "fast_batches", "before": "1", "after": "{not json", "inputs": "{}"}
     with pytest.raises(ValueError, match=r"//h: row \(query='q', id=3\): field 'after' is not JSON"):
         from_row(row, "//h")
     with pytest.raises(ValueError, match="field 'kind' is 'oops'"):
         from_row({**row, "after": "2", "kind": "oops"}, "//h")
     with pytest.raises(ValueError, match="field 'outcome' is 'oops', not an outcome this version knows"):
         from_row({**row, "after": "2", "outcome": "oops"}, "//h")
-    assert from_row({**row, "after": "2", "outcome": "healed"}, "//h").outcome is HealOutcome.HEALED
+    with pytest.raises(ValueError, match="field 'reason' is 'oops', not a reason this version knows"):
+        from_row({**row, "after": "2", "reason": "oops"}, "//h")
+    healed = from_row({**row, "after": "2", "outcome": "healed", "reason": "healed"}, "//h")
+    assert (healed.outcome, healed.reason) == (HealOutcome.HEALED, HealOutcome.HEALED)
+    assert from_row({**row, "after": "2", "reason": "stateful"}, "//h").reason is ReplanRefusal.STATEFUL
+
+
+def test_the_reasons_of_decisions_are_told_apart_by_value_alone() -> None:
+    values = [r.value for kind in REASONS for r in kind]
+    assert len(values) == len(set(values))
 
 
 # -- the table, on both backends --------------------------------------------------------------------------------

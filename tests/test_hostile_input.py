@@ -30,11 +30,11 @@ from prometheus_client import CollectorRegistry
 from opsd.checks.desync.apply import apply
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.desync.decide import HealDecision
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.cli.main import main
+from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import HealOutcome
 from opsd.observe.status import StatusStore
+from opsd.results.desync import HealOutcome
 from opsd.telemetry.metrics import Metrics
 from streaming_core.checkpoint import MAX_FILE_BYTES, CheckpointError, newest_batch, read_checkpoint
 from streaming_core.offsets import QueueOffset

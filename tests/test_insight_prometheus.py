@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.lag.check import LagCheck
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
+from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import OpsHttpServer

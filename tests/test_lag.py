@@ -15,7 +15,7 @@ from opsd.checks.lag.collect import Timestamps, timestamp_seconds
 from opsd.checks.lag.evaluate import evaluate, row_written_at
 from opsd.checks.lag.facts import PartitionSample, Point, QuerySample
 from opsd.checks.lag.history import History
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
+from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore, jsonable
 from opsd.telemetry.metrics import Metrics

@@ -22,9 +22,9 @@ def modules(package: str) -> list[Path]:
 
 
 def may_write(path: Path) -> bool:
-    """The CLI, the demo (it prepares its own cluster) and a check's apply step."""
+    """The CLI, the demo (it prepares its own cluster) and the apply step of a check or a store."""
     parts = path.relative_to(ROOT).parts
-    return parts[:2] in (("opsd", "cli"), ("opsd", "demo")) or (parts[:2] == ("opsd", "checks")
+    return parts[:2] in (("opsd", "cli"), ("opsd", "demo")) or (parts[:2] in (("opsd", "checks"), ("opsd", "stores"))
                                                                  and path.name == "apply.py")
 
 

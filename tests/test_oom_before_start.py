@@ -14,7 +14,7 @@ from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest, next_partitions, sample_bytes_per_row
 from opsd.checks.oom.evaluate import ModelSettings, PlannedBatch
-from opsd.checks.positions.collect import PositionsCollector
+from opsd.collect.positions import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import PartitionOffsets
 from opsd.observe.recorder import Recorder

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 import opsd
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
-from opsd.checks.positions.collect import PositionsCollector
+from opsd.collect.positions import PositionsCollector
 from opsd.config.models import OpsdConfig
 from tests.support.cluster import make_queue
 from tests.support.wait import wait_until

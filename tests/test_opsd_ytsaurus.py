@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from opsd.cli.main import main
-from opsd.observe.results import TrimOutlook
+from opsd.results.trim import TrimOutlook
 from streaming_core.cluster import connect
 from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from streaming_core.session import CHECKPOINT_FILE_MANAGER

@@ -12,15 +12,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget, Reading, collect_target
 from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.queue_agent.collect import collect
 from opsd.checks.queue_agent.evaluate import evaluate
 from opsd.checks.queue_agent.facts import Served
-from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions
+from opsd.collect.positions import PositionsCollector, QueryTarget, Reading, collect_target
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Disposition
 from opsd.observe.status import StatusStore
+from opsd.results.positions import PartitionPositions, QueryPositions, QueuePositions
+from opsd.results.queue_agent import Disposition
 from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.cluster.base import QUEUE_CONSUMER_PARTITIONS, QUEUE_PARTITIONS, QUEUE_STATUS

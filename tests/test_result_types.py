@@ -12,20 +12,13 @@ from collections.abc import Iterator, Mapping, MutableMapping
 import pytest
 
 import opsd.checks
-import opsd.observe.results
+import opsd.results
 from opsd.observe.progress import BatchSummary
-from opsd.observe.results import (
-    Decision,
-    Heal,
-    HealOutcome,
-    HistoryEntry,
-    HistoryKind,
-    HistoryOutcome,
-    Knob,
-    TuneReason,
-    VitalConsumerAudit,
-)
 from opsd.observe.status import QueryStatus
+from opsd.results.autotune import Decision, Knob, TuneReason
+from opsd.results.desync import Heal, HealOutcome
+from opsd.results.history import HistoryEntry, HistoryKind, HistoryOutcome
+from opsd.results.vital import VitalConsumerAudit
 from streaming_core.write_stats import WriteStats
 
 #: Names the checks import for type checkers only (their modules do I/O their pure steps must not import).
@@ -35,8 +28,8 @@ TYPE_CHECKING_ONLY = {"WriteStats": WriteStats}
 def result_types() -> Iterator[type]:
     """`QueryStatus`, every result type, and every frozen type of every check (its facts, evaluation, decision)."""
     yield QueryStatus
-    modules = [opsd.observe.results] + [importlib.import_module(m.name) for m in
-                                        pkgutil.walk_packages(opsd.checks.__path__, "opsd.checks.")]
+    modules = [importlib.import_module(m.name) for package in (opsd.results, opsd.checks)
+               for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")]
     for module in modules:
         for value in vars(module).values():
             if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == module.__name__:
@@ -92,7 +85,7 @@ def test_the_mappings_inside_frozen_results_are_read_only() -> None:
     shared = {"addBatch": 1.0}
     batch = BatchSummary(1, durations_seconds=shared)
     decision = Decision("q", Knob.MAX_ROWS, 1, 2, TuneReason.FAST_BATCHES, {"phases_seconds": shared, "bounds": [1]})
-    entry = HistoryEntry("q", 1.0, HistoryKind.HEAL, "//q", HealOutcome.HEALED, "healed", {"0": 1}, None,
+    entry = HistoryEntry("q", 1.0, HistoryKind.HEAL, "//q", HealOutcome.HEALED, HealOutcome.HEALED, {"0": 1}, None,
                          {"states": {"0": "stuck"}})
     status = QueryStatus("q", autotune={Knob.MAX_ROWS: None}, desync={}, last_progress=batch)
     shared["addBatch"] = 2.0  # the caller's dict changes later: the results keep what they were given

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from opsd.checks.desync.check import DesyncCheck
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
+from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics

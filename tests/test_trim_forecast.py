@@ -11,12 +11,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from opsd.checks.lag.check import LagCheck
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.checks.trim.check import TrimCheck
+from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.config.thresholds import TRIM_ETA_SHORT_SECONDS
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import TrimOutlook
 from opsd.observe.status import StatusStore, jsonable
+from opsd.results.trim import TrimOutlook
 from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AutoTrimConfig, trim_limit
 from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
@@ -194,8 +194,8 @@ def test_the_lifetime_rule_closes_on_the_next_rows_age_from_the_lag_check(yt, yt
 def test_through_the_ytsaurus_client_the_checks_read_the_auto_trim_config_and_vital_consumers(
         standin, standin_cluster, tmp_path, recorder, monkeypatch) -> None:
     """The attribute, a key inside it and the registrations cross the real client and the HTTP stand-in."""
-    from opsd.checks.positions.collect import collect_retention
     from opsd.checks.vital.check import VitalConsumerCheck
+    from opsd.collect.positions import collect_retention
     from tests.support.standin import STANDIN_TOKEN
 
     root = f"//tmp/trim{tmp_path.name[-8:]}"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget
 from opsd.checks.vital.check import VitalConsumerCheck
+from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.config.thresholds import VITAL_CONSUMER_STALLED_SECONDS
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore, jsonable

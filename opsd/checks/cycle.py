@@ -23,9 +23,9 @@ from typing import Protocol
 
 import structlog
 
-from opsd.checks.positions.collect import PositionsCollector, Reading
+from opsd.collect.positions import PositionsCollector, Reading
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import CycleTrace, StepOutcome, StepTrace
+from opsd.results.cycle import CycleTrace, StepOutcome, StepTrace
 
 log = structlog.get_logger(__name__)
 

@@ -19,23 +19,23 @@ from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.cycle import Cycle, PositionCheck, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.health.check import Watchdog
-from opsd.checks.history.apply import HistoryLog
-from opsd.checks.history.table import history_paths
 from opsd.checks.lag.check import LagCheck
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
 from opsd.checks.oom.sampler import MemorySampler
 from opsd.checks.phases.check import PhasesCheck
-from opsd.checks.positions.collect import PositionsCollector, ProgressSource, targets_for
 from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
 from opsd.checks.trim.check import TrimCheck
 from opsd.checks.tuning.check import TuningCheck
 from opsd.checks.vital.check import VitalConsumerCheck
+from opsd.collect.positions import PositionsCollector, ProgressSource, targets_for
 from opsd.config.models import ChecksSettings, OpsdConfig
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
+from opsd.stores.history.apply import HistoryLog
+from opsd.stores.history.table import history_paths
 
 #: Called by the runner before it (re)starts a pipeline, with its name and the text of the failure that ended its last
 #: run (None at the first start).

@@ -9,7 +9,7 @@ import json
 import os
 from typing import Any
 
-from opsd.checks.positions.collect import QueryTarget, targets_for
+from opsd.collect.positions import QueryTarget, targets_for
 from opsd.config.load import ConfigError, load_config
 from opsd.config.models import HttpSettings
 from streaming_core.cluster import Cluster, NoSuchPathError, connect, resolve_uri

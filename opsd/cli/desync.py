@@ -22,16 +22,16 @@ from rich.text import Text
 from opsd.checks.desync.apply import apply
 from opsd.checks.desync.decide import HealDecision, decide
 from opsd.checks.desync.evaluate import evaluate
-from opsd.checks.history.apply import HistoryLog
-from opsd.checks.history.decide import heal_entries
-from opsd.checks.history.table import history_path
-from opsd.checks.positions.collect import collect_target
 from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import CliError, resolve_target
+from opsd.collect.positions import collect_target
 from opsd.config.load import load_config
 from opsd.config.models import ChecksSettings
-from opsd.observe.results import HealOutcome, QueueDesync
 from opsd.observe.status import jsonable
+from opsd.results.desync import HealOutcome, QueueDesync
+from opsd.stores.history.apply import HistoryLog
+from opsd.stores.history.decide import heal_entries
+from opsd.stores.history.table import history_path
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
 from streaming_core.checkpoint import newest_batch

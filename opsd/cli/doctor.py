@@ -21,16 +21,18 @@ from typing import Any
 from rich.console import RenderableType
 from rich.text import Text
 
-from opsd.checks.positions.collect import QueryTarget
 from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import DEFAULT_URL
 from opsd.cli.status import query_state
+from opsd.collect.positions import QueryTarget
 from opsd.config.load import load_config
 from opsd.doctor.advice import Naming
 from opsd.doctor.diagnose import diagnose
 from opsd.doctor.gather import from_config, from_status, from_targets
 from opsd.doctor.report import Report
-from opsd.observe.results import DesyncState, TuneReason, in_words
+from opsd.results.autotune import TuneReason
+from opsd.results.desync import DesyncState
+from opsd.results.values import in_words
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
 from streaming_core.cluster import connect

@@ -1,5 +1,5 @@
 """`opsd history QUERY`: why a query's caps and consumer are what they are — the tuner, heal and replan decisions
-kept in its history table (`opsd.checks.history`), newest first.
+kept in its history table (`opsd.stores.history`), newest first.
 
 The table is found from the config (`--config FILE`: `checks.history_path`, else next to the query's tuning
 document), from a checkpoint (`--checkpoint LOCATION`: next to the tuning document of the consumer its offsets
@@ -14,13 +14,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from opsd.checks.history.collect import read_history
-from opsd.checks.history.table import history_path, history_paths
 from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import CliError
 from opsd.config.load import ConfigError, load_config
-from opsd.observe.results import HealOutcome, HistoryEntry, HistoryKind, TuneReason, in_words
 from opsd.observe.status import jsonable
+from opsd.results.history import HistoryEntry
+from opsd.stores.history.collect import read_history
+from opsd.stores.history.table import history_path, history_paths
 from opsd.telemetry.redaction import redact
 from opsd.telemetry.terminal import Shown
 from streaming_core.checkpoint import read_checkpoint
@@ -97,19 +97,11 @@ def history_items(entries: list[HistoryEntry], shown: Shown) -> list[Item]:
     items = []
     for e in entries:
         when = datetime.datetime.fromtimestamp(e.at, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
-        reason = _reason_words(e)
+        reason = e.reason.words
         outcome = e.outcome if e.reason == e.outcome else f"{e.outcome}: {reason}"
         items.append(Item(when, (shown.line(f"{e.kind.value} {e.subject}"),
                                  shown.line(f"{compact(e.before)} -> {compact(e.after)}"), shown.line(outcome))))
     return items
-
-
-def _reason_words(entry: HistoryEntry) -> str:
-    if entry.kind is HistoryKind.TUNER:
-        return in_words(TuneReason, entry.reason)
-    if entry.kind is HistoryKind.HEAL and entry.reason in HealOutcome._value2member_map_:
-        return HealOutcome(entry.reason).words
-    return entry.reason
 
 
 def compact(value: Any) -> str:

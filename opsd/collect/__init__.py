@@ -1,2 +1,3 @@
-"""The positions collector: once per cycle, each query's checkpoint, consumer offsets and queue counters, read into
-one frozen `opsd.observe.positions.QueryPositions` that the desync, lag, OOM and tuning checks all evaluate."""
+"""What opsd reads of the world for the checks: the positions collector (`positions`), once per cycle each query's
+checkpoint, consumer offsets, queue counters and retention, read into one frozen `opsd.results.positions` reading
+that every position check evaluates."""

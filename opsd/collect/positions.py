@@ -33,8 +33,8 @@ from typing import Any
 import structlog
 
 from opsd.config.models import OpsdConfig
-from opsd.observe.positions import PartitionPositions, QueryPositions, QueuePositions, QueueRetention, VitalConsumer
 from opsd.observe.progress import BatchProgress
+from opsd.results.positions import PartitionPositions, QueryPositions, QueuePositions, QueueRetention, VitalConsumer
 from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
 from streaming_core.checkpoint import Checkpoint, read_checkpoint
 from streaming_core.cluster import Cluster, ClusterError, NoSuchPathError, TabletInfo, connect

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opsd.checks.positions.collect import targets_for
+from opsd.collect.positions import targets_for
 from opsd.config.models import OpsdConfig
 from opsd.doctor.advice import RESUME_BLOCKERS, Naming, desync_findings, findings
 from opsd.doctor.gather import from_targets

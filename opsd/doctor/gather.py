@@ -18,7 +18,6 @@ from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.desync.evaluate import evaluate as evaluate_desync
 from opsd.checks.lag.collect import collect as collect_lag
 from opsd.checks.lag.evaluate import evaluate as evaluate_lag
-from opsd.checks.positions.collect import QueryTarget, Reading, collect, targets_for
 from opsd.checks.trim.collect import collect as collect_trim
 from opsd.checks.trim.decide import decide as decide_trim
 from opsd.checks.trim.evaluate import evaluate as evaluate_trim
@@ -27,6 +26,7 @@ from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
 from opsd.checks.vital.collect import collect as collect_vital
 from opsd.checks.vital.evaluate import evaluate as evaluate_vital
+from opsd.collect.positions import QueryTarget, Reading, collect, targets_for
 from opsd.config.models import OpsdConfig
 from opsd.observe.status import jsonable
 from streaming_core.cluster import Cluster

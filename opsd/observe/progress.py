@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from opsd.observe.values import frozen_mapping
+from opsd.results.values import frozen_mapping
 from streaming_core.offsets import QueueOffset, unread_rows
 
 # Spark reports the watermark as the epoch until the first batch with data moves it.

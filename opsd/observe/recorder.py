@@ -23,25 +23,17 @@ from opsd.observe.events import (
 )
 from opsd.observe.failures import failure_message
 from opsd.observe.phases import BatchPhases, PhaseShares
-from opsd.observe.positions import QueryPositions
 from opsd.observe.progress import BatchProgress
-from opsd.observe.results import (
-    CycleTrace,
-    DesyncEntry,
-    Direction,
-    Heal,
-    HealOutcome,
-    OomVerdict,
-    QueryLag,
-    QueueDesync,
-    QueueSignals,
-    QueueTrim,
-    StepOutcome,
-    TunerDecision,
-    TuneReason,
-    VitalConsumerAudit,
-)
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore, jsonable
+from opsd.results.autotune import Direction, TunerDecision, TuneReason
+from opsd.results.cycle import CycleTrace, StepOutcome
+from opsd.results.desync import DesyncEntry, Heal, HealOutcome, QueueDesync
+from opsd.results.lag import QueryLag
+from opsd.results.oom import OomVerdict
+from opsd.results.positions import QueryPositions
+from opsd.results.queue_agent import QueueSignals
+from opsd.results.trim import QueueTrim
+from opsd.results.vital import VitalConsumerAudit
 from opsd.telemetry.logs import TRACES_LOGGER
 from opsd.telemetry.metrics import Metrics
 

@@ -2,7 +2,7 @@
 
 The recorder (listener thread, the runner's restarts, the scheduled checks) is its only writer; the checks, the HTTP
 threads and the demo read it, so the store hands out immutable :class:`QueryStatus` snapshots and applies changes
-under one lock. A status holds the checks' results as their frozen types (`opsd.observe.results`); JSON is made only
+under one lock. A status holds the checks' results as their frozen types (`opsd.results`); JSON is made only
 where it leaves the process, by `jsonable` (`StatusStore.to_json` for `/status`, the doctor's `--json`).
 """
 
@@ -18,17 +18,15 @@ from typing import Any
 
 from opsd.observe.phases import PhaseShares
 from opsd.observe.progress import BatchSummary, PartitionOffsets
-from opsd.observe.results import (
-    CycleTrace,
-    DesyncEntry,
-    OomVerdict,
-    QueryLag,
-    QueueSignals,
-    QueueTrim,
-    TunerDecision,
-    VitalConsumerAudit,
-)
-from opsd.observe.values import frozen_mapping
+from opsd.results.autotune import TunerDecision
+from opsd.results.cycle import CycleTrace
+from opsd.results.desync import DesyncEntry
+from opsd.results.lag import QueryLag
+from opsd.results.oom import OomVerdict
+from opsd.results.queue_agent import QueueSignals
+from opsd.results.trim import QueueTrim
+from opsd.results.values import frozen_mapping
+from opsd.results.vital import VitalConsumerAudit
 
 #: Batches of a query kept in `QueryStatus.recent_batches`.
 RECENT_BATCHES = 32

@@ -1,7 +1,7 @@
 """Where each query stands, read once per cycle: per query and queue the checkpoint's batches, the consumer and the
 queue's counters, in next-row terms (a checkpoint's last-read index + 1, as a consumer offset is).
 
-Plain frozen data, read by `opsd.checks.positions.collect` and evaluated by every check that needs them (desync,
+Plain frozen data, read by `opsd.collect.positions` and evaluated by every check that needs them (desync,
 lag, OOM risk, the auto-tuner, the trim forecast, the vital-consumer audit); the status store keeps them inside the
 desync check's results. Per queue (not per query) the cycle also reads how the queue is trimmed: its
 `@auto_trim_config` and the offsets of the consumers registered as vital for it (`QueueRetention`).
@@ -102,7 +102,7 @@ class VitalConsumer:
 class QueueRetention:
     """How a queue is trimmed, read once per cycle after the queries' positions: its `@auto_trim_config` (None: not
     set) and its vital consumers with their offsets (which may be past the counters read before them: see
-    `opsd.checks.positions.collect`); `problem` when they could not be read."""
+    `opsd.collect.positions`); `problem` when they could not be read."""
 
     queue: str
     auto_trim: AutoTrimConfig | None = None

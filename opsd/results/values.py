@@ -1,11 +1,13 @@
 """Immutable values inside the frozen results: read-only mappings (`frozen_mapping`), JSON values frozen all the way
 down (`frozen_json`: objects as read-only mappings, arrays as tuples) and the type of such a value (`JsonValue`), for
 the parts of a result that are JSON by nature (what a decision was made from, a history entry's values, the Queue
-Agent's attributes). A result is frozen; a dict inside it could still change under a reader on another thread."""
+Agent's attributes), and the words of enums read back from documents. A result is frozen; a dict inside it could
+still change under a reader on another thread."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from types import MappingProxyType
 from typing import TypeAlias, TypeVar
 
@@ -28,3 +30,9 @@ def frozen_json(value: JsonValue) -> JsonValue:
     if isinstance(value, (list, tuple)):
         return tuple(frozen_json(v) for v in value)
     return value
+
+
+def in_words(kind: type[Enum], value: str) -> str:
+    """A member of a worded enum (one with `words`: a desync state, a tuner's reason) read from a document
+    (`/status`, a history row) in words; a value this version does not know (a newer daemon's), as it is."""
+    return kind(value).words if value in kind._value2member_map_ else value  # type: ignore[attr-defined]

@@ -280,7 +280,7 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "batch planned again, or not), direction (up, down, hold) and reason.",
         ("query", "knob", "direction", "reason"),
     ),
-    # The decision history (opsd.checks.history): decisions kept in the cluster, and appends that failed.
+    # The decision history (opsd.stores.history): decisions kept in the cluster, and appends that failed.
     MetricDefinition(
         "opsd_history_entries_total", _C,
         "Tuner, heal and replan decisions appended to the query's history table.",

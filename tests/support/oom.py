@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from opsd.observe.results import OomVerdict
+from opsd.results.oom import OomVerdict
 
 
 def oom_verdict(risk: float, safe_rows: int | None = None, safe_bytes: int | None = None, *,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import structlog
 
 from opsd.checks.autotune.decide import Decision, Direction, Replan
-from opsd.observe.results import Knob
+from opsd.results.autotune import Knob
 from streaming_core.checkpoint import drop_planned_batch
 from streaming_core.cluster import Cluster
 from streaming_core.tuning import write_tuning

@@ -25,15 +25,15 @@ from opsd.checks.autotune.decide import (
     remember,
 )
 from opsd.checks.autotune.evaluate import Evaluation, evaluate
-from opsd.checks.history.apply import HistoryLog
-from opsd.checks.history.decide import replan_entries, tuner_entries
-from opsd.checks.positions.collect import PositionsCollector, Reading
 from opsd.checks.tuning.collect import TuningSources, sources_for
+from opsd.collect.positions import PositionsCollector, Reading
 from opsd.config.models import OpsdConfig
-from opsd.observe.positions import QueryPositions
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import Decision, Direction, Knob, TunerDecision, TunerMode
 from opsd.observe.status import QueryStatus
+from opsd.results.autotune import Decision, Direction, Knob, TunerDecision, TunerMode
+from opsd.results.positions import QueryPositions
+from opsd.stores.history.apply import HistoryLog
+from opsd.stores.history.decide import replan_entries, tuner_entries
 from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.tuning import default_tuning_path
 

@@ -23,10 +23,10 @@ from opsd.checks.autotune.facts import Facts, Uncommitted
 from opsd.checks.tuning.collect import TuningSources
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.config.models import AutotuneSettings, PipelineConfig
-from opsd.observe.positions import QueryPositions
 from opsd.observe.progress import BatchSummary
-from opsd.observe.results import TunerMode
 from opsd.observe.status import QueryStatus
+from opsd.results.autotune import ReplanRefusal, TunerMode
+from opsd.results.positions import QueryPositions
 from streaming_core.checkpoint import Checkpoint, checkpoint_files, has_state, read_checkpoint
 from streaming_core.cluster import Cluster
 from streaming_core.options import CHECKPOINT_LOCATION, CLUSTER, PATH, SinkOptions
@@ -37,10 +37,7 @@ from streaming_core.write_stats import read_write_stats
 log = structlog.get_logger(__name__)
 
 #: Sinks that cannot take a re-planned batch, and why.
-REPLAN_REFUSED = {
-    "foreachBatch": "a foreachBatch function may rely on Spark's promise that a replayed batch id has the same rows",
-    "parquet": "Spark's file sink log may hold the batch's output already",
-}
+REPLAN_REFUSED = {"foreachBatch": ReplanRefusal.FOREACH_BATCH, "parquet": ReplanRefusal.FILE_SINK}
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,7 @@ class ReplanPolicy:
 
     checkpoint: str | None = None
     #: Why its sink cannot take a re-planned batch whatever the checkpoint holds; None when it can.
-    refused: str | None = None
+    refused: ReplanRefusal | None = None
     #: A yt sink's options: it can while its transactional commit log (if any) lacks the batch. Looked up whatever
     #: the options say: `transactional` may come from a Spark conf opsd does not see.
     yt_sink: SinkOptions | None = None
@@ -61,16 +58,17 @@ def replan_policy(pipeline: PipelineConfig, cluster_uri: str | None, spark_conf:
     every row still reaches them at least once, and an idempotent one writes a row twice as once)."""
     location, sink = pipeline.checkpoint_location, pipeline.sink
     if not location:
-        return ReplanPolicy(refused="no checkpoint location: a restart plans every batch anew")
+        return ReplanPolicy(refused=ReplanRefusal.NO_CHECKPOINT)
     if pipeline.stateful:
-        return ReplanPolicy(location, "the query keeps state, which the failed batch may have changed")
+        return ReplanPolicy(location, ReplanRefusal.STATEFUL)
     options = None
     if sink.format == "yt":
         try:
             options = SinkOptions.parse({CLUSTER: cluster_uri or "", **sink.options, PATH: sink.path or "",
                                          CHECKPOINT_LOCATION: location}, spark_conf)
         except ValueError as e:
-            return ReplanPolicy(location, f"the yt sink's options do not parse: {e}")
+            log.warning("autotune_sink_options_unreadable", query=pipeline.name, error=str(e))
+            return ReplanPolicy(location, ReplanRefusal.SINK_OPTIONS_UNREADABLE)
     return ReplanPolicy(location, REPLAN_REFUSED.get(sink.format), options)
 
 
@@ -108,9 +106,9 @@ def uncommitted(cluster: Cluster, policy: ReplanPolicy) -> Uncommitted | None:
         if policy.refused:
             return Uncommitted(planned.batch_id, rows, policy.refused)
         if has_state(policy.checkpoint, files=files):
-            return Uncommitted(planned.batch_id, rows, "the query keeps state, which the failed batch may have changed")
+            return Uncommitted(planned.batch_id, rows, ReplanRefusal.STATEFUL)
         if policy.yt_sink and batch_committed(policy.yt_sink, planned.batch_id):
-            return Uncommitted(planned.batch_id, rows, "the sink committed the batch before the query failed")
+            return Uncommitted(planned.batch_id, rows, ReplanRefusal.SINK_COMMITTED)
         return Uncommitted(planned.batch_id, rows)
     except Exception as e:  # a checkpoint opsd cannot read (or a client's own error) must not stop the tuning
         log.warning("autotune_checkpoint_unreadable", checkpoint=policy.checkpoint, error=f"{type(e).__name__}: {e}")

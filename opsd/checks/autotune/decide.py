@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING
 
 from opsd.checks.autotune.evaluate import PER_BATCH_COSTS, Evaluation
 from opsd.checks.autotune.facts import Facts
-from opsd.observe.results import Decision, Direction, Knob, TuneReason
+from opsd.results.autotune import Decision, Direction, Knob, ReplanRefusal, TuneReason
 from streaming_core.phases import DECODE_ROWS, READ_WAIT, SINK_INSERT, TRANSFORM
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ class Replan:
 
     query: str
     batch_id: int
-    refused: str | None
+    refused: ReplanRefusal | None
 
 
 def decide_replan(evaluation: Evaluation, cap: int | None) -> Replan | None:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from opsd.observe.phases import PhaseShares
 from opsd.observe.progress import BatchSummary
-from opsd.observe.results import OomVerdict, TunerMode
+from opsd.results.autotune import ReplanRefusal, TunerMode
+from opsd.results.oom import OomVerdict
 
 if TYPE_CHECKING:  # its module reads the cluster, which the evaluate and decide steps must not import
     from streaming_core.write_stats import WriteStats
@@ -23,7 +24,7 @@ class Uncommitted:
     #: Rows of its largest partition (None: unknown): planning it again helps only under a smaller cap.
     partition_rows: int | None = None
     #: Why planning it again could lose or duplicate output; None when the sink holds none of it.
-    unsafe: str | None = None
+    unsafe: ReplanRefusal | None = None
 
 
 @dataclass(frozen=True)

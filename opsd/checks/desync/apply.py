@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from opsd.checks.desync.decide import HealDecision
-from opsd.observe.results import HealOutcome
+from opsd.results.desync import HealOutcome
 from streaming_core.cluster import BeyondQueueEndError, Cluster, ConflictError
 from streaming_core.consumer import advance_consumer
 

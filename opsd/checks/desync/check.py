@@ -1,4 +1,4 @@
-"""The scheduled desync check: for every query of the cycle's positions (`opsd.checks.positions`), evaluate ->
+"""The scheduled desync check: for every query of the cycle's positions (`opsd.collect.positions`), evaluate ->
 record, and where healing is enabled decide -> apply. Queries come from the config (pipelines opsd runs, `watch:`
 entries) and, for a session opsd is attached to, from the progress events of its running queries.
 
@@ -15,11 +15,11 @@ import structlog
 from opsd.checks.desync.apply import HealResult, apply
 from opsd.checks.desync.decide import decide
 from opsd.checks.desync.evaluate import evaluate
-from opsd.checks.history.apply import HistoryLog
-from opsd.checks.history.decide import heal_entries
-from opsd.checks.positions.collect import PositionsCollector, QueryTarget, Reading, error_text
+from opsd.collect.positions import PositionsCollector, QueryTarget, Reading, error_text
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import HealOutcome, QueueDesync
+from opsd.results.desync import HealOutcome, QueueDesync
+from opsd.stores.history.apply import HistoryLog
+from opsd.stores.history.decide import heal_entries
 from streaming_core.checkpoint import newest_batch
 from streaming_core.cluster import Cluster, connect
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from opsd.observe.results import AHEAD_OF_QUEUE, DesyncState, HealOutcome, QueueDesync
+from opsd.results.desync import AHEAD_OF_QUEUE, DesyncState, HealOutcome, QueueDesync
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Evaluate desync: one state per partition from the collected facts. Pure: no cluster, no clock.
 
-States (`opsd.observe.results.DesyncState`), in rising severity (a queue's state is its worst partition's):
+States (`opsd.results.desync.DesyncState`), in rising severity (a queue's state is its worst partition's):
 - `in_sync`: the consumer is at the committed batch's end;
 - `lagging_one_batch`: behind it, but not behind the previous batch's end — the source acknowledges a batch
   only when it plans the next one, so an idle query (and an `availableNow` run) leaves exactly this;
@@ -20,14 +20,14 @@ States (`opsd.observe.results.DesyncState`), in rising severity (a queue's state
   (`streaming_core.cluster.BeyondQueueEndError`).
 
 A queue's row count only grows while it lives, and the checkpoint and the consumer are read before the queue's
-counters (`opsd.checks.positions.collect`), so the last two states never come from timing: offsets past the end are
+counters (`opsd.collect.positions`), so the last two states never come from timing: offsets past the end are
 offsets of another queue.
 """
 
 from __future__ import annotations
 
-from opsd.observe.positions import PartitionPositions, QueuePositions
-from opsd.observe.results import DesyncState, PartitionDesync, QueueDesync
+from opsd.results.desync import DesyncState, PartitionDesync, QueueDesync
+from opsd.results.positions import PartitionPositions, QueuePositions
 
 
 def partition_state(f: PartitionPositions) -> DesyncState:

@@ -12,10 +12,10 @@ from opsd.checks.lag.collect import Timestamps, collect
 from opsd.checks.lag.evaluate import evaluate
 from opsd.checks.lag.facts import Point
 from opsd.checks.lag.history import History
-from opsd.checks.positions.collect import PositionsCollector, Reading
+from opsd.collect.positions import PositionsCollector, Reading
 from opsd.config.models import ChecksSettings
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import QueryLag
+from opsd.results.lag import QueryLag
 from streaming_core.cluster import connect
 
 

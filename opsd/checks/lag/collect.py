@@ -1,6 +1,6 @@
 """Collect lag samples: per query the next row to read of each partition — the committed checkpoint's end, or the
 consumer's offset when that is further (the source's own rule) — from the cycle's positions
-(`opsd.checks.positions`), and the `$timestamp` of that row where the queue has the column.
+(`opsd.collect.positions`), and the `$timestamp` of that row where the queue has the column.
 
 A row's `$timestamp` costs one read, so `Timestamps` remembers it while the row stays a partition's next one and
 reads at most a budget of new ones per run; the partitions past the budget get their lag from the sampled history
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from opsd.checks.lag.facts import PartitionSample, QuerySample
-from opsd.observe.positions import QueuePositions
+from opsd.results.positions import QueuePositions
 from streaming_core.cluster import Cluster, ClusterError
 from streaming_core.cluster.schema import TIMESTAMP
 

@@ -16,7 +16,7 @@ import bisect
 from collections.abc import Sequence
 
 from opsd.checks.lag.facts import PartitionSample, Point, QuerySample
-from opsd.observe.results import PartitionLag, QueryLag
+from opsd.results.lag import PartitionLag, QueryLag
 from streaming_core.offsets import unread_rows
 
 

@@ -45,15 +45,15 @@ from opsd.checks.oom.evaluate import (
     planned_batch,
 )
 from opsd.checks.oom.sampler import MemorySampler
-from opsd.checks.positions.collect import PositionsCollector, Reading
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
+from opsd.collect.positions import PositionsCollector, Reading
 from opsd.config.models import OpsdConfig
 from opsd.observe.failures import memory_pool
 from opsd.observe.progress import PartitionOffsets
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import OomVerdict, PoolVerdict
 from opsd.observe.status import QueryStatus
+from opsd.results.oom import OomVerdict, PoolVerdict
 from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.options import CONSUMER_PATH
 

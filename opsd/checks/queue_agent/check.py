@@ -1,4 +1,4 @@
-"""The scheduled Queue Agent check: for every queue of the cycle's positions (`opsd.checks.positions`), collect the
+"""The scheduled Queue Agent check: for every queue of the cycle's positions (`opsd.collect.positions`), collect the
 Queue Agent's attributes -> evaluate (falling back to opsd's own measurements) -> record. It only reads.
 
 A failure to read the attributes is logged and leaves opsd's own measurements in force; it never stops the check of
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import structlog
 
-from opsd.checks.positions.collect import PositionsCollector, Reading, error_text
 from opsd.checks.queue_agent.collect import collect
 from opsd.checks.queue_agent.evaluate import evaluate
 from opsd.checks.queue_agent.facts import Served
+from opsd.collect.positions import PositionsCollector, Reading, error_text
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import QueueSignals
+from opsd.results.queue_agent import QueueSignals
 from streaming_core.cluster import ClusterError, connect
 
 log = structlog.get_logger(__name__)

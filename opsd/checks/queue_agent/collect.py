@@ -11,8 +11,8 @@ from typing import Any
 
 import structlog
 
-from opsd.checks.positions.collect import Reading, error_text
 from opsd.checks.queue_agent.facts import Served
+from opsd.collect.positions import Reading, error_text
 from streaming_core.cluster import Cluster, ClusterError
 from streaming_core.cluster.base import QUEUE_CONSUMER_PARTITIONS, QUEUE_PARTITIONS, QUEUE_STATUS
 

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from opsd.checks.queue_agent.facts import Served
-from opsd.observe.positions import PartitionPositions, QueuePositions
-from opsd.observe.results import Disposition, PartitionSignals, QueryLag, QueueSignals
+from opsd.results.lag import QueryLag
+from opsd.results.positions import PartitionPositions, QueuePositions
+from opsd.results.queue_agent import Disposition, PartitionSignals, QueueSignals
 
 #: `{(queue, partition): (unix seconds, row count)}` of the previous reading.
 RowCounts = Mapping[tuple[str, int], tuple[float, int]]

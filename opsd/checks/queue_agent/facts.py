@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opsd.observe.values import JsonValue
+from opsd.results.values import JsonValue
 
 
 @dataclass(frozen=True)

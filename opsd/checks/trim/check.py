@@ -6,14 +6,15 @@ It keeps each partition's recent samples between runs for the rates (`checks.lag
 
 from __future__ import annotations
 
-from opsd.checks.positions.collect import PositionsCollector, Reading
 from opsd.checks.trim.collect import collect
 from opsd.checks.trim.decide import decide
 from opsd.checks.trim.evaluate import evaluate
 from opsd.checks.trim.facts import Sample, Window
+from opsd.collect.positions import PositionsCollector, Reading
 from opsd.config.models import ChecksSettings
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import QueryLag, QueueTrim
+from opsd.results.lag import QueryLag
+from opsd.results.trim import QueueTrim
 
 
 class TrimCheck:

@@ -1,4 +1,4 @@
-"""Collect the trim forecast's facts from the cycle's positions reading (`opsd.checks.positions`: the queries' next
+"""Collect the trim forecast's facts from the cycle's positions reading (`opsd.collect.positions`: the queries' next
 rows and the queues' counters, and per queue its `@auto_trim_config` and vital consumers' offsets) and from the lag
 check's result in the status store (the age of each partition's next row). Reads nothing more from the cluster."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from opsd.checks.positions.collect import Reading
 from opsd.checks.trim.facts import PartitionTrimFacts, QueueTrimFacts
-from opsd.observe.positions import QueueRetention
-from opsd.observe.results import QueryLag
+from opsd.collect.positions import Reading
+from opsd.results.lag import QueryLag
+from opsd.results.positions import QueueRetention
 
 
 def collect(reading: Reading, lag_of: Callable[[str], QueryLag | None]) -> list[QueueTrimFacts]:

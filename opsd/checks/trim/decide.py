@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from opsd.config.thresholds import TRIM_ETA_SHORT_SECONDS
-from opsd.observe.results import QueueTrim
+from opsd.results.trim import QueueTrim
 
 
 def decide(trim: QueueTrim, short_seconds: float = TRIM_ETA_SHORT_SECONDS) -> QueueTrim:

@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 
 from opsd.checks.trim.facts import PartitionTrimFacts, QueueTrimFacts, Sample
-from opsd.observe.results import TRIM_RULES, PartitionTrim, QueueTrim, TrimOutlook
+from opsd.results.trim import TRIM_RULES, PartitionTrim, QueueTrim, TrimOutlook
 from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.offsets import unread_rows
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from opsd.checks.positions.collect import PositionsCollector, Reading
 from opsd.checks.vital.collect import collect
 from opsd.checks.vital.decide import decide
 from opsd.checks.vital.evaluate import evaluate
+from opsd.collect.positions import PositionsCollector, Reading
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import VitalConsumerAudit
+from opsd.results.vital import VitalConsumerAudit
 
 
 class VitalConsumerCheck:

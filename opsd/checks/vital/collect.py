@@ -3,8 +3,8 @@ offsets (`QueueRetention`) and its row counts from the queries reading it. Reads
 
 from __future__ import annotations
 
-from opsd.checks.positions.collect import Reading
 from opsd.checks.vital.facts import VitalFacts
+from opsd.collect.positions import Reading
 
 
 def collect(reading: Reading) -> list[VitalFacts]:

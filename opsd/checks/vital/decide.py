@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from opsd.config.thresholds import VITAL_CONSUMER_STALLED_SECONDS
-from opsd.observe.results import VitalConsumerAudit
+from opsd.results.vital import VitalConsumerAudit
 
 
 def decide(audit: VitalConsumerAudit, stalled_seconds: float = VITAL_CONSUMER_STALLED_SECONDS) -> VitalConsumerAudit:

@@ -8,7 +8,7 @@ it so with rows waiting (opsd cannot know how long it stood before it looked). N
 from __future__ import annotations
 
 from opsd.checks.vital.facts import VitalFacts
-from opsd.observe.results import VitalConsumerAudit
+from opsd.results.vital import VitalConsumerAudit
 
 
 def evaluate(facts: VitalFacts, previous: VitalConsumerAudit | None) -> VitalConsumerAudit:

@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 
 import structlog
 
-from opsd.checks.history.collect import read_ids
-from opsd.checks.history.decide import HistoryMemory, novel, remember
-from opsd.checks.history.table import HISTORY_SCHEMA, key, to_row
-from opsd.checks.positions.collect import error_text
+from opsd.collect.positions import error_text
 from opsd.observe.recorder import Recorder
-from opsd.observe.results import HistoryEntry
+from opsd.results.history import HistoryEntry
+from opsd.stores.history.collect import read_ids
+from opsd.stores.history.decide import HistoryMemory, novel, remember
+from opsd.stores.history.table import HISTORY_SCHEMA, key, to_row
 from streaming_core.cluster import Cluster
 from streaming_core.cluster.base import TABLE
 

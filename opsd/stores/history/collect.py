@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from opsd.checks.history.table import from_row
-from opsd.observe.results import HistoryEntry
+from opsd.results.history import HistoryEntry
+from opsd.stores.history.table import from_row
 from streaming_core.cluster import Cluster
 
 

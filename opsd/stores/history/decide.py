@@ -14,16 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from opsd.observe.results import (
-    Direction,
-    HealOutcome,
-    HistoryEntry,
-    HistoryKind,
-    HistoryOutcome,
-    QueueDesync,
-    TunerDecision,
-    TuneReason,
-)
+from opsd.results.autotune import Direction, ReplanRefusal, TunerDecision, TuneReason
+from opsd.results.desync import HealOutcome, QueueDesync
+from opsd.results.history import HistoryEntry, HistoryKind, HistoryOutcome
 
 #: Heal outcomes kept: an advance made, tried and lost or failed, or refused because the facts are unsafe.
 SAFETY_REFUSALS = frozenset({HealOutcome.NO_COMMITTED_BATCH, HealOutcome.MISMATCH, HealOutcome.AHEAD_OF_QUEUE,
@@ -53,15 +46,15 @@ def heal_entries(desync: QueueDesync, outcome: HealOutcome, moves: Mapping[int, 
               "states": {str(p.facts.partition): p.state.value for p in desync.partitions},
               "checkpoint_next": {str(p.facts.partition): p.facts.checkpoint_next for p in desync.partitions},
               "problem": f.problem}
-    return [HistoryEntry(f.query, at, HistoryKind.HEAL, f.queue, outcome, outcome.value,
+    return [HistoryEntry(f.query, at, HistoryKind.HEAL, f.queue, outcome, outcome,
                          offsets, after, inputs)]
 
 
-def replan_entries(query: str, batch_id: int, refused: str | None, cap: int | None, partition_rows: int | None,
-                   at: float) -> list[HistoryEntry]:
+def replan_entries(query: str, batch_id: int, refused: ReplanRefusal | None, cap: int | None,
+                   partition_rows: int | None, at: float) -> list[HistoryEntry]:
     """A failed run's batch planned again under `cap`, or left to replay with its range (`refused`: why)."""
     outcome, reason = ((HistoryOutcome.REFUSED, refused) if refused
-                       else (HistoryOutcome.REPLANNED, TuneReason.MEMORY_FAILURE.value))
+                       else (HistoryOutcome.REPLANNED, TuneReason.MEMORY_FAILURE))
     inputs = {"batch_id": batch_id, "max_rows_per_partition": cap}
     return [HistoryEntry(query, at, HistoryKind.REPLAN, f"batch {batch_id}", outcome, reason,
                          {"partition_rows": partition_rows}, None if refused else {"partition_rows": cap}, inputs)]

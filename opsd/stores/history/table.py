@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from opsd.config.models import OpsdConfig
-from opsd.observe.results import HistoryEntry, HistoryKind
 from opsd.observe.status import jsonable
+from opsd.results.history import HistoryEntry, HistoryKind
 from streaming_core.tuning import default_tuning_path
 
 #: The table's schema (YTsaurus' column specs).
@@ -59,7 +59,7 @@ def to_row(entry: HistoryEntry, entry_id: int) -> dict[str, Any]:
         return json.dumps(value, sort_keys=True, default=str)
 
     return {**key(entry.query, entry_id), "at": entry.at, "kind": entry.kind.value, "subject": entry.subject,
-            "outcome": entry.outcome.value, "reason": entry.reason, "before": text(jsonable(entry.before)),
+            "outcome": entry.outcome.value, "reason": entry.reason.value, "before": text(jsonable(entry.before)),
             "after": text(jsonable(entry.after)), "inputs": text(jsonable(entry.inputs))}
 
 
@@ -79,7 +79,7 @@ def from_row(row: Mapping[str, Any], path: str) -> HistoryEntry:
     except ValueError:
         raise ValueError(f"{where}: field 'kind' is {row.get('kind')!r}, expected one of "
                          f"{', '.join(k.value for k in HistoryKind)}") from None
-    inputs = value("inputs")
+    before, after, inputs = value("before"), value("after"), value("inputs")
     if inputs is not None and not isinstance(inputs, dict):
         raise ValueError(f"{where}: field 'inputs' must be a JSON object")
     try:
@@ -87,5 +87,10 @@ def from_row(row: Mapping[str, Any], path: str) -> HistoryEntry:
     except ValueError:
         raise ValueError(f"{where}: field 'outcome' is {row.get('outcome')!r}, not an outcome this version knows") \
             from None
+    try:
+        reason = HistoryEntry.reason_of(str(row.get("reason")))
+    except ValueError:
+        raise ValueError(f"{where}: field 'reason' is {row.get('reason')!r}, not a reason this version knows") \
+            from None
     return HistoryEntry(str(row["query"]), float(row["at"]), kind, str(row["subject"]), outcome,
-                        str(row["reason"]), value("before"), value("after"), inputs or {})
+                        reason, before, after, inputs or {})

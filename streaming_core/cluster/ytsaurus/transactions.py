@@ -3,14 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol
+
+import pyarrow as pa
 
 from ..base import ROWS, PushResult, Transaction
+from ..schema import TableSchema
 from .client import WIRE
+from .rows import PreparedRows
 
-if TYPE_CHECKING:
-    from . import YtsaurusCluster
+
+class TransactionHost(Protocol):
+    """What a tablet transaction asks of the `YtsaurusCluster` that started it (the cluster's module imports this
+    one): its error translation, the row preparation and calls it shares with the cluster's own writes and reads, and
+    its schemas and static reads."""
+
+    def _errors(self, what: str) -> AbstractContextManager[None]: ...
+
+    def _prepare_insert(self, path: str, rows: ROWS, tablet_index: int | None) -> PreparedRows: ...
+
+    def _send_insert(self, client: Any, path: str, prepared: PreparedRows) -> None: ...
+
+    def _yt_keys(self, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]: ...
+
+    def _lookup(self, client: Any, path: str, keys: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]: ...
+
+    def _push(self, client: Any, producer_path: str, queue_path: str, session_id: str, epoch: int, rows: ROWS, *,
+              sequence_number: int | None, user_meta: Any) -> PushResult: ...
+
+    def get_schema(self, path: str) -> TableSchema: ...
+
+    def read_table(self, path: str) -> Iterator[pa.RecordBatch]: ...
 
 
 class YtTransaction(Transaction):
@@ -20,7 +44,7 @@ class YtTransaction(Transaction):
     and deleted here are kept per key and laid over lookup results.
     """
 
-    def __init__(self, cluster: YtsaurusCluster, client: Any, tx: Any) -> None:
+    def __init__(self, cluster: TransactionHost, client: Any, tx: Any) -> None:
         self._cluster = cluster
         self._client = client
         self._tx = tx

@@ -1,0 +1,51 @@
+"""The OOM check's verdict (`opsd.checks.oom`): the next batch's risk per memory pool and the safe caps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PoolVerdict:
+    """One memory pool's verdict for the next batch: the expected peak, its interval at the confidence, the
+    probability it passes the limit, the baseline, the last observed peak, how many batches the fit saw and what
+    measured the pool (`sampler` or `spark_metrics`)."""
+
+    pool: str
+    risk: float
+    predicted_peak_bytes: float
+    peak_interval_bytes: tuple[float, float]
+    exceed_probability: float
+    limit_bytes: float
+    baseline_bytes: float
+    observed_peak_bytes: float | None
+    observations: int
+    measured_by: str
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {"risk": self.risk, "predicted_peak_bytes": self.predicted_peak_bytes,
+                "peak_interval_bytes": self.peak_interval_bytes, "exceed_probability": self.exceed_probability,
+                "limit_bytes": self.limit_bytes, "baseline_bytes": self.baseline_bytes,
+                "observed_peak_bytes": self.observed_peak_bytes, "observations": self.observations,
+                "measured_by": self.measured_by}
+
+
+@dataclass(frozen=True)
+class OomVerdict:
+    """The OOM check's verdict for a query's next batch, over its pools."""
+
+    risk: float
+    confidence: float
+    exceed_probability: float
+    batch_bytes: float
+    safe_max_rows_per_partition: int | None
+    pools: tuple[PoolVerdict, ...] = ()
+    safe_max_bytes_per_partition: int | None = None
+
+    def to_json(self) -> Mapping[str, Any]:
+        return {"risk": self.risk, "confidence": self.confidence, "exceed_probability": self.exceed_probability,
+                "batch_bytes": self.batch_bytes, "safe_max_rows_per_partition": self.safe_max_rows_per_partition,
+                "safe_max_bytes_per_partition": self.safe_max_bytes_per_partition,
+                "pools": {p.pool: p for p in self.pools}}

@@ -1,0 +1,1 @@
+"""What opsd keeps on the cluster across restarts: the decision history (`history`)."""

@@ -12,7 +12,9 @@ from collections.abc import Iterator, Mapping, MutableMapping
 import pytest
 
 import opsd.checks
+import opsd.checks.registry
 import opsd.results
+from opsd.checks.registry import STEPS
 from opsd.observe.progress import BatchSummary
 from opsd.observe.status import QueryStatus
 from opsd.results.autotune import Decision, Knob, TuneReason
@@ -25,9 +27,27 @@ from streaming_core.write_stats import WriteStats
 TYPE_CHECKING_ONLY = {"WriteStats": WriteStats}
 
 
-def result_types() -> Iterator[type]:
-    """`QueryStatus`, every result type, and every frozen type of every check (its facts, evaluation, decision)."""
+def registry_checks() -> list[type]:
+    """The check classes the registry builds (every class it names with a `name` and a `run`): a check added to the
+    registry is walked without a list here to update."""
+    return [v for v in vars(opsd.checks.registry).values()
+            if isinstance(v, type) and isinstance(getattr(v, "name", None), str) and callable(getattr(v, "run", None))]
+
+
+def returned(check: type) -> Iterator[object]:
+    """What a check's `run` and `evaluate` return, as their annotations say (the results it hands on)."""
+    module = vars(importlib.import_module(check.__module__))
+    for method in ("run", "evaluate"):
+        if hasattr(check, method):
+            yield typing.get_type_hints(getattr(check, method), {**module, **TYPE_CHECKING_ONLY})["return"]
+
+
+def result_types() -> Iterator[object]:
+    """`QueryStatus`, what every check of the registry returns, every result type, and every frozen type of every
+    check (its facts, evaluation, decision)."""
     yield QueryStatus
+    for check in registry_checks():
+        yield from returned(check)
     modules = [importlib.import_module(m.name) for package in (opsd.results, opsd.checks)
                for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")]
     for module in modules:
@@ -36,7 +56,7 @@ def result_types() -> Iterator[type]:
                 yield value
 
 
-def loose_parts(root: type) -> list[str]:
+def loose_parts(root: object) -> list[str]:
     """Where the types reachable from `root`'s fields hold `Any` (as a mapping's values or bare)."""
     found: list[str] = []
     seen: set[type] = set()
@@ -57,14 +77,23 @@ def loose_parts(root: type) -> list[str]:
             for f in dataclasses.fields(hint):
                 walk(hints[f.name], f"{hint.__module__}.{hint.__qualname__}.{f.name}")
 
-    walk(root, root.__qualname__)
+    walk(root, getattr(root, "__qualname__", str(root)))
     return found
 
 
-@pytest.mark.parametrize("root", sorted(set(result_types()), key=lambda t: f"{t.__module__}.{t.__qualname__}"),
-                         ids=lambda t: f"{t.__module__}.{t.__qualname__}")
-def test_no_result_holds_a_loose_mapping_or_any(root: type) -> None:
+def _named(hint: object) -> str:
+    return f"{hint.__module__}.{hint.__qualname__}" if isinstance(hint, type) else str(hint)
+
+
+@pytest.mark.parametrize("root", sorted(set(result_types()), key=_named), ids=_named)
+def test_no_result_holds_a_loose_mapping_or_any(root: object) -> None:
     assert loose_parts(root) == []
+
+
+def test_the_walk_reaches_every_check_the_registry_builds() -> None:
+    names = {c.name for c in registry_checks()}
+    assert set(STEPS) | {"watchdog", "tuning", "phases"} <= names
+    assert all(list(returned(c)) for c in registry_checks())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,11 +7,14 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
+from opsd.checks.trim.collect import collect as collect_trim
 from opsd.checks.vital.check import VitalConsumerCheck
-from opsd.collect.positions import PositionsCollector, QueryTarget
+from opsd.checks.vital.facts import VitalFacts
+from opsd.collect.positions import PositionsCollector, QueryTarget, Reading, with_vital
 from opsd.config.thresholds import VITAL_CONSUMER_STALLED_SECONDS
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore, jsonable
+from opsd.results.positions import PartitionPositions, QueryPositions, QueuePositions, QueueRetention, VitalConsumer
 from opsd.telemetry.metrics import Metrics
 from tests.support.retention import Clock, retention_job
 
@@ -102,3 +105,16 @@ def test_a_queue_read_by_two_queries_has_its_retention_read_once_per_cycle_and_a
     assert (audit.consumer, listed) == (job.other, [{"queue_path": job.queue}])
     assert [(a.consumer, a.own) for a in recorder.status.get("job").vital_consumers] == [(job.other, False)]
     assert [(a.consumer, a.own) for a in recorder.status.get("other").vital_consumers] == [(job.other, True)]
+
+
+def test_the_audit_the_trim_forecast_and_the_reading_tell_the_querys_own_consumer_by_one_rule() -> None:
+    """A consumer named with a trailing slash in one place and without in another is the same consumer everywhere."""
+    retention = QueueRetention("//q", vital=(VitalConsumer("//c/", None, {0: 3}),))
+    positions = QueuePositions("job", "//q", "//c", "cp", 1, 1,
+                               partitions=(PartitionPositions(0, 3, 2, None, 3, 5, 0),))
+    reading = Reading(1.0, (QueryPositions("job", 1.0, (positions,)),), retention={"//q": retention})
+
+    assert with_vital(positions, {"//q": retention}).vital is True
+    assert [p.consumer_vital for f in collect_trim(reading, lambda q: None) for p in f.partitions] == [True]
+    assert VitalFacts("//q", "//c/", 1.0, {0: 3}, {0: 5}, {"job": "//c"}).own("job")
+    assert not VitalFacts("//q", "//other", 1.0, {0: 3}, {0: 5}, {"job": "//c"}).own("job")

@@ -34,7 +34,14 @@ import structlog
 
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import BatchProgress
-from opsd.results.positions import PartitionPositions, QueryPositions, QueuePositions, QueueRetention, VitalConsumer
+from opsd.results.positions import (
+    PartitionPositions,
+    QueryPositions,
+    QueuePositions,
+    QueueRetention,
+    VitalConsumer,
+    same_consumer,
+)
 from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
 from streaming_core.checkpoint import Checkpoint, read_checkpoint
 from streaming_core.cluster import Cluster, ClusterError, NoSuchPathError, TabletInfo, connect
@@ -133,7 +140,7 @@ def queue_positions(cluster: Cluster, query: str, queue: str, consumer: str | No
     configured, consumer = consumer, consumer or named
     facts = QueuePositions(query, queue, consumer or "", source, ends.committed_batch, ends.planned_batch,
                            query_stopped=stopped)
-    if configured and named and named.rstrip("/") != configured.rstrip("/"):
+    if configured and named and not same_consumer(named, configured):
         return _problem(facts, f"{source}: the offsets of {queue} name another consumer than the configured "
                                f"{configured}: another query's checkpoint? (nothing is healed)")
     if not consumer:
@@ -277,7 +284,7 @@ def with_vital(positions: QueuePositions, retention: Mapping[str, QueueRetention
     known = retention.get(positions.queue)
     if known is None or known.problem is not None:
         return positions
-    return replace(positions, vital=any(v.consumer == positions.consumer for v in known.vital))
+    return replace(positions, vital=any(same_consumer(v.consumer, positions.consumer) for v in known.vital))
 
 
 class PositionsCollector:

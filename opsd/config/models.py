@@ -27,6 +27,7 @@ from pydantic import (
 from opsd.config.durations import parse_duration_seconds, spark_interval
 from opsd.config.thresholds import OOM_CONFIDENCE, OOM_HALF_LIFE_BATCHES, OOM_RISK_TARGET
 from opsd.observe.readiness import ProgressPolicy
+from opsd.results.positions import consumer_key
 from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from opsd.telemetry.redaction import is_secret_key
 from streaming_core.cluster import InvalidUriError, resolve_uri
@@ -455,11 +456,6 @@ class OpsdConfig(_Model):
         if problems:
             raise ValueError("; ".join(problems))
         return self
-
-
-def consumer_key(path: str) -> str:
-    """A consumer's path as compared between queries (`//a/c/` is `//a/c`)."""
-    return path.rstrip("/")
 
 
 def checkpoint_key(location: str) -> str:

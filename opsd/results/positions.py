@@ -84,6 +84,17 @@ class QueryPositions:
         return {q.queue: {p.partition: p.trimmed_row_count for p in q.partitions} for q in self.queues if q.partitions}
 
 
+def consumer_key(path: str) -> str:
+    """A consumer's path as compared between queries, checkpoints and registrations (`//a/c/` is `//a/c`)."""
+    return path.rstrip("/")
+
+
+def same_consumer(a: str | None, b: str | None) -> bool:
+    """Whether two paths name one consumer (the one rule: a query's own consumer, a vital one, a checkpoint's); an
+    empty or missing path names none."""
+    return bool(a) and bool(b) and consumer_key(a or "") == consumer_key(b or "")
+
+
 @dataclass(frozen=True)
 class VitalConsumer:
     """A consumer registered as vital for a queue (for `partitions`, None: all) and its offsets (next row to read;

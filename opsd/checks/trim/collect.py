@@ -9,7 +9,7 @@ from collections.abc import Callable
 from opsd.checks.trim.facts import PartitionTrimFacts, QueueTrimFacts
 from opsd.collect.positions import Reading
 from opsd.results.lag import QueryLag
-from opsd.results.positions import QueueRetention
+from opsd.results.positions import QueueRetention, same_consumer
 
 
 def collect(reading: Reading, lag_of: Callable[[str], QueryLag | None]) -> list[QueueTrimFacts]:
@@ -34,6 +34,6 @@ def collect(reading: Reading, lag_of: Callable[[str], QueryLag | None]) -> list[
 def _partition(retention: QueueRetention, consumer: str, partition: int, next_row: int, row_count: int,
                trimmed: int, lag_seconds: float | None) -> PartitionTrimFacts:
     vital = retention.vital_offsets(partition)
-    own = bool(consumer) and consumer.rstrip("/") in {c.rstrip("/") for c in vital}
+    own = any(same_consumer(consumer, c) for c in vital)
     return PartitionTrimFacts(partition, next_row, row_count, trimmed, min(vital.values()) if vital else None,
                               own, lag_seconds)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from opsd.results.positions import same_consumer
+
 
 @dataclass(frozen=True)
 class VitalFacts:
@@ -20,7 +22,7 @@ class VitalFacts:
 
     def own(self, query: str) -> bool:
         """Whether the consumer is the one `query` reads the queue with (its own), not another job's."""
-        return self.readers[query].rstrip("/") == self.consumer.rstrip("/")
+        return same_consumer(self.readers[query], self.consumer)
 
     @property
     def waiting_rows(self) -> int:

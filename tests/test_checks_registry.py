@@ -13,15 +13,17 @@ from prometheus_client import CollectorRegistry
 from opsd.checks.cycle import Cycle, Step
 from opsd.checks.desync.check import DesyncCheck
 from opsd.checks.lag.check import LagCheck
-from opsd.checks.registry import SparkMemory, build_checks
+from opsd.checks.registry import STEPS, SparkMemory, build_checks, build_diagnosis
 from opsd.checks.scheduler import CheckScheduler
 from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.config.models import ChecksSettings, OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore, json_number, jsonable
+from opsd.results.autotune import Knob, TuneReason
 from opsd.results.desync import DesyncState
 from opsd.results.lag import PartitionLag, QueryLag
 from opsd.telemetry.metrics import Metrics
+from streaming_core.tuning import default_tuning_path
 from tests.support.checkpoint import job_with_checkpoint
 
 
@@ -125,6 +127,28 @@ def test_the_steps_of_one_cycle_evaluate_one_reading_in_their_order(yt, cluster_
     assert seen[-1] == ("desync", 1010.0, 20) and recorder.status.get("job").desync[q].desync.state \
         == DesyncState.IN_SYNC
     cycle.close()
+
+
+def test_the_doctors_diagnosis_runs_the_registrys_checks_on_one_reading_and_changes_nothing(yt, cluster_uri, lagging,
+                                                                                          recorder) -> None:
+    q, c, location = lagging  # one batch behind: a daemon heals it; no cap yet: a daemon applies a first cap
+    config = OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [
+        {"name": "job", "source": {"path": q, "options": {"consumer_path": c}}, "sink": {"format": "console"},
+         "checkpoint_location": location}]})
+    diagnosis = build_diagnosis(recorder, cluster_uri, [QueryTarget("job", location, q, c, heal=True)],
+                                config=config, clock=Clock())
+
+    diagnosis.run()
+
+    status = recorder.status.get("job")
+    assert [s.name for s in diagnosis.steps] == [n for n in STEPS if n != "oom"]
+    assert not any(t.heal for t in diagnosis.positions.targets)
+    assert status.desync[q].desync.state == DesyncState.LAGGING_ONE_BATCH and status.desync[q].last_heal is None
+    assert yt.get_consumer_offsets(c, q) == {0: 10, 1: 10}  # not healed
+    tuner = status.autotune[Knob.MAX_ROWS]
+    assert (tuner.decision.reason, tuner.applied) == (TuneReason.FIRST_BATCH_SAFE, False)
+    assert not yt.exists(default_tuning_path(c))  # recommended, never written
+    assert status.lag.backlog_rows == 0 and status.trim is not None and status.vital_consumers == ()
 
 
 def test_the_one_serializer_writes_enums_keys_and_infinity_and_reads_infinity_back() -> None:

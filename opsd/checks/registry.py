@@ -10,8 +10,8 @@ checkpoint, consumer and queue is read once per cycle, and every step of the cyc
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from opsd.checks.autotune.check import AutotuneCheck
@@ -29,7 +29,7 @@ from opsd.checks.scheduler import CheckScheduler
 from opsd.checks.trim.check import TrimCheck
 from opsd.checks.tuning.check import TuningCheck
 from opsd.checks.vital.check import VitalConsumerCheck
-from opsd.collect.positions import PositionsCollector, ProgressSource, targets_for
+from opsd.collect.positions import PositionsCollector, ProgressSource, QueryTarget, targets_for
 from opsd.config.models import ChecksSettings, OpsdConfig
 from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
@@ -101,6 +101,42 @@ def stopped_in(status: StatusStore) -> Callable[[str], bool]:
         found = status.get(query)
         return found is not None and found.started_at is not None and not found.active
     return stopped
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The checks `opsd doctor` runs once (`opsd.doctor.gather`): the positions of its targets, never healed, the
+    cycle's steps that need no running session, in their order, and the tuning values in force (with a config)."""
+
+    positions: PositionsCollector
+    steps: tuple[PositionCheck, ...]
+    tuning: TuningCheck | None = None
+
+    def run(self) -> None:
+        """The values in force, then one reading and each step's collect, evaluate and decide on it, into the
+        recorder's status store."""
+        if self.tuning is not None:
+            self.tuning.run()
+        reading = self.positions.read()
+        for step in self.steps:
+            step.evaluate(reading)
+
+
+def build_diagnosis(recorder: Recorder, cluster_uri: str | None, targets: Iterable[QueryTarget], *,
+                    config: OpsdConfig | None = None, clock: Callable[[], float] = time.time) -> Diagnosis:
+    """The checks of a one-shot diagnosis of `targets` (and, with a config, its tuning values and the auto-tuner's
+    recommendations), as the daemon builds them but in their evaluate and decide steps only: no heal (targets are
+    read with `heal` off), no tuning document written (the tuner recommends), no decision history kept. Offline
+    there is one sample: rates, trends and how long something stood still are unknown."""
+    positions = PositionsCollector(cluster_uri, [replace(t, heal=False) for t in targets], clock=clock)
+    settings = config.checks if config else ChecksSettings()
+    steps: list[PositionCheck] = [DesyncCheck(recorder, positions), LagCheck(recorder, positions, settings),
+                                  QueueAgentCheck(recorder, positions), TrimCheck(recorder, positions, settings),
+                                  VitalConsumerCheck(recorder, positions)]
+    if config is not None:
+        steps.append(AutotuneCheck(recorder, positions, autotune_targets(config), applies=False))
+    return Diagnosis(positions, tuple(sorted(steps, key=lambda s: STEPS.index(s.name))),
+                     TuningCheck(recorder, config, cluster_uri) if config else None)
 
 
 def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdConfig | None = None,

@@ -1,35 +1,35 @@
 """Gather the doctor's facts, per query in the `/status` shape: from a running daemon's `/status` document, or
-offline from a config or a checkpoint, with the checks' own collect and evaluate steps (never apply).
+offline from a config or a checkpoint, by the registry's own checks in their collect, evaluate and decide steps
+(`opsd.checks.registry.build_diagnosis`: never a heal, a tuning write or a history entry), on one reading, into a
+status store of the doctor's own.
 
 Offline there is one sample only: lag in seconds comes from `$timestamp` where the queue has it, and time to drain is
 unknown unless nothing is unread; the trim forecast knows a pending trim and the queues that never trim unread rows,
 but no rates; the vital consumers' waiting rows are known, not how long they have stood still. A config also gives
-the tuning values in force.
+the tuning values in force and the auto-tuner's recommendations (from what the cluster shows: no batch history).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
-from opsd.checks.autotune.check import recommend
-from opsd.checks.autotune.check import targets_for as autotune_targets
-from opsd.checks.desync.evaluate import evaluate as evaluate_desync
-from opsd.checks.lag.collect import collect as collect_lag
-from opsd.checks.lag.evaluate import evaluate as evaluate_lag
-from opsd.checks.trim.collect import collect as collect_trim
-from opsd.checks.trim.decide import decide as decide_trim
-from opsd.checks.trim.evaluate import evaluate as evaluate_trim
-from opsd.checks.trim.facts import Sample
-from opsd.checks.tuning.collect import collect as collect_tuning
-from opsd.checks.tuning.collect import sources_for
-from opsd.checks.vital.collect import collect as collect_vital
-from opsd.checks.vital.evaluate import evaluate as evaluate_vital
-from opsd.collect.positions import QueryTarget, Reading, collect, targets_for
+from prometheus_client import CollectorRegistry
+
+from opsd.checks.registry import build_diagnosis
+from opsd.collect.positions import QueryTarget, targets_for
 from opsd.config.models import OpsdConfig
-from opsd.observe.status import jsonable
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import QueryStatus, StatusStore, jsonable
+from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster
+
+#: The facts a one-shot diagnosis finds (the rest of a `QueryStatus`, such as whether the query runs, only a daemon
+#: knows: absent, never a default that would read as "stopped").
+OFFLINE_FACTS = ("desync", "lag", "queue_agent", "trim", "vital_consumers", "autotune", "max_rows_per_partition",
+                 "max_bytes_per_partition", "dyn_batch_size")
+#: Facts shown even when None: the tuning values in force (None: no cap).
+IN_FORCE = ("max_rows_per_partition", "dyn_batch_size")
 
 
 def from_status(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -37,42 +37,28 @@ def from_status(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: dict(q) for name, q in (document.get("queries") or {}).items()}
 
 
-def read_positions(cluster: Cluster, targets: Iterable[QueryTarget], at: float) -> Reading:
-    """The targets' positions, read now as the checks read them (never healed: the doctor changes nothing)."""
-    return collect(cluster, [replace(t, heal=False) for t in targets], None, at)
+def diagnosed(cluster: Cluster, targets: Iterable[QueryTarget], at: float,
+              config: OpsdConfig | None = None) -> dict[str, QueryStatus]:
+    """Each query's status as the registry's checks find it now, at `at` (with a config: its tuning values and the
+    auto-tuner's recommendations too)."""
+    recorder = Recorder(Metrics(CollectorRegistry()), StatusStore(), clock=lambda: at)
+    build_diagnosis(recorder, cluster.uri, targets, config=config, clock=lambda: at).run()
+    return recorder.status.snapshot()
 
 
-def from_targets(cluster: Cluster, targets: Iterable[QueryTarget], at: float,
-                 reading: Reading | None = None) -> dict[str, dict[str, Any]]:
-    """Desync and lag of each target, read now (or from `reading`)."""
-    reading = reading or read_positions(cluster, targets, at)
-    queries: dict[str, dict[str, Any]] = {}
-    for q in reading.queues:
-        queries.setdefault(q.query, {"desync": {}})["desync"][q.queue] = jsonable(evaluate_desync(q))
-    lags = {sample.query: evaluate_lag(sample, (), window_seconds=0)
-            for sample in collect_lag(cluster, reading.queues, reading.at)}
-    for query, lag in lags.items():
-        queries[query]["lag"] = jsonable(lag)
-    for facts in collect_trim(reading, lags.get):
-        trim = decide_trim(evaluate_trim(facts, {p.partition: (Sample.of(facts.at, p),) for p in facts.partitions}))
-        queries[facts.query].setdefault("trim", {})[facts.queue] = jsonable(trim)
-    for facts in collect_vital(reading):
-        audit = evaluate_vital(facts, None)
-        for query in facts.readers:
-            queries[query].setdefault("vital_consumers", []).append({**jsonable(audit), "own": facts.own(query)})
-    return queries
+def facts_of(statuses: Mapping[str, QueryStatus]) -> dict[str, dict[str, Any]]:
+    """The offline facts of each query, in the `/status` shape."""
+    return {name: {k: v for k, v in jsonable(status).items()
+                   if k in OFFLINE_FACTS and (v is not None or k in IN_FORCE)}
+            for name, status in statuses.items()}
+
+
+def from_targets(cluster: Cluster, targets: Iterable[QueryTarget], at: float) -> dict[str, dict[str, Any]]:
+    """Desync, lag, Queue Agent signals, trim forecast and vital consumers of each target, read now."""
+    return facts_of(diagnosed(cluster, targets, at))
 
 
 def from_config(cluster: Cluster, config: OpsdConfig, at: float) -> dict[str, dict[str, Any]]:
-    """Every pipeline and watched query of a config: desync, lag, the tuning values in force and the auto-tuner's
-    recommendation (from what the cluster shows: no batch history offline)."""
-    reading = read_positions(cluster, targets_for(config), at)
-    queries = {p.name: {} for p in config.pipelines} | from_targets(cluster, (), at, reading)
-    for pipeline in config.pipelines:
-        values = collect_tuning(cluster, sources_for(pipeline, dict(config.spark.conf)))
-        queries[pipeline.name].update(max_rows_per_partition=values.max_rows_per_partition,
-                                      dyn_batch_size=values.dyn_batch_size)
-    for target in autotune_targets(config):
-        decisions = recommend(cluster, target, positions=reading.of(target.query))
-        queries.setdefault(target.query, {})["autotune"] = jsonable(decisions)
-    return queries
+    """Every pipeline and watched query of a config: what `from_targets` finds, the tuning values in force and the
+    auto-tuner's recommendations."""
+    return {p.name: {} for p in config.pipelines} | facts_of(diagnosed(cluster, targets_for(config), at, config))

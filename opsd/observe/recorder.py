@@ -25,7 +25,7 @@ from opsd.observe.failures import failure_message
 from opsd.observe.phases import BatchPhases, PhaseShares
 from opsd.observe.progress import BatchProgress
 from opsd.observe.status import RECENT_BATCHES, QueryStatus, StatusStore, jsonable
-from opsd.results.autotune import Direction, TunerDecision, TuneReason
+from opsd.results.autotune import Direction, ReplanRefusal, TunerDecision, TuneReason
 from opsd.results.cycle import CycleTrace, StepOutcome
 from opsd.results.desync import DesyncEntry, Heal, HealOutcome, QueueDesync
 from opsd.results.lag import QueryLag
@@ -386,7 +386,7 @@ class Recorder:
         if decision.applied:
             self.record_tuning(query, **{knob: d.recommended})
 
-    def record_replan(self, query: str, batch_id: int, refused: str | None) -> None:
+    def record_replan(self, query: str, batch_id: int, refused: ReplanRefusal | None) -> None:
         """The tuner planned a failed run's batch again (down: under the cut cap), or refused to (hold)."""
         direction, reason = ("hold", TuneReason.REPLAN_REFUSED) if refused else ("down", TuneReason.MEMORY_FAILURE)
         self.metrics.autotune_decisions.labels(query=query, knob="planned_batch", direction=direction,

@@ -29,7 +29,6 @@ from opsd.checks.tuning.collect import TuningSources, sources_for
 from opsd.collect.positions import PositionsCollector, Reading
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
-from opsd.observe.status import QueryStatus
 from opsd.results.autotune import Decision, Direction, Knob, TunerDecision, TunerMode
 from opsd.results.positions import QueryPositions
 from opsd.stores.history.apply import HistoryLog
@@ -59,8 +58,10 @@ class AutotuneCheck:
     name = "autotune"
 
     def __init__(self, recorder: Recorder, positions: PositionsCollector, targets: Iterable[AutotuneTarget],
-                 history: HistoryLog | None = None) -> None:
+                 history: HistoryLog | None = None, *, applies: bool = True) -> None:
         self.recorder = recorder
+        #: Whether decisions are applied in mode `apply` (False: recommended only, as `opsd doctor` shows them).
+        self.applies = applies
         self.positions = positions
         self.history = history
         self.targets = {t.query: t for t in targets}
@@ -96,7 +97,7 @@ class AutotuneCheck:
                 evaluation = evaluate(facts, target.settings)
                 memory = self.memory.get(target.query, TunerMemory())
                 decisions = decide(evaluation, memory, target.settings)
-                applying = target.mode is TunerMode.APPLY
+                applying = self.applies and target.mode is TunerMode.APPLY
                 if applying:
                     apply(cluster, target.tuning.source_document, target.tuning.sink_document, decisions)
             except (ClusterError, OSError, ValueError) as e:
@@ -129,13 +130,6 @@ class AutotuneCheck:
             rows = planned.partition_rows if planned else None
             self.history.record(cluster, replan_entries(decision.query, decision.batch_id, decision.refused, cap, rows,
                                                         self.recorder.clock()))
-
-
-def recommend(cluster: Cluster, target: AutotuneTarget, status: QueryStatus | None = None,
-              positions: QueryPositions | None = None) -> dict[str, TunerDecision]:
-    """What the tuner would decide now, per knob, without applying anything (`opsd doctor`)."""
-    evaluation = evaluate(collect(cluster, target, status, positions=positions), target.settings)
-    return {d.knob: recorded(d, target, applied=False) for d in decide(evaluation, TunerMemory(), target.settings)}
 
 
 def recorded(decision: Decision, target: AutotuneTarget, *, applied: bool) -> TunerDecision:

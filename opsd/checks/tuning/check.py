@@ -14,8 +14,8 @@ class TuningCheck:
 
     name = "tuning"
 
-    def __init__(self, recorder: Recorder, config: OpsdConfig) -> None:
-        self.cluster_uri = config.cluster
+    def __init__(self, recorder: Recorder, config: OpsdConfig, cluster_uri: str | None = None) -> None:
+        self.cluster_uri = cluster_uri or config.cluster
         self.recorder = recorder
         self.sources = [sources_for(p, dict(config.spark.conf)) for p in config.pipelines]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opsd.config.thresholds import OOM_RISK_HIGH
-from opsd.doctor.report import Finding, Severity
+from opsd.doctor.report import Advice, Finding, FindingKind, Severity
 from opsd.doctor.retention import retention_advice
 from opsd.observe.status import json_number
 from opsd.results.desync import AHEAD_OF_QUEUE, DesyncState
@@ -31,7 +31,8 @@ from opsd.results.desync import AHEAD_OF_QUEUE, DesyncState
 #: Failures whose way out is the desync finding of the same query (its consumer must be moved first).
 DESYNC_FAILURES = ("TrimmedRowsError", "BeyondQueueEndError")
 #: Desync findings after which the query cannot resume with its checkpoint as it is (`opsd run --check` refuses).
-RESUME_BLOCKERS = ("problem", DesyncState.CONSUMER_AHEAD, DesyncState.BEHIND_TRIM, *sorted(AHEAD_OF_QUEUE))
+RESUME_BLOCKERS = (FindingKind.DESYNC_UNKNOWN, DesyncState.CONSUMER_AHEAD, DesyncState.BEHIND_TRIM,
+                   *sorted(AHEAD_OF_QUEUE))
 
 
 @dataclass(frozen=True)
@@ -64,26 +65,27 @@ class Naming:
 def findings(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Finding]:
     found: list[Finding] = []
 
-    def add(kind: str, severity: Severity, what: str, advice: str) -> None:
+    def add(kind: FindingKind, severity: Severity, what: str, advice: str) -> None:
         found.append(Finding(query, severity, what, advice, kind))
 
     check = (f"check the fix (opsd run --check {naming.config}; exit 0 when every pipeline can start and resume "
              "its checkpoint)")
     if facts.get("permanent_failure"):
         named = facts["permanent_failure"]
-        add("permanent_failure", Severity.ACTION, f"opsd stopped the query for good: {named}",
+        add(FindingKind.PERMANENT_FAILURE, Severity.ACTION, f"opsd stopped the query for good: {named}",
             f"a restart would fail the same way: fix what it names{_first_move(named, facts)}, {check}, then "
             f"restart opsd (opsd run {naming.config})")
     elif facts.get("exception_class") and not facts.get("active"):
         error = facts.get("error") or f"{facts['exception_class']}: {_first_line(facts.get('exception'))}"
-        add("failed", Severity.ACTION, f"the query failed: {error}",
+        add(FindingKind.FAILED, Severity.ACTION, f"the query failed: {error}",
             f"read the failure in opsd's log (event query_failed) and fix its cause{_first_move(error, facts)}; "
             f"{check}; opsd restarts the query with backoff")
     if facts.get("crash_loop"):
-        add("crash_loop", Severity.ACTION, f"the query is crash looping ({facts.get('restarts', 0)} restarts)",
+        add(FindingKind.CRASH_LOOP, Severity.ACTION,
+            f"the query is crash looping ({facts.get('restarts', 0)} restarts)",
             "its restart backoff is at the cap: fix the failure above; restarts alone will not")
     if facts.get("stalled"):
-        add("stalled", Severity.ACTION, "the query makes no progress although rows are waiting",
+        add(FindingKind.STALLED, Severity.ACTION, "the query makes no progress although rows are waiting",
             "look for a hung sink or lost executors (Spark UI, executor logs); if it stays stuck, restart opsd "
             f"(SIGTERM, then opsd run {naming.config}): the query resumes from its checkpoint")
     found.extend(desync_findings(query, facts, naming))
@@ -100,11 +102,11 @@ def desync_findings(query: str, facts: Mapping[str, Any], naming: Naming) -> lis
 
 
 def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
-            active: bool | None) -> list[tuple[str, Severity, str, str]]:
+            active: bool | None) -> list[Advice]:
     if desync.get("removed_partitions"):
         return [_resharded(queue, desync)]
     if desync.get("problem"):
-        return [("problem", Severity.ACTION, f"{queue}: desync unknown: {desync['problem']}",
+        return [(FindingKind.DESYNC_UNKNOWN, Severity.ACTION, f"{queue}: desync unknown: {desync['problem']}",
                  "fix the checkpoint location, queue or consumer named above (in the config: the pipeline's source "
                  "or its watch: entry; offline: --queue / --consumer), then run the doctor again")]
     consumer = desync.get("consumer")
@@ -186,18 +188,19 @@ def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
     return out
 
 
-def _resharded(queue: str, desync: Mapping[str, Any]) -> tuple[str, Severity, str, str]:
+def _resharded(queue: str, desync: Mapping[str, Any]) -> Advice:
     """Tablets the checkpoint has read were removed from the queue: the source refuses to go on
     (`QueueReshardedError`); only a new checkpoint, starting at the consumer, gets past it."""
     removed = ", ".join(str(p) for p in desync["removed_partitions"])
-    return ("resharded", Severity.ACTION, f"{queue}: the checkpoint has read partitions {removed}, which the queue no "
-            "longer has (a reshard to fewer tablets): the query stops with QueueReshardedError",
+    return (FindingKind.RESHARDED, Severity.ACTION,
+            f"{queue}: the checkpoint has read partitions {removed}, which the queue no longer has (a reshard to "
+            "fewer tablets): the query stops with QueueReshardedError",
             "restart the query with a new checkpointLocation: it starts where the consumer "
             f"{desync.get('consumer')} stands. To scale a queue under a running query, only add tablets "
             f"(opsd queue reshard {queue} --tablets N, N above the current count): they are read without a restart")
 
 
-def _lag(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[str, Severity, str, str]]:
+def _lag(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Advice]:
     """A backlog that does not drain, for a running query only: a stopped one drains nothing whatever its tuning."""
     lag = facts.get("lag") or {}
     if facts.get("active") is False or json_number(lag.get("time_to_drain_seconds")) != math.inf \
@@ -209,11 +212,12 @@ def _lag(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[str
     advice = (f"if its batches are short, raise max_rows_per_partition (now {cap}) in its tuning document (opsd "
               f"tuning set {query} --config {naming.config} --max-rows-per-partition {2 * cap}), else {more}" if cap
               else f"it reads every waiting row at each batch (max_rows_per_partition unlimited): {more}")
-    return [("lag", Severity.ACTION, f"the backlog of {lag['backlog_rows']} rows is not draining: rows arrive at "
-             f"{arrive}, the query reads {read}", advice)]
+    return [(FindingKind.LAG, Severity.ACTION,
+             f"the backlog of {lag['backlog_rows']} rows is not draining: rows arrive at {arrive}, the query reads "
+             f"{read}", advice)]
 
 
-def _memory(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[str, Severity, str, str]]:
+def _memory(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Advice]:
     """The OOM check's verdict on the next batch (`opsd.checks.oom`): risk = predicted peak / the pool's limit."""
     oom = facts.get("oom") or {}
     risk = oom.get("risk")
@@ -233,8 +237,9 @@ def _memory(query: str, facts: Mapping[str, Any], naming: Naming) -> list[tuple[
                   "(autotune.mode: apply)")
     else:
         advice = "give the query more memory (spark.driver.memory / executor memory): even a small batch is at risk"
-    return [("memory", Severity.ACTION, f"the next batch is predicted to need {risk:.0%} of a memory pool's limit "
-             f"(opsd_oom_risk; 100% = out of memory)", advice)]
+    return [(FindingKind.MEMORY, Severity.ACTION,
+             f"the next batch is predicted to need {risk:.0%} of a memory pool's limit (opsd_oom_risk; 100% = out of "
+             "memory)", advice)]
 
 
 #: Per phase (`streaming_core.phases.PHASES`), where to look when it takes most of the batches' time.
@@ -256,13 +261,13 @@ PHASE_ADVICE = {
 }
 
 
-def _phases(facts: Mapping[str, Any]) -> list[tuple[str, Severity, str, str]]:
+def _phases(facts: Mapping[str, Any]) -> list[Advice]:
     """Where the query's recent batches spent their time (the phases check), said in words, and where to look."""
     phases = facts.get("phases") or {}
     largest, words = phases.get("largest"), phases.get("words")
     if largest not in PHASE_ADVICE or not words:
         return []
-    return [("phases", Severity.INFO, f"{words} (the last {phases.get('batches')} measured batches, "
+    return [(FindingKind.PHASES, Severity.INFO, f"{words} (the last {phases.get('batches')} measured batches, "
              f"{phases.get('coverage', 0):.0%} of their time measured)", PHASE_ADVICE[largest])]
 
 

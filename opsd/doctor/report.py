@@ -8,22 +8,44 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from opsd.results.desync import DesyncState
+
 
 class Severity(StrEnum):
     INFO = "info"
     ACTION = "action"
 
 
+class FindingKind(StrEnum):
+    """What a finding is about, for scripts (`opsd doctor --json`); a queue's desync finding is its `DesyncState`."""
+
+    PERMANENT_FAILURE = "permanent_failure"
+    FAILED = "failed"
+    CRASH_LOOP = "crash_loop"
+    STALLED = "stalled"
+    DESYNC_UNKNOWN = "problem"  # a queue's desync could not be judged (its positions could not be read)
+    RESHARDED = "resharded"
+    LAG = "lag"
+    MEMORY = "memory"
+    PHASES = "phases"
+    TRIM_SOON = "trim_soon"
+    VITAL_CONSUMER_STALLED = "vital_consumer_stalled"
+
+
 @dataclass(frozen=True)
 class Finding:
     """Something the doctor saw (`what`) and what to do about it (`advice`: the command to run, the value to set);
-    `kind` names the finding for scripts (`failed`, `lag`, a desync state, ...: `opsd.doctor.advice`)."""
+    `kind` names the finding for scripts (a `FindingKind`, or a queue's `DesyncState`: `opsd.doctor.advice`)."""
 
     query: str
     severity: Severity
     what: str
     advice: str
-    kind: str = ""
+    kind: FindingKind | DesyncState
+
+
+#: A finding before it names its query: (kind, severity, what, advice).
+Advice = tuple[FindingKind | DesyncState, Severity, str, str]
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from opsd.config.thresholds import TRIM_ETA_SHORT_SECONDS
-from opsd.doctor.report import Severity
+from opsd.doctor.report import Advice, FindingKind, Severity
 from opsd.observe.status import json_number
-
-#: (kind, severity, what, advice), as `opsd.doctor.advice` makes findings.
-Advice = tuple[str, Severity, str, str]
 
 
 def retention_advice(facts: Mapping[str, Any], cluster: str = "") -> list[Advice]:
@@ -50,7 +47,7 @@ def _trim(queue: str, trim: Mapping[str, Any], cluster: str) -> Advice | None:
     if written is not None and read is not None and written >= read:
         advice.append(f"and read faster than rows arrive ({written:.0f} rows/s written, {read:.0f} read): raise "
                       "max_rows_per_partition in the tuning document or give the query more executors")
-    return "trim_soon", Severity.ACTION, what, "; or ".join(advice)
+    return FindingKind.TRIM_SOON, Severity.ACTION, what, "; or ".join(advice)
 
 
 def _raise(queue: str, config: Mapping[str, Any], p: Mapping[str, Any]) -> str | None:
@@ -82,7 +79,7 @@ def _stalled(audit: Mapping[str, Any], cluster: str) -> Advice:
         advice = (f"if the job reading {consumer} runs, fix that job; if it is gone for good, register the consumer "
                   f"again without --vital (opsd consumer register {queue} {consumer}{cluster}) so that trimming no "
                   "longer waits for it")
-    return "vital_consumer_stalled", Severity.ACTION, what, advice
+    return FindingKind.VITAL_CONSUMER_STALLED, Severity.ACTION, what, advice
 
 
 def _duration(seconds: float) -> str:

@@ -18,10 +18,11 @@ from opsd.checks.scheduler import CheckScheduler
 from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.config.models import ChecksSettings, OpsdConfig
 from opsd.observe.recorder import Recorder
-from opsd.observe.status import StatusStore, json_number, jsonable
+from opsd.observe.status import StatusStore, jsonable
 from opsd.results.autotune import Knob, TuneReason
 from opsd.results.desync import DesyncState
 from opsd.results.lag import PartitionLag, QueryLag
+from opsd.results.values import json_number
 from opsd.telemetry.metrics import Metrics
 from streaming_core.tuning import default_tuning_path
 from tests.support.checkpoint import job_with_checkpoint

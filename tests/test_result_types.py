@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
+import math
 import pkgutil
 import typing
 from collections.abc import Iterator, Mapping, MutableMapping
@@ -15,12 +17,19 @@ import opsd.checks
 import opsd.checks.registry
 import opsd.results
 from opsd.checks.registry import STEPS
-from opsd.observe.progress import BatchSummary
-from opsd.observe.status import QueryStatus
-from opsd.results.autotune import Decision, Knob, TuneReason
-from opsd.results.desync import Heal, HealOutcome
+from opsd.observe.phases import PhaseShares
+from opsd.observe.progress import BatchSummary, PartitionOffsets
+from opsd.observe.status import QueryStatus, jsonable, status_of
+from opsd.results.autotune import Decision, Knob, TunerDecision, TuneReason, TunerMode
+from opsd.results.desync import DesyncEntry, DesyncState, Heal, HealOutcome, PartitionDesync, QueueDesync
 from opsd.results.history import HistoryEntry, HistoryKind, HistoryOutcome
+from opsd.results.lag import PartitionLag, QueryLag
+from opsd.results.oom import OomVerdict, PoolVerdict
+from opsd.results.positions import PartitionPositions, QueuePositions
+from opsd.results.queue_agent import Disposition, PartitionSignals, QueueSignals
+from opsd.results.trim import PartitionTrim, QueueTrim, TrimOutlook
 from opsd.results.vital import VitalConsumerAudit
+from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.write_stats import WriteStats
 
 #: Names the checks import for type checkers only (their modules do I/O their pure steps must not import).
@@ -127,3 +136,55 @@ def test_the_mappings_inside_frozen_results_are_read_only() -> None:
             mapping["x"] = 1  # type: ignore[index]
     assert batch.durations_seconds["addBatch"] == 1.0 and decision.inputs["bounds"] == (1,)
     assert HistoryEntry.outcome_of("applied") is HistoryOutcome.APPLIED
+
+
+def every_fact() -> QueryStatus:
+    """A status with every field set, each result with its partitions, pools and enums (and an infinite time to
+    drain: rows arrive faster than they are read)."""
+    kept = PartitionPositions(0, 10, None, None, 8, 12, 2)
+    added = PartitionPositions(1, 0, None, None, 0, 4, 0, added=True)
+    positions = QueuePositions("q", "//q", "//c", "cp", 1, 2, (kept, added), removed_partitions=(2,), vital=True)
+    return QueryStatus(
+        "q", id="id", run_id="run", active=True, started_at=1.0, terminated_at=2.0, last_batch_id=3,
+        last_progress_at=3.0, last_heartbeat_at=4.0, last_progress=BatchSummary(3, 10, 5, 1.5, {"addBatch": 1.0}, 2.0),
+        recent_batches=(BatchSummary(2), BatchSummary(3, 10)), backlog_rows=5,
+        partitions=(PartitionOffsets("//q", 0, 1, 2, 3),), exception="x", exception_class="E", error="e",
+        permanent_failure="p", restarts=2, crash_loop=True, stalled=True, trigger_interval_seconds=5.0,
+        max_rows_per_partition=100, max_bytes_per_partition=1000, dyn_batch_size=50,
+        desync={"//q": DesyncEntry(QueueDesync(positions, (PartitionDesync(kept, DesyncState.STUCK),
+                                                           PartitionDesync(added, DesyncState.IN_SYNC))),
+                                   Heal(HealOutcome.HEALED, 1.0, {0: (1, 2)})),
+                "//r": DesyncEntry(None, Heal(HealOutcome.CONFLICT, 2.0))},
+        lag=QueryLag("q", (PartitionLag("//q", 0, 5, 1.5), PartitionLag("//q", 1, 0, None)), 3.0, 1.0),
+        queue_agent={"//q": QueueSignals("q", "//q", "//c", True, 1.0, (
+            PartitionSignals(0, 1.0, 5, Disposition.PENDING_CONSUMPTION, 2.0),))},
+        autotune={Knob.MAX_ROWS: TunerDecision(Decision("q", Knob.MAX_ROWS, 100, 200, TuneReason.FAST_BATCHES),
+                                               TunerMode.APPLY, True, (10, 1000), at=5.0)},
+        oom=OomVerdict(0.5, 0.95, 0.01, 1e6, 100, (PoolVerdict("heap", 0.5, 1e6, (9e5, 1.1e6), 0.01, 2e6, 1e5, None,
+                                                               4, "spark_metrics"),), 2000),
+        trim={"//q": QueueTrim("q", "//q", "//c", AutoTrimConfig(True, 5), (
+            PartitionTrim("//q", 0, TrimOutlook.APPROACHING, 60.0, 5, "retained_rows", 1.0, 0.5, True),))},
+        vital_consumers=(VitalConsumerAudit("//q", "//v", 5, 10.0, 1.0, {0: 3}, stalled=True),),
+        phases=PhaseShares("run", 2, 3, 4.0, {"decode": 3.0}, {"decode": 0.75}, "decode", 0.9, "decode binds"))
+
+
+def test_a_status_read_back_from_its_status_json_is_the_status_it_was_written_from() -> None:
+    status = every_fact()
+    document = json.loads(json.dumps(jsonable(status)))
+
+    read = status_of("q", document)
+
+    assert read == status
+    assert jsonable(read) == document
+    assert read.lag.time_to_drain_seconds == math.inf and read.desync["//q"].desync.state is DesyncState.STUCK
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(("field", "value"), [("desync", {"//q": {"consumer": "//c", "source": "cp", "partitions": {
+    "0": {"state": "melted", "checkpoint_next": 1, "consumer_offset": 1, "row_count": 1, "trimmed_row_count": 0}}}}),
+    ("restarts", "many"), ("oom", {"risk": [1]}), ("autotune", {"no_such_knob": {}})])
+def test_a_status_document_this_version_cannot_read_is_refused_where_it_comes_in(field: str, value: object) -> None:
+    document = {**jsonable(QueryStatus("q")), field: value, "a_newer_field": 1}
+    assert status_of("q", {"a_newer_field": 1}) == QueryStatus("q")
+    with pytest.raises((TypeError, ValueError, KeyError)):
+        status_of("q", document)

@@ -25,8 +25,8 @@ from typing import Any
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.report import Advice, Finding, FindingKind, Severity
 from opsd.doctor.retention import retention_advice
-from opsd.observe.status import json_number
 from opsd.results.desync import AHEAD_OF_QUEUE, DesyncState
+from opsd.results.values import json_number
 
 #: Failures whose way out is the desync finding of the same query (its consumer must be moved first).
 DESYNC_FAILURES = ("TrimmedRowsError", "BeyondQueueEndError")

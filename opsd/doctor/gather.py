@@ -20,7 +20,7 @@ from opsd.checks.registry import build_diagnosis
 from opsd.collect.positions import QueryTarget, targets_for
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
-from opsd.observe.status import QueryStatus, StatusStore, jsonable
+from opsd.observe.status import QueryStatus, StatusStore, jsonable, status_of
 from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import Cluster
 
@@ -33,8 +33,9 @@ IN_FORCE = ("max_rows_per_partition", "dyn_batch_size")
 
 
 def from_status(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The queries of a daemon's `/status` document."""
-    return {name: dict(q) for name, q in (document.get("queries") or {}).items()}
+    """The queries of a daemon's `/status` document, each read into its `QueryStatus` where it comes in (the one
+    parser, `status_of`: a document this version cannot read fails here, not in the advice)."""
+    return {name: jsonable(status_of(name, q)) for name, q in (document.get("queries") or {}).items()}
 
 
 def diagnosed(cluster: Cluster, targets: Iterable[QueryTarget], at: float,

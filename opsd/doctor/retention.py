@@ -15,7 +15,7 @@ from typing import Any
 
 from opsd.config.thresholds import TRIM_ETA_SHORT_SECONDS
 from opsd.doctor.report import Advice, FindingKind, Severity
-from opsd.observe.status import json_number
+from opsd.results.values import json_number
 
 
 def retention_advice(facts: Mapping[str, Any], cluster: str = "") -> list[Advice]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -18,14 +19,14 @@ from typing import Any
 
 from opsd.observe.phases import PhaseShares
 from opsd.observe.progress import BatchSummary, PartitionOffsets
-from opsd.results.autotune import TunerDecision
+from opsd.results.autotune import Knob, TunerDecision
 from opsd.results.cycle import CycleTrace
 from opsd.results.desync import DesyncEntry
 from opsd.results.lag import QueryLag
 from opsd.results.oom import OomVerdict
 from opsd.results.queue_agent import QueueSignals
 from opsd.results.trim import QueueTrim
-from opsd.results.values import frozen_mapping
+from opsd.results.values import INFINITIES, frozen_mapping, parsed
 from opsd.results.vital import VitalConsumerAudit
 
 #: Batches of a query kept in `QueryStatus.recent_batches`.
@@ -171,10 +172,6 @@ class StatusStore:
                 "cycle": jsonable(self.cycle)}
 
 
-#: How `jsonable` writes an infinite float, which JSON cannot carry, and `json_number` reads it back.
-INFINITIES = {"+Inf": math.inf, "-Inf": -math.inf}
-
-
 def jsonable(value: Any) -> Any:
     """The one serializer of what leaves the process as JSON (`/status`, `opsd doctor --json`): a typed result by
     its `to_json` shape, another dataclass by its fields, an enum by its value, mapping keys as strings, tuples as
@@ -194,9 +191,27 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def json_number(value: Any) -> Any:
-    """A number of a document `jsonable` made (a daemon's `/status`), with infinities as floats again."""
-    return INFINITIES.get(value, value) if isinstance(value, str) else value
+def status_of(name: str, doc: Mapping[str, Any]) -> QueryStatus:
+    """A query of a daemon's `/status` document read back into the types it was written from (the inverse of
+    `jsonable` on a `QueryStatus`): the one parser of what comes in as `/status`. Entries under a queue or a knob get
+    it from their key; a field this version does not know is left out; `ValueError` or `TypeError` when a known
+    field is not what this version writes."""
+    per_queue = {"desync": DesyncEntry, "queue_agent": QueueSignals, "trim": QueueTrim}
+    hints = typing.get_type_hints(QueryStatus)
+    found: dict[str, Any] = {}
+    for f in dataclasses.fields(QueryStatus):
+        value = doc.get(f.name)
+        if f.name == "name" or value is None:
+            continue
+        if f.name in per_queue:
+            found[f.name] = {q: per_queue[f.name].from_json(entry, name, q) for q, entry in value.items()}
+        elif f.name == "autotune":
+            found[f.name] = {Knob(k): TunerDecision.from_json(entry, name, Knob(k)) for k, entry in value.items()}
+        elif f.name == "lag":
+            found[f.name] = QueryLag.from_json(value, name)
+        else:
+            found[f.name] = parsed(hints[f.name], value)
+    return QueryStatus(name, **found)
 
 
 def state_word(*, active: bool, crash_loop: bool, stalled: bool, failed: bool, started: bool) -> str:

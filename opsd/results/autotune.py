@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from opsd.results.values import JsonValue, frozen_json
+from opsd.results.values import JsonValue, frozen_json, parsed
 
 
 class Knob(StrEnum):
@@ -171,6 +171,15 @@ class TunerDecision:
     applied: bool
     bounds: tuple[int, int]
     at: float | None = None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], query: str, knob: Knob) -> TunerDecision:
+        """The inverse of `to_json` (the query and the knob name its entry; what it was decided from stays in the
+        log, not in `/status`)."""
+        decision = Decision(query, knob, parsed(int | None, doc.get("current")),
+                            parsed(int | None, doc.get("recommended")), TuneReason(doc["reason"]))
+        return cls(decision, TunerMode(doc["mode"]), parsed(bool, doc["applied"]),
+                   parsed(tuple[int, int], doc["bounds"]), parsed(float | None, doc.get("at")))
 
     def to_json(self) -> Mapping[str, Any]:
         d = self.decision

@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from opsd.results.positions import PartitionPositions, QueuePositions
-from opsd.results.values import frozen_mapping
+from opsd.results.values import frozen_mapping, parsed
 
 
 class DesyncState(StrEnum):
@@ -55,6 +55,14 @@ class PartitionDesync:
     def difference_rows(self) -> int:
         return self.facts.checkpoint_next - self.facts.consumer_offset
 
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], partition: int) -> PartitionDesync:
+        """The inverse of `to_json` (the partition is its key in the queue's document)."""
+        facts = PartitionPositions(partition, parsed(int, doc["checkpoint_next"]), None, None,
+                                   parsed(int, doc["consumer_offset"]), parsed(int, doc["row_count"]),
+                                   parsed(int, doc["trimmed_row_count"]), parsed(bool, doc.get("added", False)))
+        return cls(facts, DesyncState(doc["state"]))
+
     def to_json(self) -> Mapping[str, Any]:
         f = self.facts
         return {"state": self.state, "difference_rows": self.difference_rows, "checkpoint_next": f.checkpoint_next,
@@ -78,6 +86,18 @@ class QueueDesync:
     def idle(self) -> bool:
         """Nothing is written past the checkpoint: the query has no next batch to plan."""
         return all(p.facts.row_count <= p.facts.checkpoint_next for p in self.partitions)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], query: str, queue: str) -> QueueDesync:
+        """The inverse of `to_json` (the query and the queue name its entry in `/status`)."""
+        partitions = tuple(PartitionDesync.from_json(p, int(n)) for n, p in (doc.get("partitions") or {}).items())
+        facts = QueuePositions(query, queue, parsed(str, doc["consumer"]), parsed(str, doc["source"]),
+                               parsed(int | None, doc.get("committed_batch")),
+                               parsed(int | None, doc.get("planned_batch")), tuple(p.facts for p in partitions),
+                               problem=parsed(str | None, doc.get("problem")),
+                               removed_partitions=parsed(tuple[int, ...], doc.get("removed_partitions") or []),
+                               vital=parsed(bool | None, doc.get("vital")))
+        return cls(facts, partitions)
 
     def to_json(self) -> Mapping[str, Any]:
         f = self.facts
@@ -146,6 +166,12 @@ class DesyncEntry:
 
     desync: QueueDesync | None = None
     last_heal: Heal | None = None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], query: str, queue: str) -> DesyncEntry:
+        """The inverse of `to_json`: the desync where the document has one, and the last heal."""
+        desync = QueueDesync.from_json(doc, query, queue) if "consumer" in doc else None
+        return cls(desync, parsed(Heal | None, doc.get("last_heal")))
 
     def to_json(self) -> Mapping[str, Any]:
         return {**(self.desync.to_json() if self.desync else {}), "last_heal": self.last_heal}

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from opsd.results.values import parsed
+
 
 @dataclass(frozen=True)
 class PartitionLag:
@@ -43,6 +45,15 @@ class QueryLag:
     def max_lag_seconds(self) -> float | None:
         known = [p.lag_seconds for p in self.partitions if p.lag_seconds is not None]
         return max(known) if known else None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], query: str) -> QueryLag:
+        """The inverse of `to_json` (the backlog and the time to drain follow from the partitions and rates)."""
+        partitions = tuple(PartitionLag(queue, int(n), parsed(int, p["unread_rows"]),
+                                        parsed(float | None, p.get("lag_seconds")))
+                           for queue, parts in (doc.get("queues") or {}).items() for n, p in parts.items())
+        return cls(query, partitions, parsed(float | None, doc.get("input_rows_per_second")),
+                   parsed(float | None, doc.get("processed_rows_per_second")))
 
     def to_json(self) -> Mapping[str, Any]:
         queues: dict[str, dict[int, Mapping[str, Any]]] = {}

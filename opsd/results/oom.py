@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from opsd.results.values import parsed_fields
+
 
 @dataclass(frozen=True)
 class PoolVerdict:
@@ -23,6 +25,11 @@ class PoolVerdict:
     observed_peak_bytes: float | None
     observations: int
     measured_by: str
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], pool: str) -> PoolVerdict:
+        """The inverse of `to_json` (the pool is its key in the verdict's document)."""
+        return parsed_fields(cls, doc, pool=pool)
 
     def to_json(self) -> Mapping[str, Any]:
         return {"risk": self.risk, "predicted_peak_bytes": self.predicted_peak_bytes,
@@ -43,6 +50,12 @@ class OomVerdict:
     safe_max_rows_per_partition: int | None
     pools: tuple[PoolVerdict, ...] = ()
     safe_max_bytes_per_partition: int | None = None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> OomVerdict:
+        """The inverse of `to_json`."""
+        pools = tuple(PoolVerdict.from_json(p, name) for name, p in (doc.get("pools") or {}).items())
+        return parsed_fields(cls, doc, pools=pools)
 
     def to_json(self) -> Mapping[str, Any]:
         return {"risk": self.risk, "confidence": self.confidence, "exceed_probability": self.exceed_probability,

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from opsd.results.values import parsed_fields
+
 
 class Disposition(StrEnum):
     """Where a consumer's offset stands in a partition's window of rows, as YTsaurus' Queue Agent names it."""
@@ -42,6 +44,13 @@ class QueueSignals:
     served: bool
     write_rows_per_second: float | None
     partitions: tuple[PartitionSignals, ...] = ()
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], query: str, queue: str) -> QueueSignals:
+        """The inverse of `to_json` (the query and the queue name its entry in `/status`)."""
+        partitions = tuple(parsed_fields(PartitionSignals, p, partition=int(n))
+                           for n, p in (doc.get("partitions") or {}).items())
+        return parsed_fields(cls, doc, query=query, queue=queue, partitions=partitions)
 
     def to_json(self) -> Mapping[str, Any]:
         return {"consumer": self.consumer, "served": self.served, "write_rows_per_second": self.write_rows_per_second,

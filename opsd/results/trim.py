@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from opsd.results.values import parsed_fields
 from streaming_core.auto_trim import AutoTrimConfig
 
 
@@ -64,6 +65,15 @@ class QueueTrim:
     auto_trim: AutoTrimConfig | None
     partitions: tuple[PartitionTrim, ...] = ()
     problem: str | None = None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], query: str, queue: str) -> QueueTrim:
+        """The inverse of `to_json` (the query and the queue name its entry in `/status`)."""
+        config = doc.get("auto_trim_config")
+        partitions = tuple(parsed_fields(PartitionTrim, p, queue=queue, partition=int(n))
+                           for n, p in (doc.get("partitions") or {}).items())
+        return parsed_fields(cls, doc, query=query, queue=queue, partitions=partitions,
+                             auto_trim=None if config is None else AutoTrimConfig.from_yt(queue, config))
 
     @property
     def eta_seconds(self) -> float | None:

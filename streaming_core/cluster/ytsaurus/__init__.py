@@ -25,10 +25,10 @@ from typing import Any
 from yt.common import YtError
 from yt.packages.requests.exceptions import RequestException
 
-from .. import yt_uri
 from ..base import MAX_ROWS_PER_TABLET_TRANSACTION, Cluster, Transaction
 from ..errors import NoSuchPathError, UnreachableClusterError
 from ..schema import CONSUMER_SCHEMA
+from ..uris import yt_uri
 from .client import (
     WHERE_THE_URI_COMES_FROM,
     ClientFactory,

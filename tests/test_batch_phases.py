@@ -109,9 +109,7 @@ def test_the_doctor_says_where_the_batches_time_goes_in_words():
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
     evaluation = evaluate(_facts([4, 5]))
     recorder.record_phases("q", evaluation.shares, evaluation.new)
-    facts = recorder.status.to_json()["queries"]["q"]
-
-    [found] = findings("q", facts, Naming.of_config("opsd.yaml"))
+    [found] = findings("q", recorder.status.get("q"), Naming.of_config("opsd.yaml"))
 
     assert (found.kind, found.severity) == ("phases", Severity.INFO)
     assert found.what.startswith(f"{evaluation.shares.shares[evaluation.shares.largest]:.0%} of batch time ")

@@ -19,9 +19,10 @@ from opsd.config.load import load_config
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.advice import Naming, findings
 from opsd.observe.progress import PartitionOffsets
-from opsd.observe.status import jsonable
-from opsd.results.desync import DesyncState, HealOutcome
+from opsd.observe.status import QueryStatus, status_of
+from opsd.results.desync import DesyncEntry, DesyncState, HealOutcome
 from opsd.results.lag import PartitionLag, QueryLag
+from opsd.results.oom import OomVerdict
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
 from tests.support.cluster import QUEUE_SCHEMA
 from tests.support.doctor import advised_commands, doctor, finding, follow, write_config
@@ -86,7 +87,8 @@ def test_a_lagging_consumer_with_rows_waiting_is_healed_once_the_query_is_stoppe
     assert stopped[0] == 0 and yt.get_consumer_offsets(c, q) == {0: 20, 1: 20}
     assert offline(capsys, location, cluster_uri)[1]["queries"][location]["findings"] == []
     # a daemon knows the query is stopped: its advice says --stopped itself
-    [daemon] = findings_of({"active": False, "desync": report["queries"][location]["facts"]["desync"]})
+    stopped = status_of("q", {"active": False, "desync": report["queries"][location]["facts"]["desync"]})
+    [daemon] = findings("q", stopped, NAMING)
     assert advised_commands(daemon.advice) == [["desync", "heal", "q", "--config", "opsd.yaml", "--stopped"]]
 
 
@@ -215,7 +217,7 @@ NAMING = Naming.of_config("opsd.yaml")
 
 
 def findings_of(facts: dict) -> list:
-    return findings("q", facts, NAMING)
+    return findings("q", QueryStatus("q", **facts), NAMING)
 
 
 def kinds(facts: dict) -> list[str]:
@@ -226,10 +228,10 @@ def test_a_backlog_that_does_not_drain_is_a_finding_while_the_query_runs_only_an
         yt, yt_root, cluster_uri, capsys, tmp_path: Path) -> None:
     config = write_config(tmp_path / "opsd.yaml", cluster_uri, f"{yt_root}/queue", f"{yt_root}/consumer", "cp",
                           name="q")
-    lag = jsonable(QueryLag("q", (PartitionLag("//q", 0, 900, None),), input_rows_per_second=30.0,
-                            processed_rows_per_second=10.0))
+    lag = QueryLag("q", (PartitionLag("//q", 0, 900, None),), input_rows_per_second=30.0,
+                   processed_rows_per_second=10.0)
 
-    [found] = findings("q", {"active": True, "lag": lag, "max_rows_per_partition": 500},
+    [found] = findings("q", QueryStatus("q", active=True, lag=lag, max_rows_per_partition=500),
                        Naming.of_config(str(config)))
     [command] = advised_commands(found.advice)
     _, report = doctor(capsys, "--config", str(config), "--json")
@@ -247,7 +249,8 @@ def test_a_backlog_that_does_not_drain_is_a_finding_while_the_query_runs_only_an
 
 
 @pytest.mark.parametrize(("facts", "fragments"), [
-    ({"permanent_failure": "TrimmedRowsError: //q: partition 1, rows [20, 25) ... were trimmed", "desync": {"//q": {}}},
+    ({"permanent_failure": "TrimmedRowsError: //q: partition 1, rows [20, 25) ... were trimmed",
+      "desync": {"//q": DesyncEntry()}},
      ("(its consumer must be moved first: the desync finding below says how)", "(opsd run --check opsd.yaml;",
       "(opsd run opsd.yaml)")),
     ({"permanent_failure": "NoSuchPathError: //home/out: no such node"},
@@ -259,7 +262,7 @@ def test_a_backlog_that_does_not_drain_is_a_finding_while_the_query_runs_only_an
 ])
 def test_a_failing_or_stalled_query_is_advised_the_check_and_the_restart_of_its_config(facts: dict,
                                                                                        fragments: tuple) -> None:
-    [found] = findings("q", facts, NAMING)
+    [found] = findings_of(facts)
 
     assert found.severity == "action" and all(f in found.advice for f in fragments), found.advice
     assert all(c[0] == "run" and c[-1] == "opsd.yaml" for c in advised_commands(found.advice))
@@ -275,10 +278,10 @@ def test_the_advised_cap_for_a_batch_near_its_memory_limit_brings_the_risk_under
                           name="q")
     pipeline = load_config(config).pipelines[0]
 
-    def judged(cap: int | None) -> dict:
-        verdict = evaluate("q", planned_batch(waiting, cap, bytes_per_row=100), {"jvm_heap": limit}, seen)
-        return {"active": True, "max_rows_per_partition": cap,
-                "oom": {"risk": verdict.risk, "safe_max_rows_per_partition": verdict.safe_max_rows_per_partition}}
+    def judged(cap: int | None) -> QueryStatus:
+        evaluation = evaluate("q", planned_batch(waiting, cap, bytes_per_row=100), {"jvm_heap": limit}, seen)
+        oom = OomVerdict(evaluation.risk, 0.95, 0.0, 0.0, evaluation.safe_max_rows_per_partition)  # rows only
+        return QueryStatus("q", active=True, max_rows_per_partition=cap, oom=oom)
 
     before = judged(None)
     [found] = findings("q", before, Naming.of_config(str(config)))
@@ -286,7 +289,8 @@ def test_the_advised_cap_for_a_batch_near_its_memory_limit_brings_the_risk_under
     assert follow(capsys, command)[0] == 0
     after = judged(collect_tuning(yt, sources_for(pipeline, {})).max_rows_per_partition)
 
-    safe = before["oom"]["safe_max_rows_per_partition"]
-    assert before["oom"]["risk"] >= OOM_RISK_HIGH and found.kind == "memory"
+    safe = before.oom.safe_max_rows_per_partition
+    assert before.oom.risk >= OOM_RISK_HIGH and found.kind == "memory"
     assert command == ["tuning", "set", "q", "--config", str(config), "--max-rows-per-partition", str(safe)]
-    assert after["max_rows_per_partition"] == safe and after["oom"]["risk"] < OOM_RISK_HIGH and kinds(after) == []
+    assert after.max_rows_per_partition == safe and after.oom.risk < OOM_RISK_HIGH
+    assert findings("q", after, NAMING) == []

@@ -3,6 +3,9 @@ consumer holding the trimming back; each finding's advised `opsd` command, run, 
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -12,7 +15,8 @@ from opsd.cli.main import main
 from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.config.thresholds import VITAL_CONSUMER_STALLED_SECONDS
 from opsd.observe.recorder import Recorder
-from opsd.observe.status import StatusStore
+from opsd.observe.status import QueryStatus, StatusStore
+from opsd.results.trim import PartitionTrim, QueueTrim, TrimOutlook
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AutoTrimConfig
@@ -73,12 +77,10 @@ def test_a_daemons_stalled_vital_consumer_of_another_job_needs_action_naming_it(
 def test_the_advice_raises_the_rule_that_holds_the_rows_longest_to_two_hours_of_growth(binding) -> None:
     from opsd.doctor.retention import retention_advice
 
-    partition = {"outlook": "approaching", "eta_seconds": 600.0, "at_risk": True, "unread_rows": 900,
-                 "binding": binding, "write_rows_per_second": 12.0, "read_rows_per_second": 2.0}
-    facts = {"trim": {"//q": {"consumer": "//c", "auto_trim_config": {
-        "enable": True, "retained_rows": 1000, "retained_lifetime_duration": 3_600_000},
-        "partitions": {"0": partition, "1": {**partition, "at_risk": False, "eta_seconds": "+Inf"}}}}}
-    [(kind, _, what, advice)] = retention_advice(facts)
+    partition = PartitionTrim("//q", 0, TrimOutlook.APPROACHING, 600.0, 900, binding, 12.0, 2.0, at_risk=True)
+    trim = QueueTrim("q", "//q", "//c", AutoTrimConfig(True, 1000, 3600.0),
+                     (partition, replace(partition, partition=1, at_risk=False, eta_seconds=math.inf)))
+    [(kind, _, what, advice)] = retention_advice(QueryStatus("q", trim={"//q": trim}))
 
     assert kind == "trim_soon" and "from partition 0 in about 10 min" in what
     expected = {"retained_rows": "retained_rows 72900 (now 1000", "retained_lifetime_duration":

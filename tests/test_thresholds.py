@@ -22,6 +22,8 @@ from opsd.config.thresholds import (
     OOM_RISK_TARGET,
 )
 from opsd.doctor.advice import Naming, findings
+from opsd.observe.status import QueryStatus
+from opsd.results.oom import OomVerdict
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION, READ_BATCH_BYTES, READ_BATCH_ROWS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,8 +98,8 @@ def test_the_oom_model_and_its_config_keys_share_their_defaults() -> None:
     (OOM_RISK_HIGH, True), (OOM_RISK_HIGH + 0.05, True), (OOM_RISK_HIGH - 0.01, False), (OOM_RISK_TARGET, False),
 ])
 def test_the_doctor_acts_from_the_alerts_oom_risk(risk: float, needs_action: bool) -> None:
-    facts = {"active": True, "oom": {"risk": risk, "safe_max_rows_per_partition": 1000}, "max_rows_per_partition": 5000}
-    memory = [f for f in findings("q", facts, Naming.of_config("opsd.yaml")) if f.kind == "memory"]
+    status = QueryStatus("q", active=True, oom=OomVerdict(risk, 0.95, 0.0, 0.0, 1000), max_rows_per_partition=5000)
+    memory = [f for f in findings("q", status, Naming.of_config("opsd.yaml")) if f.kind == "memory"]
     assert bool(memory) is needs_action
 
 

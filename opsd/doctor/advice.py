@@ -1,8 +1,8 @@
-"""Advice: a query's facts (the `/status` shape) into findings, each with the command to run or the value to set.
-Pure: no cluster, no clock.
+"""Advice: a query's status (the checks' typed results: `opsd.observe.status.QueryStatus`) into findings, each with
+the command to run or the value to set. Pure: no cluster, no clock.
 
 Every advice is meant to be followed as written: `tests/test_doctor_advice.py` follows each one (those that only a
-running daemon sees, from their facts). Commands name
+running daemon sees, from their results). Commands name
 the query the way the doctor was given it (`Naming`): `QUERY --config FILE` for a config, `--checkpoint LOCATION`
 offline, `CONFIG` (the daemon's config, which the doctor does not know) for a running daemon.
 
@@ -18,15 +18,15 @@ too.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.report import Advice, Finding, FindingKind, Severity
 from opsd.doctor.retention import retention_advice
-from opsd.results.desync import AHEAD_OF_QUEUE, DesyncState
-from opsd.results.values import json_number
+from opsd.observe.status import QueryStatus
+from opsd.results.desync import AHEAD_OF_QUEUE, DesyncState, PartitionDesync, QueueDesync
+from opsd.results.positions import QueuePositions
 
 #: Failures whose way out is the desync finding of the same query (its consumer must be moved first).
 DESYNC_FAILURES = ("TrimmedRowsError", "BeyondQueueEndError")
@@ -62,66 +62,69 @@ class Naming:
                    names_consumer="--consumer " in flags)
 
 
-def findings(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Finding]:
+def findings(query: str, status: QueryStatus, naming: Naming, *, offline: bool = False) -> list[Finding]:
+    """The findings of a query's status; `offline`: read by the doctor itself, so whether the query runs is not
+    known (a daemon knows it)."""
     found: list[Finding] = []
+    active = None if offline else status.active
 
     def add(kind: FindingKind, severity: Severity, what: str, advice: str) -> None:
         found.append(Finding(query, severity, what, advice, kind))
 
     check = (f"check the fix (opsd run --check {naming.config}; exit 0 when every pipeline can start and resume "
              "its checkpoint)")
-    if facts.get("permanent_failure"):
-        named = facts["permanent_failure"]
+    if status.permanent_failure:
+        named = status.permanent_failure
         add(FindingKind.PERMANENT_FAILURE, Severity.ACTION, f"opsd stopped the query for good: {named}",
-            f"a restart would fail the same way: fix what it names{_first_move(named, facts)}, {check}, then "
+            f"a restart would fail the same way: fix what it names{_first_move(named, status)}, {check}, then "
             f"restart opsd (opsd run {naming.config})")
-    elif facts.get("exception_class") and not facts.get("active"):
-        error = facts.get("error") or f"{facts['exception_class']}: {_first_line(facts.get('exception'))}"
+    elif status.exception_class and not active:
+        error = status.error or f"{status.exception_class}: {_first_line(status.exception)}"
         add(FindingKind.FAILED, Severity.ACTION, f"the query failed: {error}",
-            f"read the failure in opsd's log (event query_failed) and fix its cause{_first_move(error, facts)}; "
+            f"read the failure in opsd's log (event query_failed) and fix its cause{_first_move(error, status)}; "
             f"{check}; opsd restarts the query with backoff")
-    if facts.get("crash_loop"):
+    if status.crash_loop:
         add(FindingKind.CRASH_LOOP, Severity.ACTION,
-            f"the query is crash looping ({facts.get('restarts', 0)} restarts)",
+            f"the query is crash looping ({status.restarts} restarts)",
             "its restart backoff is at the cap: fix the failure above; restarts alone will not")
-    if facts.get("stalled"):
+    if status.stalled:
         add(FindingKind.STALLED, Severity.ACTION, "the query makes no progress although rows are waiting",
             "look for a hung sink or lost executors (Spark UI, executor logs); if it stays stuck, restart opsd "
             f"(SIGTERM, then opsd run {naming.config}): the query resumes from its checkpoint")
-    found.extend(desync_findings(query, facts, naming))
-    for kind, sev, what, advice in (*_lag(query, facts, naming), *_memory(query, facts, naming),
-                                    *retention_advice(facts, naming.cluster), *_phases(facts)):
+    found.extend(desync_findings(query, status, naming, active))
+    for kind, sev, what, advice in (*_lag(query, status, naming, active), *_memory(query, status, naming),
+                                    *retention_advice(status, naming.cluster), *_phases(status)):
         found.append(Finding(query, sev, what, advice, kind))
     return found
 
 
-def desync_findings(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Finding]:
-    """The findings of each queue's desync (`kind`: the state, or `problem`)."""
-    return [Finding(query, sev, what, advice, kind) for queue, desync in (facts.get("desync") or {}).items()
-            for kind, sev, what, advice in _desync(queue, desync, query, naming, facts.get("active"))]
+def desync_findings(query: str, status: QueryStatus, naming: Naming, active: bool | None) -> list[Finding]:
+    """The findings of each queue's desync (`kind`: the state, or `FindingKind.DESYNC_UNKNOWN`); `active` None: not
+    known whether the query runs."""
+    return [Finding(query, sev, what, advice, kind) for queue, entry in (status.desync or {}).items()
+            if entry.desync is not None
+            for kind, sev, what, advice in _desync(queue, entry.desync, query, naming, active)]
 
 
-def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
-            active: bool | None) -> list[Advice]:
-    if desync.get("removed_partitions"):
-        return [_resharded(queue, desync)]
-    if desync.get("problem"):
-        return [(FindingKind.DESYNC_UNKNOWN, Severity.ACTION, f"{queue}: desync unknown: {desync['problem']}",
+def _desync(queue: str, desync: QueueDesync, query: str, naming: Naming, active: bool | None) -> list[Advice]:
+    facts = desync.facts
+    if facts.removed_partitions:
+        return [_resharded(queue, facts)]
+    if facts.problem:
+        return [(FindingKind.DESYNC_UNKNOWN, Severity.ACTION, f"{queue}: desync unknown: {facts.problem}",
                  "fix the checkpoint location, queue or consumer named above (in the config: the pipeline's source "
                  "or its watch: entry; offline: --queue / --consumer), then run the doctor again")]
-    consumer = desync.get("consumer")
+    consumer = facts.consumer
     seek = f"opsd consumer seek {queue} {consumer}"
 
     def seeking(flags: str) -> str:
         return f"{seek} {flags} {naming.seek(query)}"
 
     out = []
-    by_state: dict[DesyncState, list[tuple[str, Mapping[str, Any]]]] = {}
-    for partition, p in sorted((desync.get("partitions") or {}).items(), key=lambda item: int(item[0])):
-        state = DesyncState._value2member_map_.get(p["state"])  # a state this version does not know: no advice
-        if isinstance(state, DesyncState):
-            by_state.setdefault(state, []).append((partition, p))
-    waiting = any(p["row_count"] > p["checkpoint_next"] for p in (desync.get("partitions") or {}).values())
+    by_state: dict[DesyncState, list[tuple[int, PartitionDesync]]] = {}
+    for p in sorted(desync.partitions, key=lambda p: p.facts.partition):
+        by_state.setdefault(p.state, []).append((p.facts.partition, p))
+    waiting = any(p.facts.row_count > p.facts.checkpoint_next for p in desync.partitions)
     heal = (f"(opsd desync heal {naming.desync(query)}" + ("" if naming.names_consumer else f" --consumer {consumer}")
             + (" --stopped" if active is False and waiting else "") + ")")
     if waiting and active is None:
@@ -133,23 +136,23 @@ def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
                     f"checkpoint on {parts} (the late acknowledgement of an idle query or an availableNow run; it "
                     "holds the queue's trim)", f"heal it {heal}"))
     if DesyncState.STUCK in by_state:
-        rows = sum(p["difference_rows"] for _, p in by_state[DesyncState.STUCK])
+        rows = sum(p.difference_rows for _, p in by_state[DesyncState.STUCK])
         out.append((DesyncState.STUCK, Severity.ACTION,
                     f"{queue}: consumer {consumer} has not followed several committed "
                     f"batches on {_names(by_state[DesyncState.STUCK])} ({rows} rows behind)",
                     "its acknowledgements fail (look for consumer_advance_conflict in the query's log: is another "
                     f"job moving the same consumer?); then heal it {heal}"))
     for partition, p in by_state.get(DesyncState.CONSUMER_AHEAD, []):
-        back = max(p["checkpoint_next"], p["trimmed_row_count"])
+        back = max(p.facts.checkpoint_next, p.facts.trimmed_row_count)
         out.append((DesyncState.CONSUMER_AHEAD, Severity.ACTION,
                     f"{queue}: consumer {consumer} is ahead of the checkpoint on "
-                    f"partition {partition}: rows [{back}, {p['consumer_offset']}) would be skipped at restart",
+                    f"partition {partition}: rows [{back}, {p.facts.consumer_offset}) would be skipped at restart",
                     "if another job read those rows, give each job its own consumer; if not, stop the query and move "
                     f"the consumer back to the checkpoint ({seeking(f'--partition {partition} --offset {back}')}; a "
                     "heal never moves a consumer backwards), then restart it"))
     ahead = by_state.get(DesyncState.CHECKPOINT_AHEAD_OF_QUEUE, [])
     if ahead:
-        rows = ", ".join(f"[{p['row_count']}, {p['checkpoint_next']}) of partition {n}" for n, p in ahead)
+        rows = ", ".join(f"[{p.facts.row_count}, {p.facts.checkpoint_next}) of partition {n}" for n, p in ahead)
         out.append((DesyncState.CHECKPOINT_AHEAD_OF_QUEUE, Severity.ACTION,
                     f"{queue}: the checkpoint has read past the "
                     f"queue's end on {_names(ahead)} (the queue was recreated under this path, or the checkpoint is "
@@ -159,20 +162,20 @@ def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
                     f"first row ({seeking('--to trim --past-checkpoint')}) and restart the query with a new "
                     "checkpointLocation (it starts where the consumer stands)"))
     for partition, p in by_state.get(DesyncState.CONSUMER_AHEAD_OF_QUEUE, []):
-        back = f"--partition {partition} --offset {p['checkpoint_next']}"
+        back = f"--partition {partition} --offset {p.facts.checkpoint_next}"
         out.append((DesyncState.CONSUMER_AHEAD_OF_QUEUE, Severity.ACTION,
-                    f"{queue}: consumer {consumer} is past the queue's "
-                    f"end on partition {partition}: offset {p['consumer_offset']}, but the queue has {p['row_count']} "
-                    "rows (moved by hand, or left from a queue recreated under this path): the rows written below it "
+                    f"{queue}: consumer {consumer} is past the queue's end on partition {partition}: offset "
+                    f"{p.facts.consumer_offset}, but the queue has {p.facts.row_count} rows (moved by hand, or left "
+                    "from a queue recreated under this path): the rows written below it "
                     "would never be read",
                     "stop the query and move the consumer back to the checkpoint "
                     f"({seeking(back)}), then restart it"))
     behind = by_state.get(DesyncState.BEHIND_TRIM, [])
     if behind:
-        lost = sum(p["trimmed_row_count"] - max(p["checkpoint_next"], p["consumer_offset"]) for _, p in behind)
-        rows = ", ".join(f"[{max(p['checkpoint_next'], p['consumer_offset'])}, {p['trimmed_row_count']}) of "
+        lost = sum(p.facts.trimmed_row_count - max(p.facts.checkpoint_next, p.facts.consumer_offset) for _, p in behind)
+        rows = ", ".join(f"[{max(p.facts.checkpoint_next, p.facts.consumer_offset)}, {p.facts.trimmed_row_count}) of "
                          f"partition {n}" for n, p in behind)
-        vital = desync.get("vital")
+        vital = facts.vital
         how = (f"although consumer {consumer} is registered as vital (a trim with --past-vital-consumers)" if vital
                else f"consumer {consumer} is not registered as vital, so trims do not wait for it")
         guard = "" if vital else (f"; so that trims wait for it from now on, register it as vital (opsd consumer "
@@ -188,43 +191,42 @@ def _desync(queue: str, desync: Mapping[str, Any], query: str, naming: Naming,
     return out
 
 
-def _resharded(queue: str, desync: Mapping[str, Any]) -> Advice:
+def _resharded(queue: str, facts: QueuePositions) -> Advice:
     """Tablets the checkpoint has read were removed from the queue: the source refuses to go on
     (`QueueReshardedError`); only a new checkpoint, starting at the consumer, gets past it."""
-    removed = ", ".join(str(p) for p in desync["removed_partitions"])
+    removed = ", ".join(str(p) for p in facts.removed_partitions)
     return (FindingKind.RESHARDED, Severity.ACTION,
             f"{queue}: the checkpoint has read partitions {removed}, which the queue no longer has (a reshard to "
             "fewer tablets): the query stops with QueueReshardedError",
             "restart the query with a new checkpointLocation: it starts where the consumer "
-            f"{desync.get('consumer')} stands. To scale a queue under a running query, only add tablets "
+            f"{facts.consumer} stands. To scale a queue under a running query, only add tablets "
             f"(opsd queue reshard {queue} --tablets N, N above the current count): they are read without a restart")
 
 
-def _lag(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Advice]:
+def _lag(query: str, status: QueryStatus, naming: Naming, active: bool | None) -> list[Advice]:
     """A backlog that does not drain, for a running query only: a stopped one drains nothing whatever its tuning."""
-    lag = facts.get("lag") or {}
-    if facts.get("active") is False or json_number(lag.get("time_to_drain_seconds")) != math.inf \
-            or not lag.get("backlog_rows"):
+    lag = status.lag
+    if active is False or lag is None or lag.time_to_drain_seconds != math.inf or not lag.backlog_rows:
         return []
-    cap = facts.get("max_rows_per_partition")
-    arrive, read = _rate(lag.get("input_rows_per_second")), _rate(lag.get("processed_rows_per_second"))
+    cap = status.max_rows_per_partition
+    arrive, read = _rate(lag.input_rows_per_second), _rate(lag.processed_rows_per_second)
     more = "give the query more executors or cores"
     advice = (f"if its batches are short, raise max_rows_per_partition (now {cap}) in its tuning document (opsd "
               f"tuning set {query} --config {naming.config} --max-rows-per-partition {2 * cap}), else {more}" if cap
               else f"it reads every waiting row at each batch (max_rows_per_partition unlimited): {more}")
     return [(FindingKind.LAG, Severity.ACTION,
-             f"the backlog of {lag['backlog_rows']} rows is not draining: rows arrive at {arrive}, the query reads "
+             f"the backlog of {lag.backlog_rows} rows is not draining: rows arrive at {arrive}, the query reads "
              f"{read}", advice)]
 
 
-def _memory(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Advice]:
+def _memory(query: str, status: QueryStatus, naming: Naming) -> list[Advice]:
     """The OOM check's verdict on the next batch (`opsd.checks.oom`): risk = predicted peak / the pool's limit."""
-    oom = facts.get("oom") or {}
-    risk = oom.get("risk")
-    if risk is None or risk < OOM_RISK_HIGH:
+    oom = status.oom
+    if oom is None or oom.risk < OOM_RISK_HIGH:
         return []
-    safe, cap = oom.get("safe_max_rows_per_partition"), facts.get("max_rows_per_partition")
-    safe_bytes, cap_bytes = oom.get("safe_max_bytes_per_partition"), facts.get("max_bytes_per_partition")
+    risk = oom.risk
+    safe, cap = oom.safe_max_rows_per_partition, status.max_rows_per_partition
+    safe_bytes, cap_bytes = oom.safe_max_bytes_per_partition, status.max_bytes_per_partition
     tuning_set = f"opsd tuning set {query} --config {naming.config}"
     if safe_bytes:
         advice = (f"cap its batches at the safe max_bytes_per_partition {safe_bytes} (now {cap_bytes or 'unlimited'}; "
@@ -261,26 +263,25 @@ PHASE_ADVICE = {
 }
 
 
-def _phases(facts: Mapping[str, Any]) -> list[Advice]:
+def _phases(status: QueryStatus) -> list[Advice]:
     """Where the query's recent batches spent their time (the phases check), said in words, and where to look."""
-    phases = facts.get("phases") or {}
-    largest, words = phases.get("largest"), phases.get("words")
-    if largest not in PHASE_ADVICE or not words:
+    phases = status.phases
+    if phases is None or phases.largest not in PHASE_ADVICE or not phases.words:
         return []
-    return [(FindingKind.PHASES, Severity.INFO, f"{words} (the last {phases.get('batches')} measured batches, "
-             f"{phases.get('coverage', 0):.0%} of their time measured)", PHASE_ADVICE[largest])]
+    return [(FindingKind.PHASES, Severity.INFO, f"{phases.words} (the last {phases.batches} measured batches, "
+             f"{phases.coverage:.0%} of their time measured)", PHASE_ADVICE[phases.largest])]
 
 
-def _first_move(error: str, facts: Mapping[str, Any]) -> str:
+def _first_move(error: str, status: QueryStatus) -> str:
     """For a failure that only moving the consumer ends: say so, and where the way is."""
     if not any(c in error for c in DESYNC_FAILURES):
         return ""
-    return " (its consumer must be moved first" + (": the desync finding below says how)" if facts.get("desync")
+    return " (its consumer must be moved first" + (": the desync finding below says how)" if status.desync
                                                     else ": run the doctor with --config for how)")
 
 
-def _names(parts: list[tuple[str, Mapping[str, Any]]]) -> str:
-    return "partition" + ("s " if len(parts) > 1 else " ") + ", ".join(p for p, _ in parts)
+def _names(parts: list[tuple[int, PartitionDesync]]) -> str:
+    return "partition" + ("s " if len(parts) > 1 else " ") + ", ".join(str(p) for p, _ in parts)
 
 
 def _rate(value: float | None) -> str:

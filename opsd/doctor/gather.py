@@ -12,6 +12,7 @@ the tuning values in force and the auto-tuner's recommendations (from what the c
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -32,10 +33,26 @@ OFFLINE_FACTS = ("desync", "lag", "queue_agent", "trim", "vital_consumers", "aut
 IN_FORCE = ("max_rows_per_partition", "dyn_batch_size")
 
 
-def from_status(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class Gathered:
+    """Each query's status as the doctor found it; `offline`: read by the doctor itself (whether a query runs, its
+    failures and its batches only a daemon knows)."""
+
+    statuses: Mapping[str, QueryStatus]
+    offline: bool
+
+    def facts(self, query: str) -> dict[str, Any]:
+        """A query's facts as the report shows them (the `/status` shape; offline, what the doctor found only)."""
+        found = jsonable(self.statuses[query])
+        if not self.offline:
+            return found
+        return {k: v for k, v in found.items() if k in OFFLINE_FACTS and (v is not None or k in IN_FORCE)}
+
+
+def from_status(document: Mapping[str, Any]) -> Gathered:
     """The queries of a daemon's `/status` document, each read into its `QueryStatus` where it comes in (the one
     parser, `status_of`: a document this version cannot read fails here, not in the advice)."""
-    return {name: jsonable(status_of(name, q)) for name, q in (document.get("queries") or {}).items()}
+    return Gathered({name: status_of(name, q) for name, q in (document.get("queries") or {}).items()}, offline=False)
 
 
 def diagnosed(cluster: Cluster, targets: Iterable[QueryTarget], at: float,
@@ -47,19 +64,13 @@ def diagnosed(cluster: Cluster, targets: Iterable[QueryTarget], at: float,
     return recorder.status.snapshot()
 
 
-def facts_of(statuses: Mapping[str, QueryStatus]) -> dict[str, dict[str, Any]]:
-    """The offline facts of each query, in the `/status` shape."""
-    return {name: {k: v for k, v in jsonable(status).items()
-                   if k in OFFLINE_FACTS and (v is not None or k in IN_FORCE)}
-            for name, status in statuses.items()}
-
-
-def from_targets(cluster: Cluster, targets: Iterable[QueryTarget], at: float) -> dict[str, dict[str, Any]]:
+def from_targets(cluster: Cluster, targets: Iterable[QueryTarget], at: float) -> Gathered:
     """Desync, lag, Queue Agent signals, trim forecast and vital consumers of each target, read now."""
-    return facts_of(diagnosed(cluster, targets, at))
+    return Gathered(diagnosed(cluster, targets, at), offline=True)
 
 
-def from_config(cluster: Cluster, config: OpsdConfig, at: float) -> dict[str, dict[str, Any]]:
+def from_config(cluster: Cluster, config: OpsdConfig, at: float) -> Gathered:
     """Every pipeline and watched query of a config: what `from_targets` finds, the tuning values in force and the
     auto-tuner's recommendations."""
-    return {p.name: {} for p in config.pipelines} | facts_of(diagnosed(cluster, targets_for(config), at, config))
+    found = diagnosed(cluster, targets_for(config), at, config)
+    return Gathered({p.name: QueryStatus(p.name) for p in config.pipelines} | found, offline=True)

@@ -16,7 +16,7 @@ from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.config.thresholds import VITAL_CONSUMER_STALLED_SECONDS
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import QueryStatus, StatusStore
-from opsd.results.trim import PartitionTrim, QueueTrim, TrimOutlook
+from opsd.results.trim import PartitionTrim, QueueTrim, TrimOutlook, TrimRule
 from opsd.telemetry.http import OpsHttpServer
 from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AutoTrimConfig
@@ -73,7 +73,7 @@ def test_a_daemons_stalled_vital_consumer_of_another_job_needs_action_naming_it(
     assert audit.run() == [] and recorder.status.get("job").vital_consumers == ()
 
 
-@pytest.mark.parametrize("binding", ["retained_rows", "retained_lifetime_duration"])
+@pytest.mark.parametrize("binding", [TrimRule.RETAINED_ROWS, TrimRule.RETAINED_LIFETIME])
 def test_the_advice_raises_the_rule_that_holds_the_rows_longest_to_two_hours_of_growth(binding) -> None:
     from opsd.doctor.retention import retention_advice
 

@@ -24,10 +24,10 @@ from opsd.results.autotune import Decision, Knob, TunerDecision, TuneReason, Tun
 from opsd.results.desync import DesyncEntry, DesyncState, Heal, HealOutcome, PartitionDesync, QueueDesync
 from opsd.results.history import HistoryEntry, HistoryKind, HistoryOutcome
 from opsd.results.lag import PartitionLag, QueryLag
-from opsd.results.oom import OomVerdict, PoolVerdict
+from opsd.results.oom import MeasuredBy, OomVerdict, PoolVerdict
 from opsd.results.positions import PartitionPositions, QueuePositions
 from opsd.results.queue_agent import Disposition, PartitionSignals, QueueSignals
-from opsd.results.trim import PartitionTrim, QueueTrim, TrimOutlook
+from opsd.results.trim import PartitionTrim, QueueTrim, TrimOutlook, TrimRule
 from opsd.results.vital import VitalConsumerAudit
 from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.write_stats import WriteStats
@@ -161,9 +161,9 @@ def every_fact() -> QueryStatus:
         autotune={Knob.MAX_ROWS: TunerDecision(Decision("q", Knob.MAX_ROWS, 100, 200, TuneReason.FAST_BATCHES),
                                                TunerMode.APPLY, True, (10, 1000), at=5.0)},
         oom=OomVerdict(0.5, 0.95, 0.01, 1e6, 100, (PoolVerdict("heap", 0.5, 1e6, (9e5, 1.1e6), 0.01, 2e6, 1e5, None,
-                                                               4, "spark_metrics"),), 2000),
+                                                               4, MeasuredBy.SPARK_METRICS),), 2000),
         trim={"//q": QueueTrim("q", "//q", "//c", AutoTrimConfig(True, 5), (
-            PartitionTrim("//q", 0, TrimOutlook.APPROACHING, 60.0, 5, "retained_rows", 1.0, 0.5, True),))},
+            PartitionTrim("//q", 0, TrimOutlook.APPROACHING, 60.0, 5, TrimRule.RETAINED_ROWS, 1.0, 0.5, True),))},
         vital_consumers=(VitalConsumerAudit("//q", "//v", 5, 10.0, 1.0, {0: 3}, stalled=True),),
         phases=PhaseShares("run", 2, 3, 4.0, {"decode": 3.0}, {"decode": 0.75}, "decode", 0.9, "decode binds"))
 
@@ -177,6 +177,8 @@ def test_a_status_read_back_from_its_status_json_is_the_status_it_was_written_fr
     assert read == status
     assert jsonable(read) == document
     assert read.lag.time_to_drain_seconds == math.inf and read.desync["//q"].desync.state is DesyncState.STUCK
+    assert read.trim["//q"].partitions[0].binding is TrimRule.RETAINED_ROWS
+    assert read.oom.pools[0].measured_by is MeasuredBy.SPARK_METRICS
 
 
 @pytest.mark.hostile

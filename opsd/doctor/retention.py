@@ -14,7 +14,7 @@ import math
 from opsd.config.thresholds import TRIM_ETA_SHORT_SECONDS
 from opsd.doctor.report import Advice, FindingKind, Severity
 from opsd.observe.status import QueryStatus
-from opsd.results.trim import PartitionTrim, QueueTrim
+from opsd.results.trim import PartitionTrim, QueueTrim, TrimRule
 from opsd.results.vital import VitalConsumerAudit
 from streaming_core.auto_trim import AutoTrimConfig
 
@@ -58,11 +58,11 @@ def _raise(queue: str, config: AutoTrimConfig | None, p: PartitionTrim) -> str |
     growth = max(0.0, written - read) if written is not None and read is not None else None
     if config is None:
         return None
-    if p.binding == "retained_rows" and config.retained_rows is not None:
+    if p.binding is TrimRule.RETAINED_ROWS and config.retained_rows is not None:
         rows = p.unread_rows + (growth * horizon if growth is not None else config.retained_rows)
         return (f"keep more rows: yt set {queue}/@auto_trim_config/retained_rows {math.ceil(rows)} (now "
                 f"{config.retained_rows}: the unread rows plus two hours of the backlog's growth)")
-    if p.binding == "retained_lifetime_duration" and config.retained_lifetime_seconds is not None:
+    if p.binding is TrimRule.RETAINED_LIFETIME and config.retained_lifetime_seconds is not None:
         millis = round((config.retained_lifetime_seconds + horizon) * 1000)
         return (f"keep rows longer: yt set {queue}/@auto_trim_config/retained_lifetime_duration {millis} (now "
                 f"{round(config.retained_lifetime_seconds * 1000)} ms; two hours more)")

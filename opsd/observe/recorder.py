@@ -388,7 +388,8 @@ class Recorder:
 
     def record_replan(self, query: str, batch_id: int, refused: ReplanRefusal | None) -> None:
         """The tuner planned a failed run's batch again (down: under the cut cap), or refused to (hold)."""
-        direction, reason = ("hold", TuneReason.REPLAN_REFUSED) if refused else ("down", TuneReason.MEMORY_FAILURE)
+        direction, reason = ((Direction.HOLD, TuneReason.REPLAN_REFUSED) if refused
+                             else (Direction.DOWN, TuneReason.MEMORY_FAILURE))
         self.metrics.autotune_decisions.labels(query=query, knob="planned_batch", direction=direction,
                                                reason=reason).inc()
 

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from opsd.results.values import parsed_fields
+
+
+class MeasuredBy(StrEnum):
+    """What measured a memory pool's peaks: opsd's sampler of the local processes, or Spark's executor metrics."""
+
+    SAMPLER = "sampler"
+    SPARK_METRICS = "spark_metrics"
 
 
 @dataclass(frozen=True)
@@ -24,7 +32,7 @@ class PoolVerdict:
     baseline_bytes: float
     observed_peak_bytes: float | None
     observations: int
-    measured_by: str
+    measured_by: MeasuredBy
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any], pool: str) -> PoolVerdict:

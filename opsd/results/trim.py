@@ -27,14 +27,24 @@ class TrimOutlook(StrEnum):
     UNKNOWN = "unknown"  # rates (two readings) or the next row's age are not known yet
 
 
-#: The trim rule that holds unread rows longest, so the one to change to keep them (`binding`).
-TRIM_RULES = ("vital_consumers", "retained_rows", "retained_lifetime_duration")
+class TrimRule(StrEnum):
+    """A rule the Queue Agent trims a queue by: its vital consumers, or a retention rule of `@auto_trim_config`
+    (each value the attribute's key). The one that holds unread rows longest is the one to change to keep them
+    (`PartitionTrim.binding`)."""
+
+    VITAL_CONSUMERS = "vital_consumers"
+    RETAINED_ROWS = "retained_rows"
+    RETAINED_LIFETIME = "retained_lifetime_duration"
+
+
+#: The rules in the order a tie goes to the later one (raising a retention rule keeps the rows).
+TRIM_RULES: tuple[TrimRule, ...] = tuple(TrimRule)
 
 
 @dataclass(frozen=True)
 class PartitionTrim:
     """A partition's trim forecast: seconds until trimming deletes rows the query has not read (0: now; +Inf: not at
-    the current rates; None: unknown), the rule that holds them longest (`binding`, one of `TRIM_RULES`), the rates
+    the current rates; None: unknown), the rule that holds them longest (`binding`), the rates
     it was judged by, and whether it is below the level a person must act at (`at_risk`, set by the decide step)."""
 
     queue: str
@@ -42,7 +52,7 @@ class PartitionTrim:
     outlook: TrimOutlook
     eta_seconds: float | None
     unread_rows: int
-    binding: str | None = None
+    binding: TrimRule | None = None
     write_rows_per_second: float | None = None
     read_rows_per_second: float | None = None
     at_risk: bool = False

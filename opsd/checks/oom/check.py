@@ -53,7 +53,7 @@ from opsd.observe.failures import memory_pool
 from opsd.observe.progress import PartitionOffsets
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import QueryStatus
-from opsd.results.oom import OomVerdict, PoolVerdict
+from opsd.results.oom import MeasuredBy, OomVerdict, PoolVerdict
 from streaming_core.cluster import Cluster, ClusterError, connect
 from streaming_core.options import CONSUMER_PATH
 
@@ -67,7 +67,7 @@ HISTORY = 200
 WINDOW_SLACK_SECONDS = 1.0
 #: The pools the memory sampler measures when it runs, and how `/status` names each pool's measure.
 SAMPLED_POOLS = (PYTHON_WORKER, DIRECT)
-MEASURES = {True: "sampler", False: "spark_metrics"}
+MEASURES = {True: MeasuredBy.SAMPLER, False: MeasuredBy.SPARK_METRICS}
 
 
 @dataclass

@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 
 from opsd.checks.trim.facts import PartitionTrimFacts, QueueTrimFacts, Sample
-from opsd.results.trim import TRIM_RULES, PartitionTrim, QueueTrim, TrimOutlook
+from opsd.results.trim import TRIM_RULES, PartitionTrim, QueueTrim, TrimOutlook, TrimRule
 from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.offsets import unread_rows
 
@@ -58,7 +58,7 @@ def forecast(p: PartitionTrimFacts, config: AutoTrimConfig | None, queue: str, s
     next_row = max(p.next_row, p.trimmed_row_count)
     unread = unread_rows(p.next_row, p.row_count, p.trimmed_row_count)
 
-    def verdict(outlook: TrimOutlook, eta: float | None, binding: str | None = None,
+    def verdict(outlook: TrimOutlook, eta: float | None, binding: TrimRule | None = None,
                 measured: tuple[float, float, float | None] | None = None) -> PartitionTrim:
         return PartitionTrim(queue, p.partition, outlook, eta, unread, binding,
                              measured[0] if measured else None, measured[1] if measured else None)
@@ -78,32 +78,33 @@ def forecast(p: PartitionTrimFacts, config: AutoTrimConfig | None, queue: str, s
     if any(eta is None for eta in etas.values()):
         return verdict(TrimOutlook.UNKNOWN, None, None, measured)
     # Ties (every limit past already: pending) go to a retention rule, which raising would stop.
-    binding, eta = max(etas.items(), key=lambda item: (item[1], TRIM_RULES.index(item[0])))  # type: ignore[arg-type]
+    binding, eta = max(etas.items(), key=lambda item: (item[1], TRIM_RULES.index(item[0])))
     return verdict(TrimOutlook.PENDING if eta == 0 else TrimOutlook.APPROACHING, eta, binding, measured)
 
 
 def _etas(p: PartitionTrimFacts, config: AutoTrimConfig, next_row: int, unread: int,
-          measured: tuple[float, float, float | None] | None) -> dict[str, float | None]:
+          measured: tuple[float, float, float | None] | None) -> dict[TrimRule, float | None]:
     """Seconds until each configured rule's limit passes the next row (None: unknown)."""
     written, read, vital = measured if measured else (None, None, None)
     gap = next_row - (p.vital_offset or 0) + 1  # the vital limit passes row c at c + 1
-    etas: dict[str, float | None] = {
-        "vital_consumers": 0.0 if gap <= 0 else None if vital is None or read is None else _closing(gap, vital - read)}
+    etas: dict[TrimRule, float | None] = {
+        TrimRule.VITAL_CONSUMERS: 0.0 if gap <= 0 else None if vital is None or read is None
+        else _closing(gap, vital - read)}
     if config.retained_rows is not None:
         kept = config.retained_rows - unread + 1
-        etas["retained_rows"] = 0.0 if kept <= 0 else None if written is None or read is None else \
+        etas[TrimRule.RETAINED_ROWS] = 0.0 if kept <= 0 else None if written is None or read is None else \
             _closing(kept, written - read)
     if config.retained_lifetime_seconds is not None:
         age = 0.0 if unread == 0 else p.lag_seconds
         left = None if age is None else config.retained_lifetime_seconds - age
         if left is not None and left <= 0:
-            etas["retained_lifetime_duration"] = 0.0
+            etas[TrimRule.RETAINED_LIFETIME] = 0.0
         elif left is None or written is None or read is None:
-            etas["retained_lifetime_duration"] = None
+            etas[TrimRule.RETAINED_LIFETIME] = None
         elif unread == 0 and written == 0:
-            etas["retained_lifetime_duration"] = INF  # nothing to lose until rows come
+            etas[TrimRule.RETAINED_LIFETIME] = INF  # nothing to lose until rows come
         else:
-            etas["retained_lifetime_duration"] = _closing(left, 1.0 - read / written if written > 0 else 1.0)
+            etas[TrimRule.RETAINED_LIFETIME] = _closing(left, 1.0 - read / written if written > 0 else 1.0)
     return etas
 
 

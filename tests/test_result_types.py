@@ -13,6 +13,7 @@ import pytest
 
 import opsd.checks
 import opsd.observe.results
+from opsd.checks.producers.facts import ProducerReport
 from opsd.observe.progress import BatchSummary
 from opsd.observe.results import (
     Decision,
@@ -28,8 +29,9 @@ from opsd.observe.results import (
 from opsd.observe.status import QueryStatus
 from streaming_core.write_stats import WriteStats
 
-#: Names the checks import for type checkers only (their modules do I/O their pure steps must not import).
-TYPE_CHECKING_ONLY = {"WriteStats": WriteStats}
+#: Names imported for type checkers only: by the checks (their modules do I/O their pure steps must not import), and
+#: by the status store (a check's own result type, from a room above it).
+TYPE_CHECKING_ONLY = {"WriteStats": WriteStats, "ProducerReport": ProducerReport}
 
 
 def result_types() -> Iterator[type]:

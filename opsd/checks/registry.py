@@ -27,6 +27,8 @@ from opsd.checks.oom.collect import SparkRest
 from opsd.checks.oom.sampler import MemorySampler
 from opsd.checks.phases.check import PhasesCheck
 from opsd.checks.positions.collect import PositionsCollector, ProgressSource, targets_for
+from opsd.checks.producers.check import ProducersCheck
+from opsd.checks.producers.collect import targets_for as producers_targets
 from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
 from opsd.checks.trim.check import TrimCheck
@@ -109,7 +111,8 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
                  clock: Callable[[], float] = time.time) -> Checks:
     """The checks of a monitor: the watchdog (judging by `policy`, default the settings'), desync, lag, the trim
     forecast and the vital-consumer audit of the config's queries and of the running queries found from `progress`;
-    with a config also the tuning values in force, the auto-tuner and, with `memory`, the OOM risk. `config.cluster` is
+    with a config also the tuning values in force, the batch phases, the producers of pipelines in producer mode, the
+    auto-tuner and, with `memory`, the OOM risk. `config.cluster` is
     the cluster unless `cluster_uri` names one."""
     uri = cluster_uri or (config.cluster if config else None)
     positions = PositionsCollector(uri, targets_for(config) if config else (), progress,
@@ -126,6 +129,8 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
     if config is not None:
         scheduled.append(Scheduled(TuningCheck(recorder, config), settings.tuning_seconds))
         scheduled.append(Scheduled(PhasesCheck(recorder, config), settings.phases_seconds))
+        if producers_targets(config):
+            scheduled.append(Scheduled(ProducersCheck(recorder, config, clock=clock), settings.producers_seconds))
         if memory is not None:
             oom = OomCheck(recorder, positions, config, memory.rest, memory.conf, memory.sampler)
             steps.append(Step(oom, settings.oom_risk_seconds))

@@ -170,6 +170,9 @@ class ChecksSettings(_Model):
     phases_seconds: PositiveFloat = Field(
         5.0, description="how often each pipeline's batch phases are read (where its batches' time goes; the "
                          "cluster keeps the last 16 batches' parts)")
+    producers_seconds: PositiveFloat = Field(
+        15.0, description="how often the queue producers of pipelines in producer mode are read (sessions, epoch "
+                          "bumps, rows skipped as written before, zombie attempts fenced off)")
     stall_factor: PositiveFloat = Field(
         3.0, description="a query is silent (watchdog, /readyz) after stall_factor x its trigger interval ...")
     min_progress_window_seconds: PositiveFloat = Field(

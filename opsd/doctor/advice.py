@@ -88,7 +88,8 @@ def findings(query: str, facts: Mapping[str, Any], naming: Naming) -> list[Findi
             f"(SIGTERM, then opsd run {naming.config}): the query resumes from its checkpoint")
     found.extend(desync_findings(query, facts, naming))
     for kind, sev, what, advice in (*_lag(query, facts, naming), *_memory(query, facts, naming),
-                                    *retention_advice(facts, naming.cluster), *_phases(facts)):
+                                    *retention_advice(facts, naming.cluster), *_phases(facts),
+                                    *_producers(facts, naming)):
         found.append(Finding(query, sev, what, advice, kind))
     return found
 
@@ -264,6 +265,35 @@ def _phases(facts: Mapping[str, Any]) -> list[tuple[str, Severity, str, str]]:
         return []
     return [("phases", Severity.INFO, f"{words} (the last {phases.get('batches')} measured batches, "
              f"{phases.get('coverage', 0):.0%} of their time measured)", PHASE_ADVICE[largest])]
+
+
+def _producers(facts: Mapping[str, Any], naming: Naming) -> list[tuple[str, Severity, str, str]]:
+    """The producer of a query in the sink's producer mode (the producers check, `opsd.checks.producers`)."""
+    producer = facts.get("producers") or {}
+    state, path, queue = producer.get("state"), producer.get("producer"), producer.get("queue")
+    inspect = f"opsd producer inspect {path} --queue {queue}{naming.cluster}"
+    if state == "problem":
+        return [("producer_problem", Severity.ACTION, f"its queue producer {path} could not be read: "
+                 f"{producer.get('problem')}", f"create it (opsd producer create {path}{naming.cluster}) or give the "
+                 f"query the right producer_path; {inspect} shows it once it is there")]
+    if state == "sessions_ahead":
+        ahead = producer.get("sessions_ahead") or []
+        prefix = str(ahead[0]).rpartition("-")[0]
+        return [("producer_sessions_ahead", Severity.ACTION,
+                 f"{len(ahead)} session(s) of its queue producer {path} hold later batches than the query (batch "
+                 f"{producer.get('query_batch_id')}): the rows it writes now are skipped as written before",
+                 f"stop the query, remove its old sessions (opsd producer remove-sessions {path} {queue} --session "
+                 f"{prefix}{naming.cluster}), then start it again (opsd run {naming.config}); the rows skipped so far "
+                 "are not in the queue")]
+    if state == "zombie_fenced":
+        fence = producer.get("last_fence") or {}
+        return [("producer_zombie_fenced", Severity.INFO,
+                 f"attempt {fence.get('attempt')} of partition {fence.get('partition')} of batch "
+                 f"{fence.get('batch_id')} was fenced off: it pushed after Spark ran its task again, and the producer "
+                 "refused it (no row duplicated)",
+                 "tasks run twice: look for lost executors (the Spark UI's Executors tab) or turn spark.speculation "
+                 f"off; {inspect} shows the sessions")]
+    return []
 
 
 def _first_move(error: str, facts: Mapping[str, Any]) -> str:

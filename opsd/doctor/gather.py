@@ -19,6 +19,10 @@ from opsd.checks.desync.evaluate import evaluate as evaluate_desync
 from opsd.checks.lag.collect import collect as collect_lag
 from opsd.checks.lag.evaluate import evaluate as evaluate_lag
 from opsd.checks.positions.collect import QueryTarget, Reading, collect, targets_for
+from opsd.checks.producers.collect import collect as collect_producers
+from opsd.checks.producers.collect import targets_for as producers_targets
+from opsd.checks.producers.decide import decide as decide_producers
+from opsd.checks.producers.evaluate import evaluate as evaluate_producers
 from opsd.checks.trim.collect import collect as collect_trim
 from opsd.checks.trim.decide import decide as decide_trim
 from opsd.checks.trim.evaluate import evaluate as evaluate_trim
@@ -64,14 +68,17 @@ def from_targets(cluster: Cluster, targets: Iterable[QueryTarget], at: float,
 
 
 def from_config(cluster: Cluster, config: OpsdConfig, at: float) -> dict[str, dict[str, Any]]:
-    """Every pipeline and watched query of a config: desync, lag, the tuning values in force and the auto-tuner's
-    recommendation (from what the cluster shows: no batch history offline)."""
+    """Every pipeline and watched query of a config: desync, lag, the tuning values in force, the producers of those
+    in producer mode and the auto-tuner's recommendation (from what the cluster shows: no batch history offline)."""
     reading = read_positions(cluster, targets_for(config), at)
     queries = {p.name: {} for p in config.pipelines} | from_targets(cluster, (), at, reading)
     for pipeline in config.pipelines:
         values = collect_tuning(cluster, sources_for(pipeline, dict(config.spark.conf)))
         queries[pipeline.name].update(max_rows_per_partition=values.max_rows_per_partition,
                                       dyn_batch_size=values.dyn_batch_size)
+    for target in producers_targets(config):
+        report = decide_producers(evaluate_producers(collect_producers(cluster, target, None, at)))
+        queries.setdefault(target.query, {})["producers"] = jsonable(report)
     for target in autotune_targets(config):
         decisions = recommend(cluster, target, positions=reading.of(target.query))
         queries.setdefault(target.query, {})["autotune"] = jsonable(decisions)

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opsd.observe.phases import PhaseShares
 from opsd.observe.progress import BatchSummary, PartitionOffsets
@@ -29,6 +29,9 @@ from opsd.observe.results import (
     VitalConsumerAudit,
 )
 from opsd.observe.values import frozen_mapping
+
+if TYPE_CHECKING:  # a check's own result type (the store keeps it, never looks inside)
+    from opsd.checks.producers.facts import ProducerReport
 
 #: Batches of a query kept in `QueryStatus.recent_batches`.
 RECENT_BATCHES = 32
@@ -82,6 +85,8 @@ class QueryStatus:
     vital_consumers: tuple[VitalConsumerAudit, ...] | None = None
     # Where the recent measured batches spent their time, per phase (the phases check).
     phases: PhaseShares | None = None
+    # The queue producer its yt sink writes through (producer mode): sessions, epoch bumps, skipped rows, fences.
+    producers: ProducerReport | None = None
 
     def __post_init__(self) -> None:
         for name in ("desync", "queue_agent", "autotune", "trim"):

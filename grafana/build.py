@@ -290,6 +290,14 @@ def trim_row(matcher: str, who: str) -> Row:
     ))
 
 
+def counted_panel(title: str, description: str, counter: str, matcher: str, legend: str, *, unit: str = "short",
+                  runbook: str | None = None) -> Panel:
+    """A quarter-width panel of a per-query counter's increase over the rate interval."""
+    return Panel(title, description, (
+        Target(f"sum by (query) (increase({counter}{{{matcher}}}[$__rate_interval]))", legend),
+    ), unit=unit, width=6, runbook=runbook)
+
+
 def producer_row(matcher: str, who: str) -> Row:
     """The queue producer of the queries ``matcher`` selects that write in the sink's producer mode: sessions and their
     epoch bumps, rows skipped as written before, zombie attempts fenced off."""
@@ -300,21 +308,16 @@ def producer_row(matcher: str, who: str) -> Row:
                   Target(f"opsd_producer_sessions{{{matcher}}}", who + "sessions"),
                   Target(f"opsd_producer_sessions_ahead{{{matcher}}}", who + "ahead of the query"),
               ), unit="short", width=6),
-        Panel("Epoch bumps", "Sessions opened again: every task start bumps its session's epoch (about one per "
-              "partition and batch; more when tasks are retried).", (
-                  Target(f"sum by (query) (increase(opsd_producer_epoch_bumps_total{{{matcher}}}[$__rate_interval]))",
-                         who + "bumps"),
-              ), unit="short", width=6),
-        Panel("Rows skipped as written before", "Rows a replayed batch's pushes skipped because the session already "
-              "held them: the duplicates exactly-once kept out.", (
-                  Target(f"sum by (query) (increase(opsd_producer_skipped_rows_total{{{matcher}}}"
-                         f"[$__rate_interval]))", who + "skipped"),
-              ), unit="suffix:rows", width=6),
-        Panel("Zombie attempts fenced off", "Task attempts whose push was refused for an older epoch after Spark ran "
-              "the task again (lost executors, speculation): no row was duplicated.", (
-                  Target(f"sum by (query) (increase(opsd_producer_fenced_zombies_total{{{matcher}}}"
-                         f"[$__rate_interval]))", who + "fenced"),
-              ), unit="short", width=6, runbook="OpsdProducerZombieFenced"),
+        counted_panel("Epoch bumps", "Sessions opened again: every task start bumps its session's epoch (about one "
+                      "per partition and batch; more when tasks are retried).",
+                      "opsd_producer_epoch_bumps_total", matcher, who + "bumps"),
+        counted_panel("Rows skipped as written before", "Rows a replayed batch's pushes skipped because the session "
+                      "already held them: the duplicates exactly-once kept out.",
+                      "opsd_producer_skipped_rows_total", matcher, who + "skipped", unit="suffix:rows"),
+        counted_panel("Zombie attempts fenced off", "Task attempts whose push was refused for an older epoch after "
+                      "Spark ran the task again (lost executors, speculation): no row was duplicated.",
+                      "opsd_producer_fenced_zombies_total", matcher, who + "fenced",
+                      runbook="OpsdProducerZombieFenced"),
     ))
 
 

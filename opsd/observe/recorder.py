@@ -531,7 +531,7 @@ class Recorder:
             log.warning("producer_zombie_fenced_seen", query=query, session=fence.session, epoch=fence.epoch,
                         batch_id=fence.batch_id, partition=fence.partition, attempt=fence.attempt)
         if before is None or before.state != report.state:
-            (log.info if report.state.value in ("ok", "zombie_fenced") else log.warning)(
+            (log.warning if report.state.needs_action else log.info)(
                 "producer_state_changed", query=query, producer=report.producer, state=report.state.value,
                 previous=before.state.value if before else None, sessions_ahead=len(report.sessions_ahead),
                 problem=report.problem)

@@ -109,6 +109,11 @@ class ProducerState(StrEnum):
     ZOMBIE_FENCED = "zombie_fenced"  # an attempt was fenced off lately (no row was duplicated)
     OK = "ok"
 
+    @property
+    def needs_action(self) -> bool:
+        """Whether a person must act (rows are being skipped, or the producer cannot be read)."""
+        return self in (ProducerState.PROBLEM, ProducerState.SESSIONS_AHEAD)
+
 
 @dataclass(frozen=True)
 class ProducerReport:

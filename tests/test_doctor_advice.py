@@ -8,6 +8,7 @@ The Spark run of a query behind the trim, failed, advised, sought and resumed, i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -303,10 +304,11 @@ def test_producer_sessions_ahead_of_the_query_are_removed_by_the_advised_command
                                                                                  tmp_path: Path) -> None:
     """A query in producer mode whose batch ids began again (a new checkpoint under the old session names): its
     session holds batch 500 while the query is at batch 2, so its rows are skipped; the advised removal ends it."""
-    config = OpsdConfig.model_validate({"cluster": cluster_uri, "pipelines": [
+    document = {"cluster": cluster_uri, "pipelines": [
         {"name": "p", "checkpoint_location": str(tmp_path / "ckpt"),
          "source": {"path": f"{yt_root}/in", "options": {"consumer_path": f"{yt_root}/consumer"}},
-         "sink": {"format": "yt", "path": f"{yt_root}/out", "options": {"producer_path": f"{yt_root}/producer"}}}]})
+         "sink": {"format": "yt", "path": f"{yt_root}/out", "options": {"producer_path": f"{yt_root}/producer"}}}]}
+    config = OpsdConfig.model_validate(document)
     yt.create("table", f"{yt_root}/out", attributes={"dynamic": True, "schema": QUEUE_SCHEMA})
     yt.create_queue_producer(f"{yt_root}/producer")
     [target] = producers_targets(config)
@@ -320,6 +322,10 @@ def test_producer_sessions_ahead_of_the_query_are_removed_by_the_advised_command
 
     [found] = findings("p", {"active": True, "producers": jsonable(report)}, Naming.of_config("run.yaml", cluster_uri))
     assert found.kind == "producer_sessions_ahead" and "batch 2" in found.what
+    (tmp_path / "opsd.json").write_text(json.dumps(document))
+    _, offline_report = doctor(capsys, "--config", str(tmp_path / "opsd.json"), "--json")
+    offline_sessions = offline_report["queries"]["p"]["facts"]["producers"]["sessions"]
+    assert [s["batch_id"] for s in offline_sessions] == [500], "offline: the sessions, not the query's batch"
     [remove] = [c for c in advised_commands(found.advice) if c[:2] == ["producer", "remove-sessions"]]
     assert follow(capsys, remove)[0] == 0
     assert [r.state for r in check.run()] == [ProducerState.OK]

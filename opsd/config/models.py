@@ -31,7 +31,7 @@ from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from opsd.telemetry.redaction import is_secret_key
 from streaming_core.cluster import InvalidUriError, resolve_uri
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
-from streaming_core.options import CONSUMER_PATH, TUNING_PATH
+from streaming_core.options import CHECKPOINT_LOCATION, CONSUMER_PATH, PATH, QUERY_NAME, TUNING_PATH
 from streaming_core.tuning import default_tuning_path
 
 
@@ -405,6 +405,16 @@ class PipelineConfig(_Model):
         if self.sink.format != "yt":
             return None
         return self.sink.options.get(TUNING_PATH) or self.source_tuning_path()
+
+
+    def yt_sink_options(self) -> dict[str, str]:
+        """The `yt` sink's options as Spark hands them to it in `opsd run`: the configured ones, the path, the tuning
+        document opsd gives it, the checkpoint location and the query's name (producer mode names its sessions by
+        them)."""
+        options = {k: str(v) for k, v in self.sink.options.items()}
+        options.setdefault(TUNING_PATH, self.sink_tuning_path() or "")
+        return {**options, PATH: self.sink.path or "", QUERY_NAME: self.name,
+                CHECKPOINT_LOCATION: self.checkpoint_location or ""}
 
 
 class WatchConfig(_Model):

@@ -12,13 +12,9 @@ from opsd.config.models import OpsdConfig, PipelineConfig
 from opsd.observe.status import StatusStore
 from streaming_core.cluster import Cluster, ClusterError, resolve_uri
 from streaming_core.options import (
-    CHECKPOINT_LOCATION,
     CONF_CLUSTER,
-    PATH,
     PRODUCER_PATH,
-    QUERY_NAME,
     SEQUENCE_BY_BATCH,
-    TUNING_PATH,
     SinkOptions,
 )
 from streaming_core.sink_producer import SEQUENCE_STRIDE, StoredSession, read_fences, session_prefix, stored_sessions
@@ -29,14 +25,10 @@ def target_of(pipeline: PipelineConfig, session: Mapping[str, str]) -> ProducerT
     """The pipeline's producer target, named as its sink names its sessions (from the options Spark hands it: the
     sink's with the tuning document opsd gives it, the checkpoint location and the query's name, over the session's
     conf); None when it writes no queue through a producer (or its sink options do not parse: preflight says why)."""
-    sink = pipeline.sink
-    if sink.format != "yt" or not sink.options.get(PRODUCER_PATH):
+    if pipeline.sink.format != "yt" or not pipeline.sink.options.get(PRODUCER_PATH):
         return None
-    given = {**{k: str(v) for k, v in sink.options.items()}, PATH: sink.path or "", QUERY_NAME: pipeline.name,
-             CHECKPOINT_LOCATION: pipeline.checkpoint_location or ""}
-    given.setdefault(TUNING_PATH, pipeline.sink_tuning_path() or "")
     try:
-        options = SinkOptions.parse(given, session)
+        options = SinkOptions.parse(pipeline.yt_sink_options(), session)
         prefix = session_prefix(options)
     except ValueError:
         return None

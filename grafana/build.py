@@ -290,6 +290,37 @@ def trim_row(matcher: str, who: str) -> Row:
     ))
 
 
+def counted_panel(title: str, description: str, counter: str, matcher: str, legend: str, *, unit: str = "short",
+                  runbook: str | None = None) -> Panel:
+    """A quarter-width panel of a per-query counter's increase over the rate interval."""
+    return Panel(title, description, (
+        Target(f"sum by (query) (increase({counter}{{{matcher}}}[$__rate_interval]))", legend),
+    ), unit=unit, width=6, runbook=runbook)
+
+
+def producer_row(matcher: str, who: str) -> Row:
+    """The queue producer of the queries ``matcher`` selects that write in the sink's producer mode: sessions and their
+    epoch bumps, rows skipped as written before, zombie attempts fenced off."""
+    return Row("Exactly-once writes: the queue producer", (
+        Panel("Producer sessions", "Sessions of the query in its queue producer (one per Spark partition, or per "
+              "source tablet in source numbering), and those holding a later batch than the query: its new rows are "
+              "skipped as written before until the sessions are removed (`opsd producer remove-sessions`).", (
+                  Target(f"opsd_producer_sessions{{{matcher}}}", who + "sessions"),
+                  Target(f"opsd_producer_sessions_ahead{{{matcher}}}", who + "ahead of the query"),
+              ), unit="short", width=6),
+        counted_panel("Epoch bumps", "Sessions opened again: every task start bumps its session's epoch (about one "
+                      "per partition and batch; more when tasks are retried).",
+                      "opsd_producer_epoch_bumps_total", matcher, who + "bumps"),
+        counted_panel("Rows skipped as written before", "Rows a replayed batch's pushes skipped because the session "
+                      "already held them: the duplicates exactly-once kept out.",
+                      "opsd_producer_skipped_rows_total", matcher, who + "skipped", unit="suffix:rows"),
+        counted_panel("Zombie attempts fenced off", "Task attempts whose push was refused for an older epoch after "
+                      "Spark ran the task again (lost executors, speculation): no row was duplicated.",
+                      "opsd_producer_fenced_zombies_total", matcher, who + "fenced",
+                      runbook="OpsdProducerZombieFenced"),
+    ))
+
+
 def overview_rows() -> tuple[Row, ...]:
     """The rows of the opsd overview dashboard, top to bottom in the order an operator triages."""
     return (
@@ -365,6 +396,7 @@ def overview_rows() -> tuple[Row, ...]:
             ), width=8),
         )),
         state_row(Q, "{{query}} "),
+        producer_row(Q, "{{query}} "),
         tuning_row(Q, "{{query}} "),
         memory_row(Q, "{{query}} "),
         Row("opsd itself", (
@@ -463,6 +495,7 @@ def pipeline_rows() -> tuple[Row, ...]:
             phases_panel(P, width=24),
         )),
         state_row(P, ""),
+        producer_row(P, ""),
         tuning_row(P, ""),
         memory_row(P, ""),
     )

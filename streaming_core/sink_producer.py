@@ -13,9 +13,10 @@ written before. Numbers come from one of (`producer_sequence`):
   source tablets in order (no shuffle before the sink). The service columns are not written unless the target
   has them.
 A task creates its sessions when it starts, which bumps their epochs: an older attempt of the same task still
-running (a zombie Spark gave up on) is refused at its next push (`ZombieEpochError`), and fails with a message
-saying so. The batch's row count is limited by nothing but the queue: no call carries more than
-`dyn_batch_size` rows (below YTsaurus' 100,000 rows per tablet per transaction).
+running (a zombie Spark gave up on) is refused at its next push (`ZombieEpochError`), records the fence for opsd
+(`streaming_core.producer_fences`) and fails with a message saying so. The batch's row count is limited by nothing
+but the queue: no call carries more than `dyn_batch_size` rows (below YTsaurus' 100,000 rows per tablet per
+transaction).
 
 Sessions are named by `producer_session`, else by a digest of the query's checkpoint location (or name), so a query
 finds its sessions again after a restart; `remove_sessions` forgets them (`opsd producer remove-sessions`).
@@ -25,21 +26,24 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from yt import yson
 
-from .cluster import Cluster, ClusterError
-from .cluster.base import SORTED, ProducerSession, require_kind
+from .cluster import Cluster, ClusterError, NoSuchPathError
+from .cluster.base import DOCUMENT, SORTED, ProducerSession, require_kind
 from .cluster.errors import ZombieEpochError
 from .cluster.producer_rows import skipped_rows
 from .cluster.schema import SEQUENCE_NUMBER
+from .cluster.yson_values import plain
 from .log import get_logger
 from .options import SEQUENCE_BY_SOURCE, SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions
+from .producer_fences import Fence, fence_attribute, fences_path
 from .write_stats import WriteStats
 
 log = get_logger(__name__)
@@ -126,6 +130,9 @@ class SessionPusher:
                     self.options.producer_path, self.options.path, session_id, session.epoch, rest,
                     user_meta=self._meta())
             except ZombieEpochError as e:
+                record_fence(self.cluster, self.options.tuning_path,
+                             Fence(session_id, session.epoch, self.task.batch_id, self.task.partition,
+                                   self.task.attempt, time.time()))
                 log.warning("producer_zombie_fenced", path=self.options.path, session=session_id,
                             epoch=session.epoch, batch_id=self.task.batch_id, partition=self.task.partition,
                             attempt=self.task.attempt)
@@ -163,13 +170,68 @@ class SessionPusher:
         return self.stats
 
 
+@dataclass(frozen=True)
+class StoredSession:
+    """A session as the producer table holds it: the queue it writes, its id, epoch, last number and `user_meta`
+    (plain values)."""
+
+    queue: str
+    session: str
+    epoch: int
+    sequence_number: int
+    user_meta: Any = None
+
+
+def stored_sessions(cluster: Cluster, producer_path: str, queue_path: str | None = None,
+                    prefix: str | None = None) -> list[StoredSession]:
+    """The producer's sessions (of `queue_path` and named `<prefix>-...` only, when given), in key order."""
+    found = []
+    for row in cluster.select_rows(producer_path):
+        session_id, meta = str(row["session_id"]), row.get("user_meta")
+        if (queue_path is not None and row["queue_path"] != queue_path) or \
+                (prefix is not None and not session_id.startswith(prefix + "-")):
+            continue
+        found.append(StoredSession(str(row["queue_path"]), session_id, int(row["epoch"]), int(row["sequence_number"]),
+                                   plain(yson.loads(meta)) if isinstance(meta, bytes) else meta))
+    return found
+
+
 def remove_sessions(cluster: Cluster, producer_path: str, queue_path: str, prefix: str) -> list[str]:
     """Forget every session of `producer_path` for `queue_path` named `<prefix>-...` (a deleted query's); returns
     their ids."""
     removed = []
-    for row in cluster.select_rows(producer_path):
-        session_id = str(row["session_id"])
-        if row["queue_path"] == queue_path and session_id.startswith(prefix + "-"):
-            cluster.remove_queue_producer_session(producer_path, queue_path, session_id)
-            removed.append(session_id)
+    for stored in stored_sessions(cluster, producer_path, queue_path, prefix):
+        cluster.remove_queue_producer_session(producer_path, queue_path, stored.session)
+        removed.append(stored.session)
     return removed
+
+
+def record_fence(cluster: Cluster, tuning_path: str | None, fence: Fence) -> None:
+    """Worker, when a push was refused for an older epoch: store the fence; never raises."""
+    path = fences_path(tuning_path)
+    if path is None:
+        return
+    name = f"{path}/@{fence_attribute(fence)}"
+    try:
+        try:
+            cluster.set(name, asdict(fence))
+        except NoSuchPathError:
+            cluster.create(DOCUMENT, path, recursive=True, ignore_existing=True)
+            cluster.set(name, asdict(fence))
+    except ClusterError as e:
+        log.warning("producer_fence_not_recorded", path=path, session=fence.session, error=str(e))
+
+
+def read_fences(cluster: Cluster, tuning_path: str | None) -> tuple[Fence, ...]:
+    """The query's recorded fences, oldest first (none without a document, or when it cannot be read)."""
+    path = fences_path(tuning_path)
+    if path is None:
+        return ()
+    try:
+        attributes = cluster.get(f"{path}/@") if cluster.exists(path) else {}
+    except ClusterError as e:
+        log.warning("producer_fences_unreadable", path=path, error=str(e))
+        return ()
+    found = [f for v in (attributes.values() if isinstance(attributes, Mapping) else ()) if
+             (f := Fence.from_document(v)) is not None]
+    return tuple(sorted(found, key=lambda f: f.at))

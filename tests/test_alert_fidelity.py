@@ -55,6 +55,7 @@ from opsd.observe.readiness import ProgressPolicy
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.results.autotune import Decision, Direction, Knob, TunerDecision, TuneReason, TunerMode
+from opsd.results.producers import ProducerCounts, ProducerReport, ProducerState, Session
 from opsd.stores.history.apply import HistoryLog
 from opsd.stores.history.table import history_path
 from opsd.telemetry.http import OpsHttpServer
@@ -63,6 +64,8 @@ from streaming_core.auto_trim import AutoTrimConfig
 from streaming_core.cluster import Cluster, connect
 from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
 from streaming_core.phases import PHASES, READ_WAIT, SINK_INSERT, SPARK_OTHER
+from streaming_core.producer_fences import Fence
+from streaming_core.sink_producer import SEQUENCE_STRIDE
 from tests.support.checkpoint import job_with_checkpoint
 from tests.support.oom import oom_verdict
 from tests.support.ports import free_port
@@ -303,6 +306,32 @@ def oom_risk_high(opsd: Opsd, query: str) -> None:
     opsd.feeds.append(judge)
 
 
+def producer_report(query: str, ahead: tuple[str, ...] = (), fences: tuple[Fence, ...] = ()) -> ProducerReport:
+    """A producer-mode query's producer, as the producers check reports it."""
+    sessions = (Session(f"{query}-p0", 3, 4 * SEQUENCE_STRIDE, 4, 0, 0),)
+    state = ProducerState.SESSIONS_AHEAD if ahead else ProducerState.ZOMBIE_FENCED if fences else ProducerState.OK
+    return ProducerReport(query, "//p", "//out", "batch", time.time(), state, sessions, 3, fences=fences,
+                          sessions_ahead=ahead)
+
+
+def producer_sessions_ahead(opsd: Opsd, query: str) -> None:
+    """The query's batch ids began again under its old session names: its sessions stand ahead of it, and each
+    batch's rows are skipped as written before."""
+    opsd.start_query(query)
+    opsd.feeds.append(lambda: opsd.recorder.record_producers(
+        producer_report(query, ahead=(f"{query}-p0",)), ProducerCounts(epoch_bumps=1, skipped_rows=10), ()))
+
+
+def producer_zombie_fenced(opsd: Opsd, query: str) -> None:
+    """A task attempt Spark had given up on pushes after its retry: the producer refuses it, the check counts it."""
+    opsd.start_query(query)
+    opsd.recorder.record_producers(producer_report(query), ProducerCounts(), ())
+    time.sleep(1.5)  # a scrape between: the counter rises from 0, not born at 1
+    fence = Fence(f"{query}-p0", 2, 4, 0, 0, time.time())
+    opsd.recorder.record_producers(producer_report(query, fences=(fence,)), ProducerCounts(fenced_zombies=1),
+                                   (fence,))
+
+
 def gone(opsd: Opsd, query: str) -> None:
     """The opsd endpoint goes away (the pod died or stopped answering)."""
     opsd.server.stop()
@@ -325,6 +354,8 @@ FAULTS = [
     Fault("tuner pinned at a bound", "OpsdTunerPinnedAtBound", tuner_pinned,
           {"severity": "warning", "knob": "max_rows_per_partition", "bound": "max"}),
     Fault("OOM risk high", "OpsdOomRiskHigh", oom_risk_high, {"severity": "warning", "pool": "jvm_heap"}),
+    Fault("producer sessions ahead", "OpsdProducerSessionsAhead", producer_sessions_ahead, {"severity": "critical"}),
+    Fault("zombie fenced", "OpsdProducerZombieFenced", producer_zombie_fenced, {"severity": "warning"}),
 ]
 
 

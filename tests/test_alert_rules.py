@@ -26,6 +26,7 @@ EXPECTED_ALERTS = {
     "OpsdListenerDroppingEvents", "OpsdMetricsAbsent", "OpsdQueryFailedPermanently", "OpsdOffsetDesyncUnsafe",
     "OpsdOffsetsBeyondQueueEnd", "OpsdConsumerStuck", "OpsdLagHigh", "OpsdTimeToDrainLong",
     "OpsdTunerPinnedAtBound", "OpsdOomRiskHigh", "OpsdRowsTrimmedSoon", "OpsdVitalConsumerStalled",
+    "OpsdProducerSessionsAhead", "OpsdProducerZombieFenced",
 }
 
 

@@ -8,21 +8,31 @@ The Spark run of a query behind the trim, failed, advised, sought and resumed, i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from opsd.checks.oom.evaluate import Observation, evaluate, planned_batch
+from opsd.checks.producers.check import ProducersCheck
+from opsd.checks.producers.collect import targets_for as producers_targets
 from opsd.checks.tuning.collect import collect as collect_tuning
 from opsd.checks.tuning.collect import sources_for
 from opsd.config.load import load_config
+from opsd.config.models import OpsdConfig
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.advice import Naming, findings
+from opsd.doctor.report import FindingKind
 from opsd.observe.progress import PartitionOffsets
-from opsd.observe.status import QueryStatus, status_of
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import QueryStatus, StatusStore, status_of
 from opsd.results.desync import DesyncEntry, DesyncState, HealOutcome
 from opsd.results.lag import PartitionLag, QueryLag
 from opsd.results.oom import OomVerdict
+from opsd.results.producers import ProducerState
+from opsd.telemetry.metrics import Metrics
+from streaming_core.sink_producer import SEQUENCE_STRIDE
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
 from tests.support.cluster import QUEUE_SCHEMA
 from tests.support.doctor import advised_commands, doctor, finding, follow, write_config
@@ -294,3 +304,34 @@ def test_the_advised_cap_for_a_batch_near_its_memory_limit_brings_the_risk_under
     assert command == ["tuning", "set", "q", "--config", str(config), "--max-rows-per-partition", str(safe)]
     assert after.max_rows_per_partition == safe and after.oom.risk < OOM_RISK_HIGH
     assert findings("q", after, NAMING) == []
+
+
+def test_producer_sessions_ahead_of_the_query_are_removed_by_the_advised_command(yt, yt_root, cluster_uri, capsys,
+                                                                                 tmp_path: Path) -> None:
+    """A query in producer mode whose batch ids began again (a new checkpoint under the old session names): its
+    session holds batch 500 while the query is at batch 2, so its rows are skipped; the advised removal ends it."""
+    document = {"cluster": cluster_uri, "pipelines": [
+        {"name": "p", "checkpoint_location": str(tmp_path / "ckpt"),
+         "source": {"path": f"{yt_root}/in", "options": {"consumer_path": f"{yt_root}/consumer"}},
+         "sink": {"format": "yt", "path": f"{yt_root}/out", "options": {"producer_path": f"{yt_root}/producer"}}}]}
+    config = OpsdConfig.model_validate(document)
+    yt.create("table", f"{yt_root}/out", attributes={"dynamic": True, "schema": QUEUE_SCHEMA})
+    yt.create_queue_producer(f"{yt_root}/producer")
+    [target] = producers_targets(config)
+    yt.create_queue_producer_session(target.producer, target.queue, f"{target.prefix}-p0")
+    yt.push_queue_producer(target.producer, target.queue, f"{target.prefix}-p0", 0, [{"data": "x"}],
+                           sequence_number=500 * SEQUENCE_STRIDE)
+    recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
+    recorder.status.update("p", last_batch_id=2)
+    check = ProducersCheck(recorder, config)
+    [report] = check.run()
+
+    [found] = findings("p", QueryStatus("p", active=True, producers=report), Naming.of_config("run.yaml", cluster_uri))
+    assert found.kind == FindingKind.PRODUCER_SESSIONS_AHEAD and "batch 2" in found.what
+    (tmp_path / "opsd.json").write_text(json.dumps(document))
+    _, offline_report = doctor(capsys, "--config", str(tmp_path / "opsd.json"), "--json")
+    offline_sessions = offline_report["queries"]["p"]["facts"]["producers"]["sessions"]
+    assert [s["batch_id"] for s in offline_sessions] == [500], "offline: the sessions, not the query's batch"
+    [remove] = [c for c in advised_commands(found.advice) if c[:2] == ["producer", "remove-sessions"]]
+    assert follow(capsys, remove)[0] == 0
+    assert [r.state for r in check.run()] == [ProducerState.OK]

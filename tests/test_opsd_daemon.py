@@ -1,4 +1,5 @@
-"""`opsd run CONFIG.yaml` as a real process on an embedded cluster: ready, delivers, `opsd status`, SIGTERM -> 0.
+"""`opsd run CONFIG.yaml` as a real process on an embedded cluster: ready, delivers, `opsd status`, SIGTERM -> 0; a
+second pipeline writes a queue in the sink's producer mode, and opsd sees its producer.
 
 One daemon serves the tests of this module (a Spark session takes long to start on a busy machine); the
 SIGTERM test comes last and ends it.
@@ -34,6 +35,9 @@ pytestmark = pytest.mark.spark
 
 QUEUE, CONSUMER, RESULT = "//home/e2e/queue", "//home/e2e/consumer", "//home/e2e/result"
 PIPELINE = "copy"
+#: The producer-mode pipeline: a queue into a queue through a queue producer.
+PRODUCING, PRODUCER_QUEUE, PRODUCER_CONSUMER = "produce", "//home/e2e/p_queue", "//home/e2e/p_consumer"
+PRODUCED, PRODUCER = "//home/e2e/p_result", "//home/e2e/producer"
 EXIT_SECONDS = 90.0
 INCUBATOR_NOTE = "WARNING: Using incubator modules: jdk.incubator.vector"
 
@@ -58,13 +62,16 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         make_queue(cluster, QUEUE, consumer=CONSUMER)
         make_table(cluster, RESULT, COPY_SCHEMA)
         cluster.insert_rows(QUEUE, rows(0, 200))
+        make_queue(cluster, PRODUCER_QUEUE, consumer=PRODUCER_CONSUMER)
+        make_table(cluster, PRODUCED, COPY_SCHEMA, tablets=2)
+        cluster.insert_rows(PRODUCER_QUEUE, rows(0, 100))
     port = free_port()
     config = {
         "cluster": cluster_uri,
         "spark": {"master": "local[2]", "app_name": "opsd-e2e",
                   "conf": {"spark.sql.shuffle.partitions": 2}},
         "http": {"host": "127.0.0.1", "port": port},
-        "checks": {"desync_seconds": 1, "lag_seconds": 1, "oom_risk_seconds": 2},
+        "checks": {"desync_seconds": 1, "lag_seconds": 1, "oom_risk_seconds": 2, "producers_seconds": 1},
         "pipelines": [{
             "name": PIPELINE,
             "source": {"format": "yt", "path": QUEUE, "options": {"consumer_path": CONSUMER,
@@ -73,6 +80,13 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
             "sink": {"format": "yt", "path": RESULT},
             "trigger": {"processing_time": "1 second"},
             "checkpoint_location": str(work / "checkpoint"),
+        }, {
+            "name": PRODUCING,
+            "source": {"format": "yt", "path": PRODUCER_QUEUE, "options": {"consumer_path": PRODUCER_CONSUMER}},
+            "sink": {"format": "yt", "path": PRODUCED,
+                     "options": {"producer_path": PRODUCER, "create_producer": True}},
+            "trigger": {"processing_time": "1 second"},
+            "checkpoint_location": str(work / "checkpoint-producer"),
         }],
     }
     config_file = work / "opsd.yaml"
@@ -97,9 +111,35 @@ def test_ready_daemon_delivers_the_queued_rows(daemon: Daemon) -> None:
     assert sorted(r["n"] for r in daemon.result_rows()) == list(range(200))
 
 
-def status_of(daemon: Daemon) -> dict[str, Any]:
+def status_of(daemon: Daemon, pipeline: str = PIPELINE) -> dict[str, Any]:
     with urllib.request.urlopen(f"{daemon.url}/status", timeout=5) as response:
-        return json.load(response)["queries"][PIPELINE]
+        return json.load(response)["queries"][pipeline]
+
+
+def test_opsd_sees_the_producer_of_a_pipeline_in_producer_mode(daemon: Daemon) -> None:
+    """Its sessions (one per source partition, named by the checkpoint, with the batch each wrote last), the epochs a
+    second batch bumped, on `/status` and the metrics; the producer is healthy."""
+    def produced() -> list[dict[str, Any]]:
+        with connect(daemon.cluster_uri) as cluster:
+            return ordered_rows(cluster, PRODUCED)
+
+    wait_until(lambda: len(produced()) >= 100, WAIT_SECONDS, "100 rows in the produced queue")
+    with connect(daemon.cluster_uri) as cluster:
+        cluster.insert_rows(PRODUCER_QUEUE, rows(100, 50))
+    wait_until(lambda: len(produced()) >= 150, WAIT_SECONDS, "150 rows in the produced queue")
+
+    def producer() -> dict[str, Any]:
+        return status_of(daemon, PRODUCING).get("producers") or {}
+
+    wait_until(lambda: producer().get("epoch_total", 0) >= 1, WAIT_SECONDS, "the second batch's epoch bump")
+    found = producer()
+    assert found["state"] == "ok" and found["producer"] == PRODUCER and found["queue"] == PRODUCED
+    assert found["sessions"] and max(s["batch_id"] for s in found["sessions"]) == 1
+    assert found["counted"]["epoch_bumps"] == found["epoch_total"] and found["fenced_zombies"] == 0
+    assert sorted(r["n"] for r in produced()) == list(range(150)), "every row once"
+    with urllib.request.urlopen(f"{daemon.url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    assert f'opsd_producer_sessions{{query="{PRODUCING}"}} {len(found["sessions"])}.0' in text
 
 
 def test_the_idle_pipelines_lagging_consumer_is_healed_and_the_doctor_finds_it_healthy(daemon: Daemon) -> None:
@@ -142,13 +182,15 @@ def test_logs_are_json_lines_with_one_batch_event_per_micro_batch_and_no_chatter
     def logged() -> list[dict[str, Any]]:
         return [json.loads(line) for line in daemon.stderr.read_text().splitlines() if line.startswith("{")]
 
-    wait_until(lambda: sum(e["event"] == "batch_completed" for e in logged()) >= batches, WAIT_SECONDS,
-               f"{batches} batch events")
+    def completed_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in events if e["event"] == "batch_completed" and e["query"] == PIPELINE]
+
+    wait_until(lambda: len(completed_of(logged())) >= batches, WAIT_SECONDS, f"{batches} batch events")
     lines = daemon.stderr.read_text().splitlines()
     # The JVM itself (not log4j) says which incubator modules it loaded, before any configuration applies.
     assert [line for line in lines if not line.startswith("{")] in ([], [INCUBATOR_NOTE]), lines[:5]
     events = logged()
-    completed = [e for e in events if e["event"] == "batch_completed"]
+    completed = completed_of(events)
     assert [e["batch_id"] for e in completed][:batches] == list(range(batches))
     assert {"query", "rows", "duration_seconds", "backlog_rows", "timestamp"} <= set(completed[0])
     assert sum(e["rows"] for e in completed) >= 200

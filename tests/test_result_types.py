@@ -26,10 +26,12 @@ from opsd.results.history import HistoryEntry, HistoryKind, HistoryOutcome
 from opsd.results.lag import PartitionLag, QueryLag
 from opsd.results.oom import MeasuredBy, OomVerdict, PoolVerdict
 from opsd.results.positions import PartitionPositions, QueuePositions
+from opsd.results.producers import LastBatch, ProducerCounts, ProducerReport, ProducerState, Session
 from opsd.results.queue_agent import Disposition, PartitionSignals, QueueSignals
 from opsd.results.trim import PartitionTrim, QueueTrim, TrimOutlook, TrimRule
 from opsd.results.vital import VitalConsumerAudit
 from streaming_core.auto_trim import AutoTrimConfig
+from streaming_core.producer_fences import Fence
 from streaming_core.write_stats import WriteStats
 
 #: Names the checks import for type checkers only (their modules do I/O their pure steps must not import).
@@ -165,7 +167,10 @@ def every_fact() -> QueryStatus:
         trim={"//q": QueueTrim("q", "//q", "//c", AutoTrimConfig(True, 5), (
             PartitionTrim("//q", 0, TrimOutlook.APPROACHING, 60.0, 5, TrimRule.RETAINED_ROWS, 1.0, 0.5, True),))},
         vital_consumers=(VitalConsumerAudit("//q", "//v", 5, 10.0, 1.0, {0: 3}, stalled=True),),
-        phases=PhaseShares("run", 2, 3, 4.0, {"decode": 3.0}, {"decode": 0.75}, "decode", 0.9, "decode binds"))
+        phases=PhaseShares("run", 2, 3, 4.0, {"decode": 3.0}, {"decode": 0.75}, "decode", 0.9, "decode binds"),
+        producers=ProducerReport(
+            "q", "//p", "//out", "batch", 6.0, ProducerState.ZOMBIE_FENCED, (Session("s-p0", 2, 7, 3, 0, 1),), 2,
+            LastBatch(3, 1, 1, 4, 5.0), (Fence("s-p0", 1, 3, 0, 0, 5.5),), ("s-p1",), 3, ProducerCounts(1, 4, 1)))
 
 
 def test_a_status_read_back_from_its_status_json_is_the_status_it_was_written_from() -> None:
@@ -179,6 +184,7 @@ def test_a_status_read_back_from_its_status_json_is_the_status_it_was_written_fr
     assert read.lag.time_to_drain_seconds == math.inf and read.desync["//q"].desync.state is DesyncState.STUCK
     assert read.trim["//q"].partitions[0].binding is TrimRule.RETAINED_ROWS
     assert read.oom.pools[0].measured_by is MeasuredBy.SPARK_METRICS
+    assert read.producers.state is ProducerState.ZOMBIE_FENCED and read.producers.last_fence.batch_id == 3
 
 
 @pytest.mark.hostile

@@ -4,22 +4,34 @@ batch larger than a tablet transaction written once. The kill tests of both prod
 
 from __future__ import annotations
 
+import importlib.metadata
+import tomllib
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 import structlog
+from packaging.requirements import Requirement
+from packaging.version import Version
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from streaming_core.cluster import Cluster, SchemaError, connect
+from streaming_core.cluster import Cluster, ClusterError, SchemaError, connect
 from streaming_core.cluster.errors import ZombieEpochError
 from streaming_core.options import SRC_ROW_INDEX, SRC_TABLET_INDEX, SinkOptions
 from streaming_core.sink import plan_sink
-from streaming_core.sink_producer import SEQUENCE_STRIDE, SessionPusher, TaskPosition, remove_sessions
+from streaming_core.sink_producer import (
+    SEQUENCE_STRIDE,
+    SessionPusher,
+    TaskPosition,
+    prepare_producer,
+    remove_sessions,
+)
 from tests.support.sink import COPY_SCHEMA, make_table, multiset, ordered_rows, session_conf
 from tests.support.standin import STANDIN_TOKEN
 
+ROOT = Path(__file__).resolve().parent.parent
 DF = StructType([StructField("data", StringType()), StructField("n", LongType())])
 
 
@@ -149,3 +161,28 @@ def test_a_batch_of_300000_rows_to_one_tablet_is_written_once_through_the_stand_
         sessions = cluster.select_rows(f"{root}/producer")
     assert len(written) == len({r["n"] for r in written}) == 300_000
     assert [s["sequence_number"] % SEQUENCE_STRIDE for s in sessions] == [299_999]
+
+
+class TestVersions:
+    def test_a_cluster_before_24_1_is_refused_at_the_start_naming_the_version(self, standin, monkeypatch) -> None:
+        """A proxy of YTsaurus before 24.1 lists no `push_queue_producer` among its commands (`/api/v4`)."""
+        served = standin.state.commands.descriptors
+        monkeypatch.setattr(standin.state.commands, "descriptors",
+                            lambda: [d for d in served() if not d["name"].endswith("queue_producer")])
+        options = SinkOptions.parse({"path": "//tmp/q", "cluster": standin.uri, "producer_path": "//tmp/p"}, {})
+        with (connect(standin.uri, token=STANDIN_TOKEN) as cluster,
+              pytest.raises(ClusterError, match=r"queue producers need YTsaurus 24\.1 or newer") as refused):
+            prepare_producer(cluster, options)
+        assert STANDIN_TOKEN not in str(refused.value)
+
+    def test_the_client_requirement_starts_at_the_first_release_with_producers(self) -> None:
+        """`ytsaurus-client` 0.13.21 is the first with the producer commands (0.13.20 has none); the installed one
+        meets the requirement and has them."""
+        import yt.wrapper
+
+        declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+        [requirement] = [Requirement(d) for d in declared if Requirement(d).name == "ytsaurus-client"]
+        assert Version("0.13.21") in requirement.specifier and Version("0.13.20") not in requirement.specifier
+        assert Version(importlib.metadata.version("ytsaurus-client")) in requirement.specifier
+        assert all(hasattr(yt.wrapper, name) for name in (
+            "create_queue_producer_session", "push_queue_producer", "remove_queue_producer_session"))

@@ -24,6 +24,8 @@ from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest
 from opsd.checks.oom.sampler import MemorySampler
 from opsd.checks.phases.check import PhasesCheck
+from opsd.checks.producers.check import ProducersCheck
+from opsd.checks.producers.collect import targets_for as producers_targets
 from opsd.checks.queue_agent.check import QueueAgentCheck
 from opsd.checks.scheduler import CheckScheduler
 from opsd.checks.trim.check import TrimCheck
@@ -111,12 +113,14 @@ class Diagnosis:
     positions: PositionsCollector
     steps: tuple[PositionCheck, ...]
     tuning: TuningCheck | None = None
+    producers: ProducersCheck | None = None
 
     def run(self) -> None:
-        """The values in force, then one reading and each step's collect, evaluate and decide on it, into the
-        recorder's status store."""
-        if self.tuning is not None:
-            self.tuning.run()
+        """The values in force and the producers' sessions, then one reading and each step's collect, evaluate and
+        decide on it, into the recorder's status store."""
+        for check in (self.tuning, self.producers):
+            if check is not None:
+                check.run()
         reading = self.positions.read()
         for step in self.steps:
             step.evaluate(reading)
@@ -124,10 +128,10 @@ class Diagnosis:
 
 def build_diagnosis(recorder: Recorder, cluster_uri: str | None, targets: Iterable[QueryTarget], *,
                     config: OpsdConfig | None = None, clock: Callable[[], float] = time.time) -> Diagnosis:
-    """The checks of a one-shot diagnosis of `targets` (and, with a config, its tuning values and the auto-tuner's
-    recommendations), as the daemon builds them but in their evaluate and decide steps only: no heal (targets are
-    read with `heal` off), no tuning document written (the tuner recommends), no decision history kept. Offline
-    there is one sample: rates, trends and how long something stood still are unknown."""
+    """The checks of a one-shot diagnosis of `targets` (and, with a config, its tuning values, its producers' sessions
+    and the auto-tuner's recommendations), as the daemon builds them but in their evaluate and decide steps only: no
+    heal (targets are read with `heal` off), no tuning document written (the tuner recommends), no decision history
+    kept. Offline there is one sample: rates, trends and how long something stood still are unknown."""
     positions = PositionsCollector(cluster_uri, [replace(t, heal=False) for t in targets], clock=clock)
     settings = config.checks if config else ChecksSettings()
     steps: list[PositionCheck] = [DesyncCheck(recorder, positions), LagCheck(recorder, positions, settings),
@@ -136,7 +140,8 @@ def build_diagnosis(recorder: Recorder, cluster_uri: str | None, targets: Iterab
     if config is not None:
         steps.append(AutotuneCheck(recorder, positions, autotune_targets(config), applies=False))
     return Diagnosis(positions, tuple(sorted(steps, key=lambda s: STEPS.index(s.name))),
-                     TuningCheck(recorder, config, cluster_uri) if config else None)
+                     TuningCheck(recorder, config, cluster_uri) if config else None,
+                     ProducersCheck(recorder, config, clock=clock) if config and producers_targets(config) else None)
 
 
 def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdConfig | None = None,
@@ -145,7 +150,8 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
                  clock: Callable[[], float] = time.time) -> Checks:
     """The checks of a monitor: the watchdog (judging by `policy`, default the settings'), desync, lag, the trim
     forecast and the vital-consumer audit of the config's queries and of the running queries found from `progress`;
-    with a config also the tuning values in force, the auto-tuner and, with `memory`, the OOM risk. `config.cluster` is
+    with a config also the tuning values in force, the batch phases, the producers of pipelines in producer mode, the
+    auto-tuner and, with `memory`, the OOM risk. `config.cluster` is
     the cluster unless `cluster_uri` names one."""
     uri = cluster_uri or (config.cluster if config else None)
     positions = PositionsCollector(uri, targets_for(config) if config else (), progress,
@@ -162,6 +168,8 @@ def build_checks(recorder: Recorder, settings: ChecksSettings, *, config: OpsdCo
     if config is not None:
         scheduled.append(Scheduled(TuningCheck(recorder, config), settings.tuning_seconds))
         scheduled.append(Scheduled(PhasesCheck(recorder, config), settings.phases_seconds))
+        if producers_targets(config):
+            scheduled.append(Scheduled(ProducersCheck(recorder, config, clock=clock), settings.producers_seconds))
         if memory is not None:
             oom = OomCheck(recorder, positions, config, memory.rest, memory.conf, memory.sampler)
             steps.append(Step(oom, settings.oom_risk_seconds))

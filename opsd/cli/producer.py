@@ -11,14 +11,11 @@ import argparse
 import json
 from typing import Any
 
-from yt import yson
-
 from opsd.cli.common import CliError, open_cluster
 from opsd.telemetry.terminal import Shown
 from streaming_core.cluster import Cluster
-from streaming_core.cluster.yson_values import plain
 from streaming_core.options import SinkOptions
-from streaming_core.sink_producer import SEQUENCE_STRIDE, remove_sessions, session_prefix
+from streaming_core.sink_producer import SEQUENCE_STRIDE, remove_sessions, session_prefix, stored_sessions
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -51,17 +48,9 @@ def create_producer(args: argparse.Namespace) -> int:
 
 
 def sessions(cluster: Cluster, path: str, queue: str | None) -> list[dict[str, Any]]:
-    """The producer's sessions (of `queue` only, when given), `user_meta` as plain values."""
-    found = []
-    for row in cluster.select_rows(path):
-        if queue is not None and row["queue_path"] != queue:
-            continue
-        meta = row.get("user_meta")
-        if isinstance(meta, bytes):
-            meta = plain(yson.loads(meta))
-        found.append({"queue": row["queue_path"], "session": row["session_id"], "epoch": row["epoch"],
-                      "sequence_number": row["sequence_number"], "user_meta": meta})
-    return found
+    """The producer's sessions (of `queue` only, when given), as `--json` shows them."""
+    return [{"queue": s.queue, "session": s.session, "epoch": s.epoch, "sequence_number": s.sequence_number,
+             "user_meta": s.user_meta} for s in stored_sessions(cluster, path, queue)]
 
 
 def inspect_producer(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
 from opsd.telemetry.redaction import is_secret_key
 from streaming_core.cluster import InvalidUriError, resolve_uri
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
-from streaming_core.options import CONSUMER_PATH, TUNING_PATH
+from streaming_core.options import CHECKPOINT_LOCATION, CONSUMER_PATH, PATH, QUERY_NAME, TUNING_PATH
 from streaming_core.tuning import default_tuning_path
 
 
@@ -171,6 +171,9 @@ class ChecksSettings(_Model):
     phases_seconds: PositiveFloat = Field(
         5.0, description="how often each pipeline's batch phases are read (where its batches' time goes; the "
                          "cluster keeps the last 16 batches' parts)")
+    producers_seconds: PositiveFloat = Field(
+        15.0, description="how often the queue producers of pipelines in producer mode are read (sessions, epoch "
+                          "bumps, rows skipped as written before, zombie attempts fenced off)")
     stall_factor: PositiveFloat = Field(
         3.0, description="a query is silent (watchdog, /readyz) after stall_factor x its trigger interval ...")
     min_progress_window_seconds: PositiveFloat = Field(
@@ -403,6 +406,16 @@ class PipelineConfig(_Model):
         if self.sink.format != "yt":
             return None
         return self.sink.options.get(TUNING_PATH) or self.source_tuning_path()
+
+
+    def yt_sink_options(self) -> dict[str, str]:
+        """The `yt` sink's options as Spark hands them to it in `opsd run`: the configured ones, the path, the tuning
+        document opsd gives it, the checkpoint location and the query's name (producer mode names its sessions by
+        them)."""
+        options = {k: str(v) for k, v in self.sink.options.items()}
+        options.setdefault(TUNING_PATH, self.sink_tuning_path() or "")
+        return {**options, PATH: self.sink.path or "", QUERY_NAME: self.name,
+                CHECKPOINT_LOCATION: self.checkpoint_location or ""}
 
 
 class WatchConfig(_Model):

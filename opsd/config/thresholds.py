@@ -50,6 +50,12 @@ TRIM_ETA_SHORT_SECONDS = 3600
 #: How long a vital consumer may stand still while rows wait for it (holding back the queue's trimming for every
 #: reader) before it is a finding (`OpsdVitalConsumerStalled`, the doctor, the dashboards).
 VITAL_CONSUMER_STALLED_SECONDS = 1800
+#: How long after a zombie attempt of a producer-mode query was fenced off its producer reads `zombie_fenced` (the
+#: window `OpsdProducerZombieFenced` counts fences over, the doctor's finding).
+PRODUCER_FENCE_RECENT_SECONDS = 900
+#: Batches a producer session may stand past the query's last completed batch (the batch running, and one more while
+#: its progress event is on its way) before its query's new rows are taken as skipped (`sessions_ahead`).
+PRODUCER_AHEAD_BATCHES = 2
 
 #: Every alert that compares a metric with a level: the levels its expression compares with.
 ALERT_THRESHOLDS: Mapping[str, tuple[float, ...]] = {

@@ -27,6 +27,7 @@ from opsd.doctor.retention import retention_advice
 from opsd.observe.status import QueryStatus
 from opsd.results.desync import AHEAD_OF_QUEUE, DesyncState, PartitionDesync, QueueDesync
 from opsd.results.positions import QueuePositions
+from opsd.results.producers import ProducerState
 
 #: Failures whose way out is the desync finding of the same query (its consumer must be moved first).
 DESYNC_FAILURES = ("TrimmedRowsError", "BeyondQueueEndError")
@@ -93,7 +94,8 @@ def findings(query: str, status: QueryStatus, naming: Naming, *, offline: bool =
             f"(SIGTERM, then opsd run {naming.config}): the query resumes from its checkpoint")
     found.extend(desync_findings(query, status, naming, active))
     for kind, sev, what, advice in (*_lag(query, status, naming, active), *_memory(query, status, naming),
-                                    *retention_advice(status, naming.cluster), *_phases(status)):
+                                    *retention_advice(status, naming.cluster), *_phases(status),
+                                    *_producers(status, naming)):
         found.append(Finding(query, sev, what, advice, kind))
     return found
 
@@ -270,6 +272,36 @@ def _phases(status: QueryStatus) -> list[Advice]:
         return []
     return [(FindingKind.PHASES, Severity.INFO, f"{phases.words} (the last {phases.batches} measured batches, "
              f"{phases.coverage:.0%} of their time measured)", PHASE_ADVICE[phases.largest])]
+
+
+def _producers(status: QueryStatus, naming: Naming) -> list[Advice]:
+    """The producer of a query in the sink's producer mode (the producers check, `opsd.checks.producers`)."""
+    producer = status.producers
+    if producer is None:
+        return []
+    path, queue = producer.producer, producer.queue
+    inspect = f"opsd producer inspect {path} --queue {queue}{naming.cluster}"
+    if producer.state is ProducerState.PROBLEM:
+        return [(FindingKind.PRODUCER_PROBLEM, Severity.ACTION, f"its queue producer {path} could not be read: "
+                 f"{producer.problem}", f"create it (opsd producer create {path}{naming.cluster}) or give the "
+                 f"query the right producer_path; {inspect} shows it once it is there")]
+    if producer.state is ProducerState.SESSIONS_AHEAD:
+        ahead = producer.sessions_ahead
+        prefix = ahead[0].rpartition("-")[0] if ahead else ""
+        return [(FindingKind.PRODUCER_SESSIONS_AHEAD, Severity.ACTION,
+                 f"{len(ahead)} session(s) of its queue producer {path} hold later batches than the query (batch "
+                 f"{producer.query_batch_id}): the rows it writes now are skipped as written before",
+                 f"stop the query, remove its old sessions (opsd producer remove-sessions {path} {queue} --session "
+                 f"{prefix}{naming.cluster}), then start it again (opsd run {naming.config}); the rows skipped so far "
+                 "are not in the queue")]
+    fence = producer.last_fence
+    if producer.state is ProducerState.ZOMBIE_FENCED and fence is not None:
+        return [(FindingKind.PRODUCER_ZOMBIE_FENCED, Severity.INFO,
+                 f"attempt {fence.attempt} of partition {fence.partition} of batch {fence.batch_id} was fenced off: "
+                 "it pushed after Spark ran its task again, and the producer refused it (no row duplicated)",
+                 "tasks run twice: look for lost executors (the Spark UI's Executors tab) or turn spark.speculation "
+                 f"off; {inspect} shows the sessions")]
+    return []
 
 
 def _first_move(error: str, status: QueryStatus) -> str:

@@ -28,7 +28,7 @@ from streaming_core.cluster import Cluster
 #: The facts a one-shot diagnosis finds (the rest of a `QueryStatus`, such as whether the query runs, only a daemon
 #: knows: absent, never a default that would read as "stopped").
 OFFLINE_FACTS = ("desync", "lag", "queue_agent", "trim", "vital_consumers", "autotune", "max_rows_per_partition",
-                 "max_bytes_per_partition", "dyn_batch_size")
+                 "max_bytes_per_partition", "dyn_batch_size", "producers")
 #: Facts shown even when None: the tuning values in force (None: no cap).
 IN_FORCE = ("max_rows_per_partition", "dyn_batch_size")
 

@@ -30,6 +30,9 @@ class FindingKind(StrEnum):
     PHASES = "phases"
     TRIM_SOON = "trim_soon"
     VITAL_CONSUMER_STALLED = "vital_consumer_stalled"
+    PRODUCER_PROBLEM = "producer_problem"
+    PRODUCER_SESSIONS_AHEAD = "producer_sessions_ahead"
+    PRODUCER_ZOMBIE_FENCED = "producer_zombie_fenced"
 
 
 @dataclass(frozen=True)

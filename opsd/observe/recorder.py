@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import singledispatchmethod
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -31,11 +32,15 @@ from opsd.results.desync import DesyncEntry, Heal, HealOutcome, QueueDesync
 from opsd.results.lag import QueryLag
 from opsd.results.oom import OomVerdict
 from opsd.results.positions import QueryPositions
+from opsd.results.producers import ProducerCounts, ProducerReport
 from opsd.results.queue_agent import QueueSignals
 from opsd.results.trim import QueueTrim
 from opsd.results.vital import VitalConsumerAudit
 from opsd.telemetry.logs import TRACES_LOGGER
 from opsd.telemetry.metrics import Metrics
+
+if TYPE_CHECKING:
+    from streaming_core.producer_fences import Fence
 
 log = structlog.get_logger(__name__)
 traces = structlog.get_logger(TRACES_LOGGER)
@@ -503,6 +508,27 @@ class Recorder:
         """A failure of the query whose cause is the pool's memory."""
         self.metrics.memory_failures.labels(query=query, pool=pool).inc()
         log.warning("memory_failure", query=query, pool=pool)
+
+    def record_producers(self, report: ProducerReport, new: ProducerCounts, fences: tuple[Fence, ...]) -> None:
+        """A query's producer (the producers check's report): its gauges, what the run counted (`new`), each fence
+        first seen logged as `producer_zombie_fenced_seen`, and `producer_state_changed` when its state changes."""
+        m, query = self.metrics, report.query
+        previous = self.status.get(query)
+        before = previous.producers if previous else None
+        m.producer_sessions.labels(query=query).set(len(report.sessions))
+        m.producer_sessions_ahead.labels(query=query).set(len(report.sessions_ahead))
+        m.producer_epoch_bumps.labels(query=query).inc(new.epoch_bumps)
+        m.producer_skipped_rows.labels(query=query).inc(new.skipped_rows)
+        m.producer_fenced_zombies.labels(query=query).inc(new.fenced_zombies)
+        for fence in fences:
+            log.warning("producer_zombie_fenced_seen", query=query, session=fence.session, epoch=fence.epoch,
+                        batch_id=fence.batch_id, partition=fence.partition, attempt=fence.attempt)
+        if before is None or before.state != report.state:
+            (log.warning if report.state.needs_action else log.info)(
+                "producer_state_changed", query=query, producer=report.producer, state=report.state.value,
+                previous=before.state.value if before else None, sessions_ahead=len(report.sessions_ahead),
+                problem=report.problem)
+        self.status.update(query, producers=report)
 
     def record_phases(self, query: str, shares: PhaseShares, new: tuple[BatchPhases, ...]) -> None:
         """Where the query's recent batches spent their time; each newly measured batch counted once."""

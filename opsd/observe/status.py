@@ -24,6 +24,7 @@ from opsd.results.cycle import CycleTrace
 from opsd.results.desync import DesyncEntry
 from opsd.results.lag import QueryLag
 from opsd.results.oom import OomVerdict
+from opsd.results.producers import ProducerReport
 from opsd.results.queue_agent import QueueSignals
 from opsd.results.trim import QueueTrim
 from opsd.results.values import INFINITIES, frozen_mapping, parsed
@@ -81,6 +82,8 @@ class QueryStatus:
     vital_consumers: tuple[VitalConsumerAudit, ...] | None = None
     # Where the recent measured batches spent their time, per phase (the phases check).
     phases: PhaseShares | None = None
+    # The queue producer its yt sink writes through (producer mode): sessions, epoch bumps, skipped rows, fences.
+    producers: ProducerReport | None = None
 
     def __post_init__(self) -> None:
         for name in ("desync", "queue_agent", "autotune", "trim"):

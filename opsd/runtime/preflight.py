@@ -83,7 +83,7 @@ def _check_yt_source(session: dict[str, str], pipeline: PipelineConfig) -> None:
 
 
 def _check_yt_sink(session: dict[str, str], pipeline: PipelineConfig) -> SinkOptions:
-    options = SinkOptions.parse({**pipeline.sink.options, PATH: pipeline.sink.path}, session)
+    options = SinkOptions.parse(pipeline.yt_sink_options(), session)
     with connect(options.cluster) as cluster:
         require_kind(cluster, options.path, ORDERED, SORTED)
     return options

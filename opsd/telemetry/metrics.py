@@ -249,6 +249,35 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
         "queue cannot trim.",
         ("query", "queue", "consumer"), "rows",
     ),
+    # The sink's producer mode (opsd.checks.producers): the query's sessions in its queue producer.
+    MetricDefinition(
+        "opsd_producer_sessions", _G,
+        "Sessions of the query in the queue producer its yt sink writes through (one per partition or source tablet).",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_producer_epoch_bumps_total", _C,
+        "Epochs of the query's producer sessions bumped: each task start opens its session again (the sum of the "
+        "sessions' epochs, counted as it grows).",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_producer_skipped_rows_total", _C,
+        "Rows the query's pushes skipped as written before (a batch replayed after a failure or a restart).",
+        _Q, "rows",
+    ),
+    MetricDefinition(
+        "opsd_producer_fenced_zombies_total", _C,
+        "Task attempts of the query whose push was refused for an older epoch: a zombie fenced off after Spark ran "
+        "the task again (lost executor, speculation); no row was duplicated.",
+        _Q,
+    ),
+    MetricDefinition(
+        "opsd_producer_sessions_ahead", _G,
+        "Producer sessions of the query holding a later batch than the query: its new rows are skipped as written "
+        "before (its batch ids began again under the same session names).",
+        _Q,
+    ),
     # Live tuning.
     MetricDefinition(
         "opsd_tuning_max_rows_per_partition", _G,
@@ -429,6 +458,11 @@ class Metrics:
         self.queue_trim_eta_seconds: Family = made["opsd_queue_trim_eta_seconds"]
         self.vital_consumer_stalled_seconds: Family = made["opsd_vital_consumer_stalled_seconds"]
         self.vital_consumer_waiting_rows: Family = made["opsd_vital_consumer_waiting_rows"]
+        self.producer_sessions: Family = made["opsd_producer_sessions"]
+        self.producer_epoch_bumps: Family = made["opsd_producer_epoch_bumps_total"]
+        self.producer_skipped_rows: Family = made["opsd_producer_skipped_rows_total"]
+        self.producer_fenced_zombies: Family = made["opsd_producer_fenced_zombies_total"]
+        self.producer_sessions_ahead: Family = made["opsd_producer_sessions_ahead"]
         self.tuning_max_rows_per_partition: Family = made["opsd_tuning_max_rows_per_partition"]
         self.tuning_max_partition_bytes: Family = made["opsd_tuning_max_partition_bytes"]
         self.tuning_dyn_batch_size: Family = made["opsd_tuning_dyn_batch_size"]

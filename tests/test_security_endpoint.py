@@ -41,7 +41,9 @@ def test_without_the_token_nothing_is_told(server: OpsHttpServer, path: str) -> 
     for token in (None, "wrong", "first-token-Xy", ""):
         answer = get(server, path, token)
         assert answer.status_code == 401 and "//c" not in answer.text and "opsd_up" not in answer.text
-    assert get(server, path, "first-token-Xy7").status_code == 200
+        assert answer.headers["WWW-Authenticate"] == 'Bearer realm="opsd"', "RFC 6750's challenge"
+    allowed = get(server, path, "first-token-Xy7")
+    assert allowed.status_code == 200 and "WWW-Authenticate" not in allowed.headers
 
 
 def test_the_probes_stay_open(server: OpsHttpServer) -> None:

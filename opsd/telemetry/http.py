@@ -10,7 +10,7 @@ connection (`Connection: close`), GET and HEAD only. Every document leaves throu
 
 With a bearer token (`BearerToken`: a file, such as a mounted Secret, read at every request so a rotation applies at
 once), `/metrics` and `/status` answer 401 to a request without `Authorization: Bearer <token>`; `/healthz` and
-`/readyz` stay open for the kubelet's probes.
+`/readyz` stay open for the kubelet's probes. A 401 carries the challenge of RFC 6750 (`WWW-Authenticate: Bearer`).
 
 Port 0 binds an ephemeral port, exposed as `OpsHttpServer.port`. A port taken by another process is a
 `PortInUseError` naming host and port; `check_port_free` finds it before anything slow (Spark) has started. The
@@ -60,6 +60,8 @@ class HttpLimits:
 
 #: The documents a bearer token guards (the probes stay open: a kubelet sends no token).
 GUARDED = ("/metrics", "/status")
+#: The challenge every 401 carries (RFC 6750, section 3): the scheme the endpoint asks for.
+CHALLENGE = 'Bearer realm="opsd"'
 
 
 @dataclass(frozen=True)
@@ -241,7 +243,8 @@ class OpsHttpServer:
             return
         try:
             code, content_type, body, method = await self._answer(reader, writer)
-            head = (f"HTTP/1.1 {code} {HTTPStatus(code).phrase}\r\nContent-Type: {content_type}\r\n"
+            challenge = f"WWW-Authenticate: {CHALLENGE}\r\n" if code == HTTPStatus.UNAUTHORIZED else ""
+            head = (f"HTTP/1.1 {code} {HTTPStatus(code).phrase}\r\nContent-Type: {content_type}\r\n{challenge}"
                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("latin-1")
             writer.write(head if method == "HEAD" else head + body)
             await asyncio.wait_for(writer.drain(), self.limits.client_timeout_seconds)

@@ -81,3 +81,58 @@ def test_a_rotated_token_file_is_masked_after_the_refresh(tmp_path: Path, monkey
 
     now[0] += REFRESH_SECONDS
     assert redactor.text("rotated-token-Cc33Dd44") == REDACTED
+
+
+# -- the spark.conf and option check reads values too --------------------------------------------------------------
+
+YANDEX_TOKEN = "AQAD-qJSJxRk2m8aZp04Vb7nLw3cYt9Ue"
+TOKEN_VALUES = {
+    "config-patches": ("spark.executorEnv.YT_CONFIG_PATCHES", f'{{proxy={{url="hahn"}}; token="{PASSWORD}"}}'),
+    "json-patches": ("spark.executorEnv.YT_CONFIG_PATCHES", f'{{"token": "{PASSWORD}"}}'),
+    "jvm-option": ("spark.driver.extraJavaOptions", f"-Xmx1g -Djavax.net.ssl.trustStorePassword={PASSWORD}"),
+    "oauth-legacy": ("spark.executorEnv.MY_CLIENT", YANDEX_TOKEN),
+    "oauth-y0": ("spark.hadoop.fs.yt.auth", "y0_AgAAAABkZmZ2AAtHbAAAAAEKcW1xAADr5zQX8t3hQ"),
+    "issue-token": ("spark.executorEnv.CREDS_OF_ROBOT", "2c5956daecdff8dd45d2561a8679acf5"),
+    "base64": ("spark.executorEnv.SESSION", "k3J9fQ2xLmZ8vB7wYt4Rn1Hs6Pd0Ga5Ec/Ui+Ko3Wq=="),
+}
+
+
+@pytest.mark.parametrize("where", ["spark.conf", "source.options", "sink.options"])
+@pytest.mark.parametrize("case", TOKEN_VALUES)
+def test_a_secret_in_a_value_is_refused_naming_the_key_never_the_value(tmp_path: Path, where: str,
+                                                                        case: str) -> None:
+    key, value = TOKEN_VALUES[case]
+    settings = {key: value}
+    pipeline = {"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}},
+                "sink": {"format": "console"}}
+    config: dict = {"pipelines": [pipeline]}
+    if where == "spark.conf":
+        config["spark"] = {"conf": settings}
+    else:
+        pipeline[where.split(".")[0]]["options"] = {**pipeline[where.split(".")[0]].get("options", {}), **settings}
+    path = tmp_path / "opsd.yaml"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    message = str(error.value)
+    assert where in message and repr(key) in message and "would hold a secret" in message
+    assert value not in message and PASSWORD not in message and value[-9:] not in message
+
+
+def test_values_that_only_look_long_or_name_where_a_secret_is_are_accepted(tmp_path: Path) -> None:
+    conf = {
+        "spark.executorEnv.YT_CONFIG_PATCHES": '{token_path="/var/run/secrets/yt/token"; proxy={url="hahn"}}',
+        "spark.kubernetes.executor.secretKeyRef.YT_TOKEN": "opsd-yt-token:token",
+        "spark.kubernetes.container.image": "opsd@sha256:" + "0f" * 32,
+        "spark.sql.streaming.checkpointFileManagerClass":
+            "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+        "spark.driver.extraJavaOptions": "-XX:MaxRAMPercentage=75 -Dlog4j2.configurationFile=file:///etc/l.xml",
+        "spark.kubernetes.driver.pod.name": "${env:OPSD_POD_NAME}",
+        "spark.app.name": "SomeVeryLongCamelCaseName2WithDigits3AndMoreWords",
+        "spark.local.dir": "/data/Team2/ProjectX/Checkpoints/Stream1_v2/More3",
+        "spark.app.id": "123e4567-e89b-12d3-a456-426614174000",
+    }
+    path = tmp_path / "opsd.yaml"
+    path.write_text(json.dumps({"spark": {"conf": conf}, "pipelines": [
+        {"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]}))
+    assert load_config(path).spark.conf == conf

@@ -28,7 +28,7 @@ from opsd.config.durations import parse_duration_seconds, spark_interval
 from opsd.config.thresholds import OOM_CONFIDENCE, OOM_HALF_LIFE_BATCHES, OOM_RISK_TARGET
 from opsd.observe.readiness import ProgressPolicy
 from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
-from opsd.telemetry.redaction import is_secret_key
+from opsd.telemetry.redaction import is_secret_key, secret_in_value
 from streaming_core.cluster import InvalidUriError, resolve_uri
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
 from streaming_core.options import CONSUMER_PATH, TUNING_PATH
@@ -56,10 +56,17 @@ SECRET_ADVICE = ("a config file is stored in plain text (the chart's ConfigMap) 
 
 
 def _no_secrets(settings: dict[str, str]) -> dict[str, str]:
-    """Refuses keys that name a secret (`SECRET_KEY` of `opsd.telemetry.redaction`) unless they only refer to one."""
+    """Refuses keys that name a secret (`SECRET_KEY` of `opsd.telemetry.redaction`) unless they only refer to one,
+    and values that hold one (`secret_in_value`: `token=` inside `YT_CONFIG_PATCHES`, a token-shaped value), naming
+    the key and what it holds, never the value."""
     refused = sorted(k for k in settings if is_secret_key(k) and not SECRET_REFERENCE.search(k))
     if refused:
         raise ValueError(f"{', '.join(map(repr, refused))} would hold a secret; {SECRET_ADVICE}")
+    held = {k: found for k, v in sorted(settings.items())
+            if (found := secret_in_value(v, settings=not SECRET_REFERENCE.search(k)))}
+    if held:
+        named = ", ".join(f"{k!r} ({found} in its value)" for k, found in held.items())
+        raise ValueError(f"{named} would hold a secret; {SECRET_ADVICE}")
     return settings
 
 
@@ -102,8 +109,9 @@ class SparkSettings(_Model):
                           "behind its NetworkPolicy)")
     conf: ConfSettings = Field(
         default_factory=dict,
-        description=f"Spark conf, over opsd's defaults; no secrets (keys naming a token, password, secret... are "
-                    f"refused); {GRACEFUL_TIMEOUT_KEY} (milliseconds or a duration such as '30s') bounds how long a "
+        description=f"Spark conf, over opsd's defaults; no secrets (keys naming a token, password, secret..., "
+                    f"token-shaped values and token= settings inside values are refused); {GRACEFUL_TIMEOUT_KEY} "
+                    "(milliseconds or a duration such as '30s') bounds how long a "
                     "SIGTERM waits for the running micro-batch")
 
     @model_validator(mode="after")

@@ -131,6 +131,41 @@ def is_secret_key(key: Any) -> bool:
     return bool(SECRET_KEY.search(str(key)))
 
 
+#: Values shaped as the tokens YTsaurus is used with: Yandex OAuth tokens (`AQAD-...`, `y0_...`), a token of
+#: YTsaurus' own `issue-token` (32 hex digits, `yt/docs/en/_includes/user-guide/storage/auth.md`) or any longer hex
+#: secret (`openssl rand -hex`), not a digest named by its algorithm (`sha256:...`, an image's).
+_TOKEN_SHAPES = re.compile(r"(?<![\w-])(AQA[A-Za-z0-9][\w-]{24,}|y[0-4]_[\w-]{24,}|(?<!:)[0-9a-fA-F]{32,}(?![\w-]))")
+# A run of base64 (or base64url) characters is a secret when long and mixed as random bytes are: upper and lower case
+# letters and digits, side by side in orders that words, paths and class names seldom have (two capitals, a capital
+# before a digit, a digit before a small letter): random base64 has ~0.3 of them per character, camel case almost
+# none. 40 characters of random base64 fail it about once in 100 (too few digits), 60 about once in 1,000.
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{40,}={0,2}")
+_BASE64_MIX = {str.isupper: 2, str.islower: 2, str.isdigit: 2}
+_RANDOM_PAIRS = re.compile(r"(?=[A-Z][A-Z0-9]|[0-9][a-z])")
+_RANDOM_PAIRS_PER_CHARACTER = 0.1
+# A setting inside a value: `token="..."` (YSON), `"token": "..."` (JSON), `-Dx.password=...` (JVM options).
+_SETTING = re.compile(r'(?:-D)?([\w.-]+)"?\s*[=:]\s*("[^"]*"|[^\s;,}"]+)')
+# A setting that names where a secret is, not the secret (`token_path`, `...File`).
+_REFERENCE_SETTING = re.compile(r"(path|file)$", re.IGNORECASE)
+
+
+def secret_in_value(value: str, settings: bool = True) -> str | None:
+    """What in `value` (a Spark conf or data source option's value) is a secret, never the secret itself: a
+    secret-named setting inside it (`token=...` in `YT_CONFIG_PATCHES`; only when `settings`), a token-shaped value
+    or a long base64 run mixed as random bytes; None when nothing is."""
+    if settings:
+        for key, setting in _SETTING.findall(value):
+            if is_secret_key(key) and not _REFERENCE_SETTING.search(key) and setting.strip('"'):
+                return f"a {key} setting"
+    if _TOKEN_SHAPES.search(value):
+        return "a token-shaped value"
+    for run in _BASE64_RUN.findall(value):
+        if all(sum(map(test, run)) >= least for test, least in _BASE64_MIX.items()) and \
+                len(_RANDOM_PAIRS.findall(run)) >= _RANDOM_PAIRS_PER_CHARACTER * len(run):
+            return "a token-shaped value"
+    return None
+
+
 def redact(value: Any) -> Any:
     """`value` (text, or JSON-like data) with every secret this process knows masked: the one redaction of opsd."""
     return Redactor.from_environment().value(value)

@@ -160,3 +160,33 @@ def test_attach_on_a_taken_port_fails_and_leaves_nothing_running(spark) -> None:
 
     assert len(spark._jsparkSession.streams().listListeners()) == listeners_before
     assert {t.name for t in threading.enumerate() if t.is_alive()} - threads_before == set()
+
+
+@pytest.mark.hostile
+def test_attach_logs_through_the_scripts_logging_with_plain_redacted_tracebacks(
+        spark, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    import structlog
+
+    token = "AQAD-attach-library-token-0123456789"
+    monkeypatch.setenv("YT_TOKEN", token)
+    structlog.reset_defaults()  # a script that never configured structlog
+    attached = opsd.attach(spark, registry=CollectorRegistry(), port=None)
+    try:
+        def handle_batch() -> None:
+            secret = token  # a local: a traceback with locals would show it
+            raise RuntimeError(f"Authorization: OAuth {secret}")
+
+        with caplog.at_level(logging.INFO):
+            try:
+                handle_batch()
+            except RuntimeError:
+                structlog.get_logger("opsd.script").exception("batch_failed")
+    finally:
+        attached.detach()
+        structlog.reset_defaults()
+    [record] = [r for r in caplog.records if "batch_failed" in r.getMessage()]
+    assert record.name == "opsd.script" and record.exc_info is None
+    assert "handle_batch" in record.getMessage() and "secret = " not in record.getMessage()
+    assert token not in caplog.text

@@ -143,6 +143,10 @@ class HttpSettings(_Model):
         None, description="a file (a mounted Secret) holding the bearer token that /metrics and /status then ask for "
                           "(Authorization: Bearer <token>; read at every request, so a rotation applies at once); "
                           "/healthz and /readyz stay open; null = no token")
+    status_row_values: bool = Field(
+        False, description="show the row values that Spark's failure texts quote (a string that did not cast, a "
+                           "Row(...)) in /status; false = each is replaced by <row value>: other people's data stays "
+                           "out")
 
 
 def _upper(value: Any) -> Any:

@@ -4,6 +4,7 @@ credentials in a URI are refused naming the fix, without repeating them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,51 @@ def test_values_that_only_look_long_or_name_where_a_secret_is_are_accepted(tmp_p
     path.write_text(json.dumps({"spark": {"conf": conf}, "pipelines": [
         {"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]}))
     assert load_config(path).spark.conf == conf
+
+
+# -- every token source the client reads, one at a time, each followed through a rotation ----------------------------
+
+def token_source(source: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Sets the one token source `source` (the rest cleared, HOME at `home`); returns what writes its next token."""
+    import opsd.telemetry.redaction as redaction
+
+    for name in ("YT_TOKEN", "YT_TOKEN_PATH", "YT_CONFIG_PATCHES", "YT_CONFIG_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(redaction, "GLOBAL_CONFIG_FILE", home / "etc-ytclient.conf")
+    (home / ".yt").mkdir(exist_ok=True)
+    files = {"YT_TOKEN_PATH": home / "token-file", "~/.yt/token": home / ".yt" / "token",
+             "YT_CONFIG_PATH": home / "config", "~/.yt/config": home / ".yt" / "config",
+             "/etc/ytclient.conf": home / "etc-ytclient.conf", "token_path": home / "named-by-token-path"}
+    if source == "YT_TOKEN_PATH":
+        monkeypatch.setenv("YT_TOKEN_PATH", str(files[source]))
+    if source == "YT_CONFIG_PATH":
+        monkeypatch.setenv("YT_CONFIG_PATH", str(files[source]))
+    if source == "token_path":
+        (home / ".yt" / "config").write_text(f'{{token_path="{files[source]}"}}')
+
+    def write(token: str) -> None:
+        if source == "YT_TOKEN":
+            monkeypatch.setenv("YT_TOKEN", token)
+        elif source == "YT_CONFIG_PATCHES":
+            monkeypatch.setenv("YT_CONFIG_PATCHES", f'{{proxy={{url="hahn"}}; token="{token}"}}')
+        elif source in ("YT_CONFIG_PATH", "~/.yt/config", "/etc/ytclient.conf"):
+            files[source].write_text(f'{{"proxy": {{"url": "hahn"}}, "token": "{token}"}}')
+        else:
+            files[source].write_text(token + "\n")
+    return write
+
+
+@pytest.mark.parametrize("source", ["YT_TOKEN", "YT_TOKEN_PATH", "~/.yt/token", "YT_CONFIG_PATCHES", "YT_CONFIG_PATH",
+                                    "~/.yt/config", "/etc/ytclient.conf", "token_path"])
+def test_the_redactor_masks_each_token_source_and_follows_its_rotation(
+        source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write = token_source(source, tmp_path, monkeypatch)
+    write("first-token-Aa11Bb22")
+    now = [0.0]
+    redactor = Redactor(source=known_secrets, clock=lambda: now[0])
+    assert redactor.text("sent first-token-Aa11Bb22") == f"sent {REDACTED}"
+
+    write("rotated-token-Cc33Dd44")
+    now[0] += REFRESH_SECONDS
+    assert redactor.text("sent rotated-token-Cc33Dd44") == f"sent {REDACTED}"

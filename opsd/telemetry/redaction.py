@@ -9,7 +9,8 @@ errors (`opsd.config.load`). It masks
   depth of dicts and lists;
 - every occurrence of a secret this process knows, from every place `ytsaurus-client` reads a token from:
   `$YT_TOKEN`; the files `$YT_TOKEN_PATH` and `~/.yt/token`; a `token` and the file of a `token_path` in
-  `$YT_CONFIG_PATCHES` and in the config file (`$YT_CONFIG_PATH`, else `~/.yt/config`). A redactor made by
+  `$YT_CONFIG_PATCHES` and in the config files (`$YT_CONFIG_PATH`, `~/.yt/config`, and `/etc/ytclient.conf`, the
+  global one the client reads when there is no user config: `yt/wrapper/default_config.py`, `_ConfigFSLoader`). A redactor made by
   `Redactor.from_environment` reads them again every `REFRESH_SECONDS`, so a rotated token file is masked too;
 - `OAuth` / `Bearer` / `Basic` credentials in free text (an `Authorization` header echoed in an error).
 
@@ -42,6 +43,7 @@ DEFAULT_TOKEN_FILE = Path("~/.yt/token")
 CONFIG_PATCHES_ENV = "YT_CONFIG_PATCHES"
 CONFIG_PATH_ENV = "YT_CONFIG_PATH"
 DEFAULT_CONFIG_FILE = Path("~/.yt/config")
+GLOBAL_CONFIG_FILE = Path("/etc/ytclient.conf")
 #: How often a redactor made by `from_environment` reads the token sources again (a rotation is masked after it).
 REFRESH_SECONDS = 1.0
 # A token file is a line of text; anything bigger is not one. A config file is small too.
@@ -55,8 +57,9 @@ def known_secrets() -> list[str]:
     """The secrets this process may hold: every token `ytsaurus-client` could read (module docstring)."""
     found = [os.environ.get("YT_TOKEN", "")]
     token_files: list[str | Path | None] = [os.environ.get(TOKEN_PATH_ENV), DEFAULT_TOKEN_FILE]
-    config_file = os.environ.get(CONFIG_PATH_ENV) or DEFAULT_CONFIG_FILE
-    for text in (os.environ.get(CONFIG_PATCHES_ENV, ""), _small_file(config_file, _MAX_CONFIG_FILE_BYTES)):
+    config_files = [os.environ.get(CONFIG_PATH_ENV), DEFAULT_CONFIG_FILE, GLOBAL_CONFIG_FILE]
+    texts = [_small_file(path, _MAX_CONFIG_FILE_BYTES) for path in config_files if path]
+    for text in (os.environ.get(CONFIG_PATCHES_ENV, ""), *texts):
         for key, value in _CONFIG_VALUE.findall(text):
             (found if key == "token" else token_files).append(value)
     found += [_small_file(path, _MAX_TOKEN_FILE_BYTES).strip() for path in token_files if path]

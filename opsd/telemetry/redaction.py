@@ -10,8 +10,9 @@ errors (`opsd.config.load`). It masks
 - every occurrence of a secret this process knows, from every place `ytsaurus-client` reads a token from:
   `$YT_TOKEN`; the files `$YT_TOKEN_PATH` and `~/.yt/token`; a `token` and the file of a `token_path` in
   `$YT_CONFIG_PATCHES` and in the config files (`$YT_CONFIG_PATH`, `~/.yt/config`, and `/etc/ytclient.conf`, the
-  global one the client reads when there is no user config: `yt/wrapper/default_config.py`, `_ConfigFSLoader`). A redactor made by
-  `Redactor.from_environment` reads them again every `REFRESH_SECONDS`, so a rotated token file is masked too;
+  global one the client reads when there is no user config: `yt/wrapper/default_config.py`, `_ConfigFSLoader`). A
+  redactor made by `Redactor.from_environment` reads them again every `REFRESH_SECONDS`, so a rotated token file is
+  masked too;
 - `OAuth` / `Bearer` / `Basic` credentials in free text (an `Authorization` header echoed in an error).
 
 Secrets shorter than `MIN_SECRET_LENGTH` are left alone: they are too likely to occur in ordinary text.

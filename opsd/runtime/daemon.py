@@ -13,6 +13,7 @@ from pathlib import Path
 
 import structlog
 
+from opsd.config.claims import claimed
 from opsd.config.load import load_config
 from opsd.doctor.advice import Naming
 from opsd.doctor.diagnose import resume_findings
@@ -60,7 +61,8 @@ def run(config_path: str | Path, stop: threading.Event | None = None, log_level:
                       levels=config.logging.levels)
     stop = stop or threading.Event()
     in_main = threading.current_thread() is threading.main_thread()
-    with stop_on_signals(stop) if in_main else contextlib.nullcontext([]) as received, running(config) as app:
+    with stop_on_signals(stop) if in_main else contextlib.nullcontext([]) as received, \
+            claimed(config, config_path), running(config) as app:
         for name, problems in preflight(config, app.spark).items():
             if problems:
                 log.error("pipeline_preflight_failed", query=name, problems=[str(p) for p in problems])

@@ -49,7 +49,9 @@ def stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
 def run(config_path: str | Path, stop: threading.Event | None = None, log_level: str | None = None) -> int:
     """Run every pipeline of the config until SIGTERM/SIGINT (or `stop`), or until all have finished.
 
-    The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too.
+    The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too. Each
+    pipeline's checkpoint location and consumer are claimed against other opsd processes first
+    (`opsd.config.claims`: a `ClaimError` names both pipelines).
     On the way out the running micro-batches finish (see `opsd.runtime.lifecycle`). Exit code: 1 when a
     pipeline gave up or failed for good, or Spark's driver JVM died (the process must be restarted: the tuner's
     cuts are in the tuning documents, so the restart starts from them), 130 after Ctrl-C (SIGINT), else 0.

@@ -249,3 +249,18 @@ def test_attach_keeps_a_structlog_configuration_the_script_chose() -> None:
         assert configure_library_logging() is True
     finally:
         structlog.reset_defaults()
+
+
+@pytest.mark.parametrize("patch", ['{{token="{token}"', '{{token="{token}";; proxy=}}',
+                                   '{{proxy={{url="h"}}; token="{token}"}}x'])
+def test_a_malformed_config_patch_never_shows_a_piece_of_the_token(patch: str) -> None:
+    """The client's YSON parser quotes a window of a malformed `YT_CONFIG_PATCHES` (the end of the token), which the
+    CLI's internal-error output printed: no eight characters of the token in a row may show."""
+    env = {**environment(), "YT_CONFIG_PATCHES": patch.format(token=TOKEN)}
+    env.pop("YT_TOKEN")
+    result = subprocess.run([*OPSD, "queue", "inspect", "//home/q", "--cluster", f"yt://127.0.0.1:{free_port()}"],
+                            capture_output=True, text=True, timeout=120, env=env, check=False)
+    output = result.stdout + result.stderr
+
+    assert result.returncode != 0 and ("YT_CONFIG_PATCHES" in output or "Yson" in output), output[-2000:]
+    assert [TOKEN[i:i + 8] for i in range(len(TOKEN) - 7) if TOKEN[i:i + 8] in output] == []

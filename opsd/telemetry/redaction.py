@@ -13,6 +13,7 @@ errors (`opsd.config.load`). It masks
   global one the client reads when there is no user config: `yt/wrapper/default_config.py`, `_ConfigFSLoader`). A
   redactor made by `Redactor.from_environment` reads them again every `REFRESH_SECONDS`, so a rotated token file is
   masked too;
+- every piece of such a secret at least `MIN_SECRET_LENGTH` long (a parser's error quotes a window of its input);
 - `OAuth` / `Bearer` / `Basic` credentials in free text (an `Authorization` header echoed in an error).
 
 Secrets shorter than `MIN_SECRET_LENGTH` are left alone: they are too likely to occur in ordinary text.
@@ -86,6 +87,7 @@ class Redactor:
         self._source, self._clock = source, clock
         self._read_at = clock()
         self._secrets = self._ordered(source() if source else secrets)
+        self._fragments = _fragments(self._secrets)
 
     @staticmethod
     def _ordered(secrets: Iterable[str]) -> tuple[str, ...]:
@@ -100,14 +102,18 @@ class Redactor:
     def _current(self) -> tuple[str, ...]:
         if self._source is not None and self._clock() - self._read_at >= REFRESH_SECONDS:
             self._secrets, self._read_at = self._ordered(self._source()), self._clock()
+            self._fragments = _fragments(self._secrets)
         return self._secrets
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         return self.mapping(event_dict)
 
     def text(self, text: str) -> str:
-        for secret in self._current():
+        secrets = self._current()
+        for secret in secrets:
             text = text.replace(secret, REDACTED)
+        if self._fragments is not None:
+            text = _without_fragments(text, secrets, self._fragments)
         lowered = text.lower()
         if not any(scheme in lowered for scheme in _AUTH_SCHEMES):
             return text
@@ -128,6 +134,26 @@ class Redactor:
         for key, item in mapping.items():
             mapping[key] = REDACTED if is_secret_key(key) and item else self.value(item)
         return mapping
+
+
+def _fragments(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Every `MIN_SECRET_LENGTH`-character piece of the secrets, as one expression (None without secrets)."""
+    pieces = {s[i:i + MIN_SECRET_LENGTH] for s in secrets for i in range(len(s) - MIN_SECRET_LENGTH + 1)}
+    return re.compile("|".join(map(re.escape, sorted(pieces)))) if pieces else None
+
+
+def _without_fragments(text: str, secrets: tuple[str, ...], fragments: re.Pattern[str]) -> str:
+    """`text` with every piece of a secret at least `MIN_SECRET_LENGTH` long masked, each as long as it runs: a
+    parser's error quotes a window of its input (YSON's `context` of a malformed `YT_CONFIG_PATCHES` holds the end of
+    the token), never the whole secret."""
+    parts, at = [], 0
+    while match := fragments.search(text, at):
+        end = match.end()
+        while end < len(text) and any(text[match.start():end + 1] in secret for secret in secrets):
+            end += 1
+        parts += [text[at:match.start()], REDACTED]
+        at = end
+    return "".join(parts) + text[at:]
 
 
 def is_secret_key(key: Any) -> bool:

@@ -74,8 +74,10 @@ def attach(
     desync_seconds: float = 15.0,
     lag_seconds: float = 15.0,
     clock: Callable[[], float] = time.time,
+    bearer_token_file: str | None = None,
 ) -> Monitor:
-    """Monitor every streaming query of `spark`. `port=None` serves no HTTP (metrics stay in `registry`).
+    """Monitor every streaming query of `spark`. `port=None` serves no HTTP (metrics stay in `registry`);
+    `bearer_token_file` guards `/metrics` and `/status` with the token that file holds (read at every request).
 
     Queries already running are known from the start, under their names. opsd's events reach the script's logging
     (`opsd.telemetry.logs.configure_library_logging`: tracebacks without locals, secrets masked) unless the script
@@ -85,7 +87,8 @@ def attach(
     configure_library_logging()
     settings = ChecksSettings(watchdog_seconds=watchdog_seconds, desync_seconds=desync_seconds,
                               lag_seconds=lag_seconds)
-    return start_monitor(spark, settings, registry=registry, host=host, port=port, policy=policy, clock=clock)
+    return start_monitor(spark, settings, registry=registry, host=host, port=port, policy=policy, clock=clock,
+                         token=BearerToken(bearer_token_file) if bearer_token_file else None)
 
 
 def start_monitor(

@@ -59,7 +59,9 @@ def test_the_switch_is_off_by_default() -> None:
 
 
 def failure_texts(spark) -> list[str]:
-    """Real failure texts of Spark quoting a row's value: a SQL cast, a Python UDF, a foreachBatch that names a Row."""
+    """Real failure texts of Spark quoting a row's value: a SQL cast (ANSI), a Python UDF, a foreachBatch that names
+    the batch's first Row. The value is made from the data, never a literal of the plan (a streaming failure's text
+    shows its plan)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType
 
@@ -68,17 +70,28 @@ def failure_texts(spark) -> list[str]:
             lambda: frame.select(F.udf(int, IntegerType())("v")).collect()]
 
     def batch(df, batch_id: int) -> None:
-        raise ValueError(f"cannot write {df.first()}")
+        if not df.isEmpty():
+            raise ValueError(f"cannot write {df.first()}")
 
     def stream() -> None:
-        rows = spark.readStream.format("rate").option("rowsPerSecond", 1).load().withColumn("v", F.lit(SECRET))
-        rows.writeStream.foreachBatch(batch).trigger(availableNow=True).start().awaitTermination(60)
+        value = F.concat(F.lit(SECRET[:-1]), (F.col("value") + int(SECRET[-1])).cast("string"))  # the first row's
+        rows = spark.readStream.format("rate").option("rowsPerSecond", 5).load().withColumn("v", value)
+        query = rows.writeStream.foreachBatch(batch).trigger(processingTime="0.2 seconds").start()
+        try:
+            query.awaitTermination(60)
+        finally:
+            query.stop()
 
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
     texts = []
-    for run in [*runs, stream]:
-        with pytest.raises(Exception) as error:  # Spark's class differs by the way it failed
-            run()
-        texts.append(str(error.value))
+    try:
+        for run in [*runs, stream]:
+            with pytest.raises(Exception) as error:  # Spark's class differs by the way it failed
+                run()
+            texts.append(str(error.value))
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", ansi)
     return texts
 
 

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from .cluster import resolve_uri, yt_proxy
+from .cluster.base import FILE, LINK, MAP_NODE
 from .offsets import JVM_LONG_MAX, QueueOffset, described, shorten
 
 #: The offset log version this reader understands (Spark's `OffsetSeqLog.VERSION`).
@@ -120,6 +121,9 @@ class LocalFiles:
 class CypressFiles:
     """A checkpoint in Cypress on YTsaurus (SPYT's `YtFileSystem` writes file nodes), through a `YtClient`.
 
+    As on local disk, below the location nothing is followed: every folder and file is looked at as itself first
+    (`//...&/@type`), and a Cypress link is refused; only file nodes are read.
+
     Errors are the local files' own: a file that is gone (Spark removes old batches while it runs) is
     `FileNotFoundError`, any other failure of the cluster a `ClusterError` naming the path.
     """
@@ -131,11 +135,27 @@ class CypressFiles:
     def list(self, folder: str) -> list[str]:
         path = f"{self.root}/{folder}"
         with _cypress_errors(path):
-            return sorted(str(name) for name in self.client.list(path)) if self.client.exists(path) else []
+            if not self.client.exists(path):
+                return []
+            self._require_unlinked(folder, MAP_NODE)
+            return sorted(str(name) for name in self.client.list(path))
 
     def read(self, path: str, limit: int) -> bytes:
         with _cypress_errors(f"{self.root}/{path}"):
+            self._require_unlinked(path, FILE)
             return self.client.read_file(f"{self.root}/{path}").read(limit)
+
+    def _require_unlinked(self, path: str, node_type: str) -> None:
+        """Each node of `path` below the root read as itself (`&`, so that a link is not followed to its target): a
+        link is refused as a symbolic link is on local disk (`OSError` ELOOP), and the last must be a `node_type`."""
+        node, found = self.root, None
+        for name in [part for part in path.split("/") if part]:
+            node = f"{node}/{name}"
+            found = self.client.get(f"{node}&/@type")
+            if found == LINK:
+                raise OSError(errno.ELOOP, "a Cypress link, not followed")
+        if found != node_type:
+            raise OSError(errno.EISDIR if node_type == FILE else errno.ENOTDIR, f"not a {node_type} node")
 
     def remove(self, path: str) -> None:
         with _cypress_errors(f"{self.root}/{path}"):

@@ -5,11 +5,36 @@ fresh Python process for the source of every streaming query (the streaming sour
 source's modules and, most of the time, never logs: deferring the import keeps that off every query start.
 Events are logged as everywhere else, an event name and key-values (`log.warning("tuning_ignored", ...)`), and
 structlog's configuration (opsd's, or `structlog.testing.capture_logs`) applies at each call.
+
+Until someone configures structlog (opsd, or the user's script), the first event configures `DEFAULT_PROCESSORS`:
+structlog's own defaults render a traceback with every frame's local variables (rich's, when installed), and those
+hold tokens. `configured_by_default` tells opsd's library use (`opsd.attach`) that it may replace them.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+#: The connector's processors while nobody has configured structlog: tracebacks as plain text, never with locals.
+DEFAULT_PROCESSORS: list[Any] = []
+
+
+def configured_by_default() -> bool:
+    """Whether structlog's configuration is the connector's default (or none yet), not one its user chose."""
+    import structlog
+
+    return not structlog.is_configured() or structlog.get_config()["processors"] is DEFAULT_PROCESSORS
+
+
+def _configure_default(structlog: Any) -> None:
+    if structlog.is_configured():
+        return
+    DEFAULT_PROCESSORS[:] = [
+        structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True), structlog.processors.format_exc_info,
+        structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback),
+    ]
+    structlog.configure(processors=DEFAULT_PROCESSORS)
 
 
 class _Logger:
@@ -23,6 +48,7 @@ class _Logger:
         if self._logger is None:
             import structlog
 
+            _configure_default(structlog)
             self._logger = structlog.get_logger(self._name)
         return getattr(self._logger, method)
 

@@ -76,13 +76,17 @@ def test_yt_paths_on_the_embedded_cluster_are_files_under_its_root(tmp_path: Pat
 
 
 class FakeCypress:
-    """The `YtClient` calls the Cypress reader makes: exists, list, read_file."""
+    """The `YtClient` calls the Cypress reader makes: exists, get (a node's own `&/@type`), list, read_file."""
 
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files
 
     def exists(self, path: str) -> bool:
         return any(name.startswith(path + "/") for name in self.files)
+
+    def get(self, path: str) -> str:
+        node = path.removesuffix("&/@type")
+        return "file" if node in self.files else "map_node"
 
     def list(self, path: str) -> list[str]:
         return [name[len(path) + 1:] for name in self.files if name.rsplit("/", 1)[0] == path]

@@ -152,6 +152,20 @@ def test_the_lock_satisfies_every_runtime_dependency_and_the_spyt_extra():
 
 
 @pytest.mark.hostile
+def test_the_pins_in_force_are_the_ones_the_renewal_procedure_names():
+    """docs/security.md names the base (tag and digest) and the JRE version the Dockerfile pins: renewing one renews
+    the other, and the tag and digest stay a pair."""
+    docs = (ROOT / "docs" / "security.md").read_text()
+    [base] = {args.split()[0] for instruction, args in instructions() if instruction == "FROM"}
+    [jre] = re.findall(r"openjdk-17-jre-headless=\S+", " ".join(final("RUN")))
+    named = re.findall(r"`(python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64})`", docs)
+    assert named == [base], "the base (tag and digest) in docs/security.md is the Dockerfile's"
+    assert re.findall(r"`(openjdk-17-jre-headless=\d\S+)`", docs) == [jre]
+    tag = base.split("@")[0]
+    assert f"pinning `{tag}`" in docs, "the digest's provenance names the same tag"
+
+
+@pytest.mark.hostile
 def test_the_runtime_has_java_17_pinned_to_a_debian_12_version_and_the_venv_first_on_path():
     installed = re.findall(r"apt-get install [^&]*", " ".join(final("RUN")))
     packages = [word for command in installed for word in command.split()[2:] if not word.startswith("-")]

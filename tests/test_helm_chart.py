@@ -111,7 +111,7 @@ def check_service_monitor(monitor: dict, objects: list[dict]) -> None:
     for endpoint in monitor["spec"]["endpoints"]:
         assert endpoint["port"] in port_names
         assert endpoint["path"] == "/metrics"
-        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "relabelings"}
+        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "relabelings", "authorization"}
 
 
 def check_prometheus_rule(rule: dict) -> None:
@@ -322,7 +322,8 @@ def test_a_config_change_changes_the_pod_template_so_the_driver_restarts(chart):
     {"unknownKey": 1},
     {"serviceMonitor": {"enabld": True}},
     {"ytToken": {"token": "plain-text-secret"}},
-], ids=["top-level", "nested-typo", "token-in-plain-text"])
+    {"httpAuth": {"enabled": True, "existingSecret": "s", "token": "plain-text-secret"}},
+], ids=["top-level", "nested-typo", "token-in-plain-text", "bearer-token-in-plain-text"])
 def test_the_schema_rejects_an_unknown_key(chart, values):
     with pytest.raises(helm.HelmValuesError, match="additional properties"):
         chart.render(merged(values), name=RELEASE, namespace=NAMESPACE)
@@ -590,3 +591,34 @@ def test_the_spark_ui_is_reachable_only_from_the_opsd_pod_and_the_peers_the_valu
 def test_an_ingress_to_the_spark_ui_needs_the_peers_the_network_policy_admits(chart):
     with pytest.raises(helm.HelmRenderError, match=r"networkPolicy\.sparkUiFrom"):
         render(chart, merged({"sparkUiIngress": {"enabled": True, "host": "ui.example.com"}}))
+
+
+HTTP_TOKEN_SECRET = "opsd-http-token"
+
+
+@pytest.mark.hostile
+def test_the_bearer_token_guards_the_endpoint_from_a_secret_file_that_the_service_monitor_sends_too(chart):
+    objects = render(chart, merged({"httpAuth": {"enabled": True, "existingSecret": HTTP_TOKEN_SECRET, "key": "tok"},
+                                    "serviceMonitor": {"enabled": True}}))
+    token_file = opsd_config(objects)["http"]["bearer_token_file"]
+    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    [volume] = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == HTTP_TOKEN_SECRET]
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] and token_file == f"{mount['mountPath']}/{volume['secret']['items'][0]['path']}"
+    assert volume["secret"]["items"][0]["key"] == "tok"
+    assert all(HTTP_TOKEN_SECRET not in str(env) for env in pod["containers"][0]["env"]), "a file, never a variable"
+    [endpoint] = find(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": HTTP_TOKEN_SECRET, "key": "tok"}}
+    for obj in objects:
+        validate(obj, objects)
+
+
+def test_without_http_auth_the_endpoint_asks_for_no_token_and_the_service_monitor_sends_none(chart):
+    objects = render(chart, merged({"serviceMonitor": {"enabled": True}}))
+    assert "bearer_token_file" not in opsd_config(objects)["http"]
+    assert "authorization" not in find(objects, "ServiceMonitor")["spec"]["endpoints"][0]
+
+
+def test_http_auth_without_a_named_secret_is_refused_saying_how_to_make_one(chart):
+    with pytest.raises(helm.HelmRenderError, match="kubectl create secret generic opsd-http-token"):
+        render(chart, merged({"httpAuth": {"enabled": True}}))

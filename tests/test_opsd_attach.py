@@ -160,3 +160,41 @@ def test_attach_on_a_taken_port_fails_and_leaves_nothing_running(spark) -> None:
 
     assert len(spark._jsparkSession.streams().listListeners()) == listeners_before
     assert {t.name for t in threading.enumerate() if t.is_alive()} - threads_before == set()
+
+
+@pytest.mark.hostile
+def test_attach_guards_its_endpoint_and_logs_through_the_scripts_logging_with_plain_redacted_tracebacks(
+        spark, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path) -> None:
+    import logging
+
+    import structlog
+
+    token = "AQAD-attach-library-token-0123456789"
+    monkeypatch.setenv("YT_TOKEN", token)
+    structlog.reset_defaults()  # a script that never configured structlog
+    token_file = tmp_path / "bearer"
+    token_file.write_text("attach-bearer-Zz9")
+    attached = opsd.attach(spark, registry=CollectorRegistry(), port=0, bearer_token_file=str(token_file))
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{attached.url}/status", timeout=10)
+        assert refused.value.code == 401
+        asked = urllib.request.Request(f"{attached.url}/status", headers={"Authorization": "Bearer attach-bearer-Zz9"})
+        with urllib.request.urlopen(asked, timeout=10) as answer:
+            assert answer.status == 200
+        def handle_batch() -> None:
+            secret = token  # a local: a traceback with locals would show it
+            raise RuntimeError(f"Authorization: OAuth {secret}")
+
+        with caplog.at_level(logging.INFO):
+            try:
+                handle_batch()
+            except RuntimeError:
+                structlog.get_logger("opsd.script").exception("batch_failed")
+    finally:
+        attached.detach()
+        structlog.reset_defaults()
+    [record] = [r for r in caplog.records if "batch_failed" in r.getMessage()]
+    assert record.name == "opsd.script" and record.exc_info is None
+    assert "handle_batch" in record.getMessage() and "secret = " not in record.getMessage()
+    assert token not in caplog.text

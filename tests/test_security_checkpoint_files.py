@@ -4,7 +4,9 @@ a symlink to a mode-0600 file, a linked `offsets/` folder, a FIFO where a batch 
 from __future__ import annotations
 
 import os
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +17,8 @@ from opsd.collect.positions import PositionsCollector, QueryTarget
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
-from streaming_core.checkpoint import CheckpointError, read_checkpoint
-from tests.support.checkpoint import job_with_checkpoint
+from streaming_core.checkpoint import CheckpointError, CypressFiles, read_checkpoint
+from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
 
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(30)]
 
@@ -82,3 +84,50 @@ def test_a_fifo_never_blocks_the_reader_nor_the_daemons_check(job, cluster_uri: 
     assert time.monotonic() - started < 5
     [facts] = recorder.status.get("job").desync.values()
     assert "offsets/1: cannot be read" in facts.desync.facts.problem
+
+
+# -- yt:/// checkpoints in Cypress: links are not followed either (through the stand-in and the real client) ----------
+
+@pytest.fixture
+def cypress_job(standin, tmp_path: Path) -> Iterator[tuple[CypressFiles, Path, Path]]:
+    """A checkpoint in the stand-in's Cypress (its files on the stand-in's disk), and a private file beside it."""
+    import yt.wrapper as yt_wrapper
+
+    from tests.support.standin import STANDIN_TOKEN
+
+    name = f"cp-{tmp_path.name}"
+    location = write_checkpoint(standin.root / name, "//home/q", {0: {0: 4}, 1: {0: 9}}, committed=0)
+    private = standin.root / f"private-{tmp_path.name}"
+    private.mkdir()
+    (private / "secret").write_text(f"v1\n{SECRET}\n")
+    client = yt_wrapper.YtClient(proxy=f"http://{standin.address}", token=STANDIN_TOKEN,
+                                 config={"proxy": {"retries": {"enable": False}}})
+    yield CypressFiles(client, f"//{name}"), location, private
+    shutil.rmtree(location)
+    shutil.rmtree(private)
+
+
+def test_a_cypress_checkpoint_is_read_through_the_client(cypress_job) -> None:
+    files, _, _ = cypress_job
+    checkpoint = read_checkpoint("yt:///cp", files=files)
+    assert (checkpoint.committed_batch, checkpoint.planned.batch_id) == (0, 1)
+
+
+def test_a_cypress_batch_file_that_is_a_link_is_refused_unread(cypress_job) -> None:
+    files, location, private = cypress_job
+    (location / "offsets" / "1").unlink()
+    (location / "offsets" / "1").symlink_to(private / "secret")  # a Cypress link to another node
+
+    with pytest.raises(CheckpointError, match=r"offsets/1: cannot be read .*link") as error:
+        read_checkpoint("yt:///cp", files=files)
+    assert SECRET not in str(error.value)
+
+
+def test_a_linked_cypress_offsets_folder_is_refused(cypress_job) -> None:
+    files, location, private = cypress_job
+    shutil.rmtree(location / "offsets")
+    (private / "0").write_text((location / "commits" / "0").read_text())
+    (location / "offsets").symlink_to(private)
+
+    with pytest.raises(OSError, match="link"):
+        read_checkpoint("yt:///cp", files=files)

@@ -4,6 +4,7 @@ credentials in a URI are refused naming the fix, without repeating them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,106 @@ def test_a_rotated_token_file_is_masked_after_the_refresh(tmp_path: Path, monkey
 
     now[0] += REFRESH_SECONDS
     assert redactor.text("rotated-token-Cc33Dd44") == REDACTED
+
+
+# -- the spark.conf and option check reads values too --------------------------------------------------------------
+
+YANDEX_TOKEN = "AQAD-qJSJxRk2m8aZp04Vb7nLw3cYt9Ue"
+TOKEN_VALUES = {
+    "config-patches": ("spark.executorEnv.YT_CONFIG_PATCHES", f'{{proxy={{url="hahn"}}; token="{PASSWORD}"}}'),
+    "json-patches": ("spark.executorEnv.YT_CONFIG_PATCHES", f'{{"token": "{PASSWORD}"}}'),
+    "jvm-option": ("spark.driver.extraJavaOptions", f"-Xmx1g -Djavax.net.ssl.trustStorePassword={PASSWORD}"),
+    "oauth-legacy": ("spark.executorEnv.MY_CLIENT", YANDEX_TOKEN),
+    "oauth-y0": ("spark.hadoop.fs.yt.auth", "y0_AgAAAABkZmZ2AAtHbAAAAAEKcW1xAADr5zQX8t3hQ"),
+    "issue-token": ("spark.executorEnv.CREDS_OF_ROBOT", "2c5956daecdff8dd45d2561a8679acf5"),
+    "base64": ("spark.executorEnv.SESSION", "k3J9fQ2xLmZ8vB7wYt4Rn1Hs6Pd0Ga5Ec/Ui+Ko3Wq=="),
+}
+
+
+@pytest.mark.parametrize("where", ["spark.conf", "source.options", "sink.options"])
+@pytest.mark.parametrize("case", TOKEN_VALUES)
+def test_a_secret_in_a_value_is_refused_naming_the_key_never_the_value(tmp_path: Path, where: str,
+                                                                        case: str) -> None:
+    key, value = TOKEN_VALUES[case]
+    settings = {key: value}
+    pipeline = {"name": "p", "source": {"path": "//q", "options": {"consumer_path": "//c"}},
+                "sink": {"format": "console"}}
+    config: dict = {"pipelines": [pipeline]}
+    if where == "spark.conf":
+        config["spark"] = {"conf": settings}
+    else:
+        pipeline[where.split(".")[0]]["options"] = {**pipeline[where.split(".")[0]].get("options", {}), **settings}
+    path = tmp_path / "opsd.yaml"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    message = str(error.value)
+    assert where in message and repr(key) in message and "would hold a secret" in message
+    assert value not in message and PASSWORD not in message and value[-9:] not in message
+
+
+def test_values_that_only_look_long_or_name_where_a_secret_is_are_accepted(tmp_path: Path) -> None:
+    conf = {
+        "spark.executorEnv.YT_CONFIG_PATCHES": '{token_path="/var/run/secrets/yt/token"; proxy={url="hahn"}}',
+        "spark.kubernetes.executor.secretKeyRef.YT_TOKEN": "opsd-yt-token:token",
+        "spark.kubernetes.container.image": "opsd@sha256:" + "0f" * 32,
+        "spark.sql.streaming.checkpointFileManagerClass":
+            "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+        "spark.driver.extraJavaOptions": "-XX:MaxRAMPercentage=75 -Dlog4j2.configurationFile=file:///etc/l.xml",
+        "spark.kubernetes.driver.pod.name": "${env:OPSD_POD_NAME}",
+        "spark.app.name": "SomeVeryLongCamelCaseName2WithDigits3AndMoreWords",
+        "spark.local.dir": "/data/Team2/ProjectX/Checkpoints/Stream1_v2/More3",
+        "spark.app.id": "123e4567-e89b-12d3-a456-426614174000",
+    }
+    path = tmp_path / "opsd.yaml"
+    path.write_text(json.dumps({"spark": {"conf": conf}, "pipelines": [
+        {"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]}))
+    assert load_config(path).spark.conf == conf
+
+
+# -- every token source the client reads, one at a time, each followed through a rotation ----------------------------
+
+def token_source(source: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Sets the one token source `source` (the rest cleared, HOME at `home`); returns what writes its next token."""
+    import opsd.telemetry.redaction as redaction
+
+    for name in ("YT_TOKEN", "YT_TOKEN_PATH", "YT_CONFIG_PATCHES", "YT_CONFIG_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(redaction, "GLOBAL_CONFIG_FILE", home / "etc-ytclient.conf")
+    (home / ".yt").mkdir(exist_ok=True)
+    files = {"YT_TOKEN_PATH": home / "token-file", "~/.yt/token": home / ".yt" / "token",
+             "YT_CONFIG_PATH": home / "config", "~/.yt/config": home / ".yt" / "config",
+             "/etc/ytclient.conf": home / "etc-ytclient.conf", "token_path": home / "named-by-token-path"}
+    if source == "YT_TOKEN_PATH":
+        monkeypatch.setenv("YT_TOKEN_PATH", str(files[source]))
+    if source == "YT_CONFIG_PATH":
+        monkeypatch.setenv("YT_CONFIG_PATH", str(files[source]))
+    if source == "token_path":
+        (home / ".yt" / "config").write_text(f'{{token_path="{files[source]}"}}')
+
+    def write(token: str) -> None:
+        if source == "YT_TOKEN":
+            monkeypatch.setenv("YT_TOKEN", token)
+        elif source == "YT_CONFIG_PATCHES":
+            monkeypatch.setenv("YT_CONFIG_PATCHES", f'{{proxy={{url="hahn"}}; token="{token}"}}')
+        elif source in ("YT_CONFIG_PATH", "~/.yt/config", "/etc/ytclient.conf"):
+            files[source].write_text(f'{{"proxy": {{"url": "hahn"}}, "token": "{token}"}}')
+        else:
+            files[source].write_text(token + "\n")
+    return write
+
+
+@pytest.mark.parametrize("source", ["YT_TOKEN", "YT_TOKEN_PATH", "~/.yt/token", "YT_CONFIG_PATCHES", "YT_CONFIG_PATH",
+                                    "~/.yt/config", "/etc/ytclient.conf", "token_path"])
+def test_the_redactor_masks_each_token_source_and_follows_its_rotation(
+        source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write = token_source(source, tmp_path, monkeypatch)
+    write("first-token-Aa11Bb22")
+    now = [0.0]
+    redactor = Redactor(source=known_secrets, clock=lambda: now[0])
+    assert redactor.text("sent first-token-Aa11Bb22") == f"sent {REDACTED}"
+
+    write("rotated-token-Cc33Dd44")
+    now[0] += REFRESH_SECONDS
+    assert redactor.text("sent rotated-token-Cc33Dd44") == f"sent {REDACTED}"

@@ -15,6 +15,7 @@ import pty
 import re
 import signal
 import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -187,3 +188,79 @@ def test_an_unexpected_error_prints_its_traceback_without_the_token(
 
     assert code == 1 and err.startswith("opsd: internal error") and "RuntimeError: unexpected" in err
     assert TOKEN not in err
+
+
+# -- library use: the connector alone, and opsd.attach in a script ----------------------------------------------------
+
+LIBRARY_SCRIPT = """
+import logging, sys
+{setup}
+log = {logger}
+
+def handle_batch():
+    token = {token!r}  # a local, as a client factory's: a traceback with locals would show it
+    raise RuntimeError("insert failed: Authorization: OAuth " + token)
+
+try:
+    handle_batch()
+except RuntimeError:
+    log.exception("batch_failed", query="clicks")
+"""
+LIBRARY_WAYS = {
+    # The connector in a script without opsd: nobody configured structlog.
+    "connector": ("", "__import__('streaming_core.log').log.get_logger('streaming_core.sink')"),
+    # opsd.attach's logging (what attach() configures first), in both formats, through the script's logging.
+    **{f"attach-{fmt}": (
+        "logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
+        "from opsd.telemetry.logs import configure_library_logging\n"
+        f"configure_library_logging(json_lines={fmt == 'json'})",
+        "__import__('structlog').get_logger('opsd.runtime')") for fmt in ("json", "console")},
+}
+
+
+@pytest.mark.parametrize("way", LIBRARY_WAYS)
+def test_library_use_logs_tracebacks_without_locals_and_never_the_token(way: str) -> None:
+    setup, logger = LIBRARY_WAYS[way]
+    script = LIBRARY_SCRIPT.format(setup=setup, logger=logger, token=TOKEN)
+    env = {**environment(), "YT_TOKEN": TOKEN} if way != "connector" else {**environment(), "YT_TOKEN": ""}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env,
+                            check=True)
+    output = result.stdout + result.stderr
+
+    assert "batch_failed" in output and "Traceback" in output and "handle_batch" in output, output
+    assert "token = " not in output, "a frame's locals were shown"
+    if way == "connector":  # no redaction without opsd: only the locals are kept out
+        output = output.replace(f"OAuth {TOKEN}", "")
+    assert TOKEN not in output
+    if way == "attach-json":
+        assert json.loads(output.splitlines()[-1].split(":", 2)[-1])["event"] == "batch_failed"
+
+
+def test_attach_keeps_a_structlog_configuration_the_script_chose() -> None:
+    import structlog
+
+    from opsd.telemetry.logs import configure_library_logging
+
+    try:
+        structlog.configure(processors=[structlog.processors.JSONRenderer()])
+        assert configure_library_logging() is False
+        assert len(structlog.get_config()["processors"]) == 1
+        structlog.reset_defaults()
+        assert configure_library_logging() is True
+    finally:
+        structlog.reset_defaults()
+
+
+@pytest.mark.parametrize("patch", ['{{token="{token}"', '{{token="{token}";; proxy=}}',
+                                   '{{proxy={{url="h"}}; token="{token}"}}x'])
+def test_a_malformed_config_patch_never_shows_a_piece_of_the_token(patch: str) -> None:
+    """The client's YSON parser quotes a window of a malformed `YT_CONFIG_PATCHES` (the end of the token), which the
+    CLI's internal-error output printed: no eight characters of the token in a row may show."""
+    env = {**environment(), "YT_CONFIG_PATCHES": patch.format(token=TOKEN)}
+    env.pop("YT_TOKEN")
+    result = subprocess.run([*OPSD, "queue", "inspect", "//home/q", "--cluster", f"yt://127.0.0.1:{free_port()}"],
+                            capture_output=True, text=True, timeout=120, env=env, check=False)
+    output = result.stdout + result.stderr
+
+    assert result.returncode != 0 and ("YT_CONFIG_PATCHES" in output or "Yson" in output), output[-2000:]
+    assert [TOKEN[i:i + 8] for i in range(len(TOKEN) - 7) if TOKEN[i:i + 8] in output] == []

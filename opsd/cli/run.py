@@ -6,6 +6,7 @@ import argparse
 import typing
 
 from opsd.cli.common import CliError
+from opsd.config.claims import ClaimError
 from opsd.config.load import ConfigError
 from opsd.config.models import PythonLevel
 from opsd.config.reference import MARKDOWN_PATH, config_reference
@@ -39,7 +40,7 @@ def run_command(args: argparse.Namespace) -> int:
     configure_logging("WARNING" if args.check else "INFO")
     try:
         return check(args.config) if args.check else run(args.config, log_level=args.log_level)
-    except ConfigError as e:
+    except (ConfigError, ClaimError) as e:
         raise CliError(str(e)) from None
     except PortInUseError as e:
         raise CliError(f"{e}: set http.port in {args.config} (0 = any free port)") from None

@@ -15,6 +15,8 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from rich.console import Group
@@ -47,10 +49,17 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 
 
 def status_command(args: argparse.Namespace) -> int:
-    url = (daemon_url(load_config(args.config)) if args.config else args.url).rstrip("/")
+    config = load_config(args.config) if args.config else None
+    url = (daemon_url(config) if config else args.url).rstrip("/")
+    request = urllib.request.Request(url + "/status", headers=_authorization(config))
     try:
-        with urllib.request.urlopen(url + "/status", timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:
             document = json.load(response)
+    except urllib.error.HTTPError as e:
+        if e.code != HTTPStatus.UNAUTHORIZED:
+            raise CliError(f"the opsd daemon at {url} answered {e.code} {e.reason}") from None
+        raise CliError(f"the opsd daemon at {url} asks for the token of its http.bearer_token_file: --config "
+                       "ITS_CONFIG.yaml sends it") from None
     except (urllib.error.URLError, OSError) as e:
         how = "" if args.config else " (a daemon with another http.port: --config ITS_CONFIG.yaml, or --url)"
         raise CliError(f"no opsd daemon answers at {url}: {getattr(e, 'reason', e)}; is `opsd run` running?"
@@ -62,6 +71,18 @@ def status_command(args: argparse.Namespace) -> int:
         out.print(status_view(document, view_width(out)))
     failed = any(query_state(q) == "failed" for q in _queries(document).values())
     return PIPELINE_FAILED if failed else 0
+
+
+def _authorization(config: OpsdConfig | None) -> dict[str, str]:
+    """The `Authorization` header the daemon of `config` asks for (its `http.bearer_token_file`), else none."""
+    if config is None or not config.http.bearer_token_file:
+        return {}
+    try:
+        token = Path(config.http.bearer_token_file).read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise CliError(f"http.bearer_token_file {config.http.bearer_token_file}: cannot be read "
+                       f"({e.strerror or type(e).__name__})") from None
+    return {"Authorization": f"Bearer {token}"}
 
 
 def daemon_url(config: OpsdConfig) -> str:

@@ -29,7 +29,7 @@ from opsd.config.thresholds import OOM_CONFIDENCE, OOM_HALF_LIFE_BATCHES, OOM_RI
 from opsd.observe.readiness import ProgressPolicy
 from opsd.results.positions import consumer_key
 from opsd.telemetry.logs import THIRD_PARTY_LEVELS, renders_json
-from opsd.telemetry.redaction import is_secret_key
+from opsd.telemetry.redaction import is_secret_key, secret_in_value
 from streaming_core.cluster import InvalidUriError, resolve_uri
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
 from streaming_core.options import CHECKPOINT_LOCATION, CONSUMER_PATH, PATH, QUERY_NAME, TUNING_PATH
@@ -57,10 +57,17 @@ SECRET_ADVICE = ("a config file is stored in plain text (the chart's ConfigMap) 
 
 
 def _no_secrets(settings: dict[str, str]) -> dict[str, str]:
-    """Refuses keys that name a secret (`SECRET_KEY` of `opsd.telemetry.redaction`) unless they only refer to one."""
+    """Refuses keys that name a secret (`SECRET_KEY` of `opsd.telemetry.redaction`) unless they only refer to one,
+    and values that hold one (`secret_in_value`: `token=` inside `YT_CONFIG_PATCHES`, a token-shaped value), naming
+    the key and what it holds, never the value."""
     refused = sorted(k for k in settings if is_secret_key(k) and not SECRET_REFERENCE.search(k))
     if refused:
         raise ValueError(f"{', '.join(map(repr, refused))} would hold a secret; {SECRET_ADVICE}")
+    held = {k: found for k, v in sorted(settings.items())
+            if (found := secret_in_value(v, settings=not SECRET_REFERENCE.search(k)))}
+    if held:
+        named = ", ".join(f"{k!r} ({found} in its value)" for k, found in held.items())
+        raise ValueError(f"{named} would hold a secret; {SECRET_ADVICE}")
     return settings
 
 
@@ -103,8 +110,9 @@ class SparkSettings(_Model):
                           "behind its NetworkPolicy)")
     conf: ConfSettings = Field(
         default_factory=dict,
-        description=f"Spark conf, over opsd's defaults; no secrets (keys naming a token, password, secret... are "
-                    f"refused); {GRACEFUL_TIMEOUT_KEY} (milliseconds or a duration such as '30s') bounds how long a "
+        description=f"Spark conf, over opsd's defaults; no secrets (keys naming a token, password, secret..., "
+                    f"token-shaped values and token= settings inside values are refused); {GRACEFUL_TIMEOUT_KEY} "
+                    "(milliseconds or a duration such as '30s') bounds how long a "
                     "SIGTERM waits for the running micro-batch")
 
     @model_validator(mode="after")
@@ -136,6 +144,10 @@ class HttpSettings(_Model):
         None, description="a file (a mounted Secret) holding the bearer token that /metrics and /status then ask for "
                           "(Authorization: Bearer <token>; read at every request, so a rotation applies at once); "
                           "/healthz and /readyz stay open; null = no token")
+    status_row_values: bool = Field(
+        False, description="show the row values that Spark's failure texts quote (a string that did not cast, a "
+                           "Row(...)) in /status; false = each is replaced by <row value>: other people's data stays "
+                           "out")
 
 
 def _upper(value: Any) -> Any:

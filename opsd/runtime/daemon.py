@@ -13,6 +13,7 @@ from pathlib import Path
 
 import structlog
 
+from opsd.config.claims import claimed
 from opsd.config.load import load_config
 from opsd.doctor.advice import Naming
 from opsd.doctor.diagnose import resume_findings
@@ -48,7 +49,9 @@ def stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
 def run(config_path: str | Path, stop: threading.Event | None = None, log_level: str | None = None) -> int:
     """Run every pipeline of the config until SIGTERM/SIGINT (or `stop`), or until all have finished.
 
-    The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too.
+    The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too. Each
+    pipeline's checkpoint location and consumer are claimed against other opsd processes first
+    (`opsd.config.claims`: a `ClaimError` names both pipelines).
     On the way out the running micro-batches finish (see `opsd.runtime.lifecycle`). Exit code: 1 when a
     pipeline gave up or failed for good, or Spark's driver JVM died (the process must be restarted: the tuner's
     cuts are in the tuning documents, so the restart starts from them), 130 after Ctrl-C (SIGINT), else 0.
@@ -60,7 +63,8 @@ def run(config_path: str | Path, stop: threading.Event | None = None, log_level:
                       levels=config.logging.levels)
     stop = stop or threading.Event()
     in_main = threading.current_thread() is threading.main_thread()
-    with stop_on_signals(stop) if in_main else contextlib.nullcontext([]) as received, running(config) as app:
+    with stop_on_signals(stop) if in_main else contextlib.nullcontext([]) as received, \
+            claimed(config, config_path), running(config) as app:
         for name, problems in preflight(config, app.spark).items():
             if problems:
                 log.error("pipeline_preflight_failed", query=name, problems=[str(p) for p in problems])

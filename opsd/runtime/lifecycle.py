@@ -59,7 +59,8 @@ def monitor_for(spark: SparkSession, config: OpsdConfig, teardown: contextlib.Ex
     checks = config.checks
     monitor = start_monitor(spark, checks, config=config, memory=spark_memory(spark, config, teardown),
                             host=config.http.host, port=config.http.port,
-                            token=BearerToken(config.http.bearer_token_file) if config.http.bearer_token_file else None)
+                            token=BearerToken(config.http.bearer_token_file) if config.http.bearer_token_file else None,
+                            row_values=config.http.status_row_values)
     return monitor, monitor.checks.before_start
 
 

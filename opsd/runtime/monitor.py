@@ -27,6 +27,7 @@ from opsd.observe.readiness import ProgressPolicy, readiness_probe
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.http import BearerToken, OpsHttpServer
+from opsd.telemetry.logs import configure_library_logging
 from opsd.telemetry.metrics import Metrics
 from streaming_core.options import CONF_CLUSTER
 
@@ -73,15 +74,21 @@ def attach(
     desync_seconds: float = 15.0,
     lag_seconds: float = 15.0,
     clock: Callable[[], float] = time.time,
+    bearer_token_file: str | None = None,
 ) -> Monitor:
-    """Monitor every streaming query of `spark`. `port=None` serves no HTTP (metrics stay in `registry`).
+    """Monitor every streaming query of `spark`. `port=None` serves no HTTP (metrics stay in `registry`);
+    `bearer_token_file` guards `/metrics` and `/status` with the token that file holds (read at every request).
 
-    Queries already running are known from the start, under their names. When a step fails (the HTTP port is
+    Queries already running are known from the start, under their names. opsd's events reach the script's logging
+    (`opsd.telemetry.logs.configure_library_logging`: tracebacks without locals, secrets masked) unless the script
+    configured structlog itself. When a step fails (the HTTP port is
     taken, say), whatever was started is stopped again and the error raised: a failed attach leaves nothing.
     """
+    configure_library_logging()
     settings = ChecksSettings(watchdog_seconds=watchdog_seconds, desync_seconds=desync_seconds,
                               lag_seconds=lag_seconds)
-    return start_monitor(spark, settings, registry=registry, host=host, port=port, policy=policy, clock=clock)
+    return start_monitor(spark, settings, registry=registry, host=host, port=port, policy=policy, clock=clock,
+                         token=BearerToken(bearer_token_file) if bearer_token_file else None)
 
 
 def start_monitor(
@@ -96,6 +103,7 @@ def start_monitor(
     policy: ProgressPolicy | None = None,
     clock: Callable[[], float] = time.time,
     token: BearerToken | None = None,
+    row_values: bool = False,
 ) -> Monitor:
     """`attach` with the checks `opsd.checks.registry` builds for `config` (None: the session's running queries
     alone) and `memory` (what the OOM check measures the session by; None: no OOM check)."""
@@ -110,7 +118,7 @@ def start_monitor(
             ui = spark.sparkContext.uiWebUrl  # the Spark UI (Structured Streaming tab), None when it is off
             http = OpsHttpServer(metrics.render, status=lambda: {**recorder.status.to_json(), "spark_ui": ui},
                                  readiness=readiness_probe(recorder.status, policy, clock), host=host, port=port,
-                                 token=token)
+                                 token=token, row_values=row_values)
             undo.callback(http.stop)
         listener.start()
         undo.callback(listener.stop)

@@ -10,7 +10,9 @@ connection (`Connection: close`), GET and HEAD only. Every document leaves throu
 
 With a bearer token (`BearerToken`: a file, such as a mounted Secret, read at every request so a rotation applies at
 once), `/metrics` and `/status` answer 401 to a request without `Authorization: Bearer <token>`; `/healthz` and
-`/readyz` stay open for the kubelet's probes.
+`/readyz` stay open for the kubelet's probes. A 401 carries the challenge of RFC 6750 (`WWW-Authenticate: Bearer`).
+`/status` serves failure texts without the row values they quote (`opsd.telemetry.row_values`) unless `row_values`
+asks for them.
 
 Port 0 binds an ephemeral port, exposed as `OpsHttpServer.port`. A port taken by another process is a
 `PortInUseError` naming host and port; `check_port_free` finds it before anything slow (Spark) has started. The
@@ -37,6 +39,7 @@ import structlog
 
 from opsd.telemetry.families import CONTENT_TYPE
 from opsd.telemetry.redaction import Redactor
+from opsd.telemetry.row_values import without_row_values_in
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +63,8 @@ class HttpLimits:
 
 #: The documents a bearer token guards (the probes stay open: a kubelet sends no token).
 GUARDED = ("/metrics", "/status")
+#: The challenge every 401 carries (RFC 6750, section 3): the scheme the endpoint asks for.
+CHALLENGE = 'Bearer realm="opsd"'
 
 
 @dataclass(frozen=True)
@@ -129,9 +134,11 @@ class OpsHttpServer:
         port: int = 0,
         limits: HttpLimits = HttpLimits(),
         token: BearerToken | None = None,
+        row_values: bool = False,
     ) -> None:
         self.exposition = exposition
         self.token = token
+        self.row_values = row_values
         self.status = status
         self.readiness = readiness
         self.limits = limits
@@ -199,7 +206,8 @@ class OpsHttpServer:
             ready, document = self.readiness()
             return HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, _JSON, _json_bytes(redactor, document)
         if route == "/status":
-            return HTTPStatus.OK, _JSON, _json_bytes(redactor, self.status())
+            document = self.status() if self.row_values else without_row_values_in(self.status())
+            return HTTPStatus.OK, _JSON, _json_bytes(redactor, document)
         return HTTPStatus.NOT_FOUND, _JSON, _json_bytes(redactor, {"error": "not found", "path": route})
 
     # -- the loop thread ------------------------------------------------------------------------------------
@@ -241,7 +249,8 @@ class OpsHttpServer:
             return
         try:
             code, content_type, body, method = await self._answer(reader, writer)
-            head = (f"HTTP/1.1 {code} {HTTPStatus(code).phrase}\r\nContent-Type: {content_type}\r\n"
+            challenge = f"WWW-Authenticate: {CHALLENGE}\r\n" if code == HTTPStatus.UNAUTHORIZED else ""
+            head = (f"HTTP/1.1 {code} {HTTPStatus(code).phrase}\r\nContent-Type: {content_type}\r\n{challenge}"
                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("latin-1")
             writer.write(head if method == "HEAD" else head + body)
             await asyncio.wait_for(writer.drain(), self.limits.client_timeout_seconds)

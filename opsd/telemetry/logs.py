@@ -1,4 +1,5 @@
-"""structlog configuration, done once at opsd's entry point (``opsd run``, ``opsd demo``), and Spark's JVM logs.
+"""structlog configuration, done once at opsd's entry point (``opsd run``, ``opsd demo``; `opsd.attach` in a
+script: `configure_library_logging`), and Spark's JVM logs.
 
 JSON lines when stderr is not a terminal (Kubernetes, files), a readable console renderer on one (tracebacks as
 plain text without local variables, control characters escaped). Standard-library loggers (APScheduler, py4j,
@@ -20,13 +21,16 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from opsd.telemetry.redaction import Redactor
 from opsd.telemetry.terminal import printable
+from streaming_core.log import configured_by_default
+
+log = structlog.get_logger(__name__)
 
 _HANDLER_NAME = "opsd"
 #: Levels of third-party loggers unless the caller says otherwise: their INFO lines are routine chatter.
@@ -75,19 +79,8 @@ def configure_logging(
     """
     if json_lines is None:
         json_lines = renders_json(stream or sys.stderr)
-    shared: list[Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.stdlib.add_log_level,
-        structlog.stdlib.add_logger_name,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    # Tracebacks are formatted as plain text (never with their frames' local variables, which hold tokens) before
-    # redaction, which runs last before rendering, so that it sees them and stdlib records alike.
-    final: list[Processor] = [structlog.processors.format_exc_info, Redactor.from_environment()]
-    renderer: Processor = structlog.processors.JSONRenderer()
-    if not json_lines:
-        final.append(escape_controls)
-        renderer = structlog.dev.ConsoleRenderer(colors=True, exception_formatter=structlog.dev.plain_traceback)
+    shared = _SHARED
+    final = _final(json_lines, colors=True)
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
@@ -99,7 +92,7 @@ def configure_logging(
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final, renderer],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
         )
     )
     root = logging.getLogger()
@@ -115,6 +108,54 @@ def configure_logging(
         foreign.propagate = True
     for name, named_level in {**THIRD_PARTY_LEVELS, **(levels or {})}.items():
         logging.getLogger(name).setLevel(_level(named_level))
+
+
+_SHARED: list[Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+
+
+def _final(json_lines: bool, colors: bool) -> list[Processor]:
+    """The processors after the shared ones, the renderer last. Tracebacks are formatted as plain text (never with
+    their frames' local variables, which hold tokens) before redaction, which runs last before rendering, so that it
+    sees them and stdlib records alike."""
+    final: list[Processor] = [structlog.processors.format_exc_info, Redactor.from_environment()]
+    if json_lines:
+        return [*final, structlog.processors.JSONRenderer()]
+    return [*final, escape_controls,
+            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=structlog.dev.plain_traceback)]
+
+
+class _LibraryBoundLogger(structlog.stdlib.BoundLogger):
+    """`exception()` logs at error with the traceback formatted (and redacted) into the line: the standard library's
+    `Logger.exception` would append the raw traceback to it."""
+
+    def exception(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        kw.setdefault("exc_info", True)
+        return self._proxy_to_logger("error", event, *args, **kw)
+
+
+def configure_library_logging(json_lines: bool | None = None) -> bool:
+    """structlog for opsd used as a library (`opsd.attach` in the user's script): the same processors as
+    `configure_logging` (plain tracebacks without locals, the redaction last), each event rendered into one line
+    handed to the standard library's logger of its name, so that the script's own logging setup (handlers, levels)
+    decides where it goes. The standard library's loggers are left as they are. A structlog configuration the
+    script chose is kept (False returned); the connector's default (`streaming_core.log`) or none is replaced.
+    ``json_lines`` defaults to "stderr is not a TTY"."""
+    if not configured_by_default():
+        log.info("opsd_logging_left_to_the_script", reason="structlog is configured")
+        return False
+    structlog.configure(
+        processors=[structlog.stdlib.filter_by_level, *_SHARED,
+                    *_final(renders_json(sys.stderr) if json_lines is None else json_lines, colors=False)],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=_LibraryBoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    return True
 
 
 def renders_json(stream: TextIO) -> bool:

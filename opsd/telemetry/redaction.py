@@ -9,8 +9,11 @@ errors (`opsd.config.load`). It masks
   depth of dicts and lists;
 - every occurrence of a secret this process knows, from every place `ytsaurus-client` reads a token from:
   `$YT_TOKEN`; the files `$YT_TOKEN_PATH` and `~/.yt/token`; a `token` and the file of a `token_path` in
-  `$YT_CONFIG_PATCHES` and in the config file (`$YT_CONFIG_PATH`, else `~/.yt/config`). A redactor made by
-  `Redactor.from_environment` reads them again every `REFRESH_SECONDS`, so a rotated token file is masked too;
+  `$YT_CONFIG_PATCHES` and in the config files (`$YT_CONFIG_PATH`, `~/.yt/config`, and `/etc/ytclient.conf`, the
+  global one the client reads when there is no user config: `yt/wrapper/default_config.py`, `_ConfigFSLoader`). A
+  redactor made by `Redactor.from_environment` reads them again every `REFRESH_SECONDS`, so a rotated token file is
+  masked too;
+- every piece of such a secret at least `MIN_SECRET_LENGTH` long (a parser's error quotes a window of its input);
 - `OAuth` / `Bearer` / `Basic` credentials in free text (an `Authorization` header echoed in an error).
 
 Secrets shorter than `MIN_SECRET_LENGTH` are left alone: they are too likely to occur in ordinary text.
@@ -42,6 +45,7 @@ DEFAULT_TOKEN_FILE = Path("~/.yt/token")
 CONFIG_PATCHES_ENV = "YT_CONFIG_PATCHES"
 CONFIG_PATH_ENV = "YT_CONFIG_PATH"
 DEFAULT_CONFIG_FILE = Path("~/.yt/config")
+GLOBAL_CONFIG_FILE = Path("/etc/ytclient.conf")
 #: How often a redactor made by `from_environment` reads the token sources again (a rotation is masked after it).
 REFRESH_SECONDS = 1.0
 # A token file is a line of text; anything bigger is not one. A config file is small too.
@@ -55,8 +59,9 @@ def known_secrets() -> list[str]:
     """The secrets this process may hold: every token `ytsaurus-client` could read (module docstring)."""
     found = [os.environ.get("YT_TOKEN", "")]
     token_files: list[str | Path | None] = [os.environ.get(TOKEN_PATH_ENV), DEFAULT_TOKEN_FILE]
-    config_file = os.environ.get(CONFIG_PATH_ENV) or DEFAULT_CONFIG_FILE
-    for text in (os.environ.get(CONFIG_PATCHES_ENV, ""), _small_file(config_file, _MAX_CONFIG_FILE_BYTES)):
+    config_files = [os.environ.get(CONFIG_PATH_ENV), DEFAULT_CONFIG_FILE, GLOBAL_CONFIG_FILE]
+    texts = [_small_file(path, _MAX_CONFIG_FILE_BYTES) for path in config_files if path]
+    for text in (os.environ.get(CONFIG_PATCHES_ENV, ""), *texts):
         for key, value in _CONFIG_VALUE.findall(text):
             (found if key == "token" else token_files).append(value)
     found += [_small_file(path, _MAX_TOKEN_FILE_BYTES).strip() for path in token_files if path]
@@ -82,6 +87,7 @@ class Redactor:
         self._source, self._clock = source, clock
         self._read_at = clock()
         self._secrets = self._ordered(source() if source else secrets)
+        self._fragments = _fragments(self._secrets)
 
     @staticmethod
     def _ordered(secrets: Iterable[str]) -> tuple[str, ...]:
@@ -96,14 +102,18 @@ class Redactor:
     def _current(self) -> tuple[str, ...]:
         if self._source is not None and self._clock() - self._read_at >= REFRESH_SECONDS:
             self._secrets, self._read_at = self._ordered(self._source()), self._clock()
+            self._fragments = _fragments(self._secrets)
         return self._secrets
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         return self.mapping(event_dict)
 
     def text(self, text: str) -> str:
-        for secret in self._current():
+        secrets = self._current()
+        for secret in secrets:
             text = text.replace(secret, REDACTED)
+        if self._fragments is not None:
+            text = _without_fragments(text, secrets, self._fragments)
         lowered = text.lower()
         if not any(scheme in lowered for scheme in _AUTH_SCHEMES):
             return text
@@ -126,9 +136,64 @@ class Redactor:
         return mapping
 
 
+def _fragments(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Every `MIN_SECRET_LENGTH`-character piece of the secrets, as one expression (None without secrets)."""
+    pieces = {s[i:i + MIN_SECRET_LENGTH] for s in secrets for i in range(len(s) - MIN_SECRET_LENGTH + 1)}
+    return re.compile("|".join(map(re.escape, sorted(pieces)))) if pieces else None
+
+
+def _without_fragments(text: str, secrets: tuple[str, ...], fragments: re.Pattern[str]) -> str:
+    """`text` with every piece of a secret at least `MIN_SECRET_LENGTH` long masked, each as long as it runs: a
+    parser's error quotes a window of its input (YSON's `context` of a malformed `YT_CONFIG_PATCHES` holds the end of
+    the token), never the whole secret."""
+    parts, at = [], 0
+    while match := fragments.search(text, at):
+        end = match.end()
+        while end < len(text) and any(text[match.start():end + 1] in secret for secret in secrets):
+            end += 1
+        parts += [text[at:match.start()], REDACTED]
+        at = end
+    return "".join(parts) + text[at:]
+
+
 def is_secret_key(key: Any) -> bool:
     """Whether a key (a log field, a config key, a JSON member) names a secret."""
     return bool(SECRET_KEY.search(str(key)))
+
+
+#: Values shaped as the tokens YTsaurus is used with: Yandex OAuth tokens (`AQAD-...`, `y0_...`), a token of
+#: YTsaurus' own `issue-token` (32 hex digits, `yt/docs/en/_includes/user-guide/storage/auth.md`) or any longer hex
+#: secret (`openssl rand -hex`), not a digest named by its algorithm (`sha256:...`, an image's).
+_TOKEN_SHAPES = re.compile(r"(?<![\w-])(AQA[A-Za-z0-9][\w-]{24,}|y[0-4]_[\w-]{24,}|(?<!:)[0-9a-fA-F]{32,}(?![\w-]))")
+# A run of base64 (or base64url) characters is a secret when long and mixed as random bytes are: upper and lower case
+# letters and digits, side by side in orders that words, paths and class names seldom have (two capitals, a capital
+# before a digit, a digit before a small letter): random base64 has ~0.3 of them per character, camel case almost
+# none. 40 characters of random base64 fail it about once in 100 (too few digits), 60 about once in 1,000.
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{40,}={0,2}")
+_BASE64_MIX = {str.isupper: 2, str.islower: 2, str.isdigit: 2}
+_RANDOM_PAIRS = re.compile(r"(?=[A-Z][A-Z0-9]|[0-9][a-z])")
+_RANDOM_PAIRS_PER_CHARACTER = 0.1
+# A setting inside a value: `token="..."` (YSON), `"token": "..."` (JSON), `-Dx.password=...` (JVM options).
+_SETTING = re.compile(r'(?:-D)?([\w.-]+)"?\s*[=:]\s*("[^"]*"|[^\s;,}"]+)')
+# A setting that names where a secret is, not the secret (`token_path`, `...File`).
+_REFERENCE_SETTING = re.compile(r"(path|file)$", re.IGNORECASE)
+
+
+def secret_in_value(value: str, settings: bool = True) -> str | None:
+    """What in `value` (a Spark conf or data source option's value) is a secret, never the secret itself: a
+    secret-named setting inside it (`token=...` in `YT_CONFIG_PATCHES`; only when `settings`), a token-shaped value
+    or a long base64 run mixed as random bytes; None when nothing is."""
+    if settings:
+        for key, setting in _SETTING.findall(value):
+            if is_secret_key(key) and not _REFERENCE_SETTING.search(key) and setting.strip('"'):
+                return f"a {key} setting"
+    if _TOKEN_SHAPES.search(value):
+        return "a token-shaped value"
+    for run in _BASE64_RUN.findall(value):
+        if all(sum(map(test, run)) >= least for test, least in _BASE64_MIX.items()) and \
+                len(_RANDOM_PAIRS.findall(run)) >= _RANDOM_PAIRS_PER_CHARACTER * len(run):
+            return "a token-shaped value"
+    return None
 
 
 def redact(value: Any) -> Any:

@@ -45,6 +45,10 @@ REGISTRATION_POLL_SECONDS = 0.25
 MAP_NODE = "map_node"
 TABLE = "table"
 DOCUMENT = "document"
+#: A file node (what SPYT's `YtFileSystem` writes a checkpoint's files as), and a link: read as itself with `&` after
+#: its name (`//a/b&/@type`), else every command follows it to its target.
+FILE = "file"
+LINK = "link"
 #: The node type YTsaurus' `create` takes for a queue producer (it makes a sorted dynamic table of `PRODUCER_SCHEMA`).
 QUEUE_PRODUCER = "queue_producer"
 

@@ -20,8 +20,6 @@ from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT_ATTRIBUTES, from_yt
 from .. import query as ql
 from ..errors import NO_SUCH_TRANSACTION, SCHEMA_VIOLATION, BadRequest, YtCodedError
 
-FILE = "file"
-
 Rows = list[dict[str, Any]]
 
 

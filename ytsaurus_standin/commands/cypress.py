@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from streaming_core.cluster.base import MAP_NODE, QUEUE_PRODUCER, TABLE
+from streaming_core.cluster.base import FILE, LINK, MAP_NODE, QUEUE_PRODUCER, TABLE
 from streaming_core.cluster.errors import AlreadyExistsError, NoSuchPathError
 from streaming_core.cluster.yson_values import plain
 
@@ -15,7 +15,7 @@ from ..errors import GENERIC, BadRequest, YtCodedError
 from ..queue_agent import ATTRIBUTES as QUEUE_AGENT_ATTRIBUTES
 from ..queue_agent import DYNAMIC_CONFIG_PATH
 from ..tablets import UNMOUNTED
-from .common import FILE, new_id, path_of, v4_value
+from .common import new_id, path_of, v4_value
 
 
 class CypressCommands:
@@ -156,7 +156,9 @@ class CypressCommands:
     def _disk_attrs(self, disk: Path, path: str) -> Any:
         node_path, _, attr = path.partition("/@")
         size = disk.stat().st_size if disk.is_file() else 0
-        attrs = {"type": MAP_NODE if disk.is_dir() else FILE, "id": self.node_id(node_path),
+        # A symbolic link below the root is a Cypress link: `&` after its name reads the link itself.
+        node_type = LINK if node_path.endswith("&") and disk.is_symlink() else MAP_NODE if disk.is_dir() else FILE
+        attrs = {"type": node_type, "id": self.node_id(node_path),
                  "uncompressed_data_size": size, "compressed_data_size": size}
         if attr == "":
             return attrs
@@ -170,7 +172,7 @@ class CypressCommands:
     def _disk_path(self, path: str) -> Path:
         """The disk path under the root of a Cypress path: confined to the root (no `///abs`, no `..`, no symlink
         that leads out of it), as Cypress has nothing outside its tree."""
-        node_path = path.partition("/@")[0].rstrip("/")
+        node_path = path.partition("/@")[0].rstrip("/").removesuffix("&")
         relative = node_path[2:]
         if not node_path.startswith("//") or relative.startswith("/") or "//" in relative:
             raise BadRequest(f"{path}: a Cypress path is //name/name... (no empty node name)")

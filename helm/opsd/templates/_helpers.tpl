@@ -123,6 +123,21 @@ opsd.sparkAuthVolume: the volume of the driver's and the executors' pods with th
 {{- end }}
 
 {{/*
+opsd.httpTokenFile: where opsd reads the bearer token of /metrics and /status (httpAuth), mounted from its Secret.
+*/}}
+{{- define "opsd.httpTokenFile" -}}
+/var/run/secrets/opsd/http-auth/token
+{{- end }}
+
+{{/*
+opsd.httpTokenSecretName: the existing Secret holding that token (httpAuth.existingSecret); rendering fails, saying
+how to make one, when it is not named.
+*/}}
+{{- define "opsd.httpTokenSecretName" -}}
+{{- required "httpAuth.existingSecret: name a Secret holding the bearer token of /metrics and /status, e.g. kubectl create secret generic opsd-http-token --from-literal=token=$(openssl rand -hex 32) (or set httpAuth.enabled=false)" .Values.httpAuth.existingSecret }}
+{{- end }}
+
+{{/*
 opsd.executorPodTemplateFile: where the driver reads the executors' pod template (a key of the ConfigMap).
 */}}
 {{- define "opsd.executorPodTemplateFile" -}}
@@ -208,8 +223,8 @@ OPSD_POD_NAME
 {{- end }}
 
 {{/*
-opsd.config: the opsd configuration file. It is .Values.config as given, except that with
-sparkOnKubernetes.enabled the Spark conf executors need is added under config.spark (the driver's address and
+opsd.config: the opsd configuration file. It is .Values.config as given, except that httpAuth.enabled sets
+http.bearer_token_file to the Secret's mounted file, and that with sparkOnKubernetes.enabled the Spark conf executors need is added under config.spark (the driver's address and
 ports, its pod's name, the executors' ServiceAccount and pod template, RPC authentication and encryption; the driver
 Service is the chart's, so Spark does not delete services); keys the user set there win, so any derived value can be
 overridden.
@@ -251,6 +266,11 @@ to it. */}}
 {{- end }}
 {{- if not $spark.master }}
 {{- $_ := unset $spark "master" }}
+{{- end }}
+{{- if .Values.httpAuth.enabled }}
+{{- $http := deepCopy ($config.http | default dict) }}
+{{- $_ := set $http "bearer_token_file" (include "opsd.httpTokenFile" .) }}
+{{- $_ := set $config "http" $http }}
 {{- end }}
 {{- $_ := set $spark "conf" $conf }}
 {{- $_ := set $config "spark" $spark }}

@@ -19,6 +19,8 @@ the query here). A readable table first; the last line is one JSON object.
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import json
 import statistics
 import tempfile
@@ -84,7 +86,7 @@ class Poller(threading.Thread):
             time.sleep(POLL_SECONDS)
 
 
-def measure_yt(spark: Any, uri: str, work: Path) -> list[float]:
+def measure_yt(spark: Any, uri: str, work: Path) -> tuple[list[float], list[dict[str, Any]]]:
     with connect(uri) as cluster:
         cluster.create("table", "//bench/queue", recursive=True, attributes={"dynamic": True, "schema": SCHEMA})
         cluster.create("table", "//bench/out", recursive=True, attributes={"dynamic": True, "schema": SCHEMA})
@@ -110,7 +112,22 @@ def measure_yt(spark: Any, uri: str, work: Path) -> list[float]:
     missing = [n for n in window if n not in poller.seen]
     if missing:
         raise RuntimeError(f"{len(missing)} rows inserted in the window never appeared in the table")
-    return [poller.seen[n] - producer.inserted[n] for n in window]
+    batches = [p for p in query.recentProgress if p["numInputRows"] and start <= started_at(p) < end]
+    return [poller.seen[n] - producer.inserted[n] for n in window], batches
+
+
+def started_at(progress: dict[str, Any]) -> float:
+    return dt.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def trigger_parts(batches: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per Spark duration (`durationMs`), its median and p99 in seconds over the window's batches, and the interval
+    from one batch's start to the next's."""
+    parts = {k: [p["durationMs"].get(k, 0) / 1000 for p in batches] for k in batches[0]["durationMs"]}
+    starts = [started_at(p) for p in batches]
+    parts["interval"] = [b - a for a, b in itertools.pairwise(starts)]
+    parts["rows"] = [p["numInputRows"] for p in batches]
+    return {k: {"p50": statistics.median(v), "p99": percentiles(v)["p99"]} for k, v in parts.items() if len(v) > 1}
 
 
 def measure_floor(spark: Any, work: Path) -> list[float]:
@@ -141,22 +158,29 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-latency-"))
     uri = f"local://{work / 'cluster'}"
     spark = build_session("bench-latency", master="local[2]", cluster=uri, conf={
-        "spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        "spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+        "spark.sql.streaming.numRecentProgressUpdates": "10000"})
     try:
-        found = {"yt": percentiles(measure_yt(spark, uri, work)),
-                 "spark-floor": percentiles(measure_floor(spark, work))}
+        latencies, batches = measure_yt(spark, uri, work)
+        found = {"yt": percentiles(latencies), "spark-floor": percentiles(measure_floor(spark, work))}
     finally:
         spark.stop()
     print(f"rows inserted at {RATE}/s, default trigger; latency (s) of the rows of {MEASURE_SECONDS:.0f} s after a "
           f"{WARMUP_SECONDS:.0f} s warm-up:\n{'path':<14}{'rows':>8}{'p50':>8}{'p99':>8}{'max':>8}")
     for name, p in found.items():
         print(f"{name:<14}{p['rows']:>8}{p['p50']:>8.3f}{p['p99']:>8.3f}{p['max']:>8.3f}")
+    parts = trigger_parts(batches)
+    print(f"the yt query's {len(batches)} batches in the window, Spark's durations (s; rows: rows per batch):\n"
+          f"{'part':<20}{'p50':>8}{'p99':>8}")
+    for name, p in parts.items():
+        print(f"{name:<20}{p['p50']:>8.3f}{p['p99']:>8.3f}")
     yt, floor = found["yt"], found["spark-floor"]
     print(json.dumps({"bench": "latency", "p50_seconds": round(yt["p50"], 3), "p99_seconds": round(yt["p99"], 3),
                       "max_seconds": round(yt["max"], 3), "goal_p99_seconds": GOAL_P99_SECONDS,
                       "floor_p50_seconds": round(floor["p50"], 3), "floor_p99_seconds": round(floor["p99"], 3),
                       "rows": yt["rows"], "floor_rows": floor["rows"], "rate_rows_per_s": RATE,
-                      "poll_seconds": POLL_SECONDS}))
+                      "poll_seconds": POLL_SECONDS, "batches": len(batches),
+                      "trigger_seconds": {k: {q: round(v, 3) for q, v in p.items()} for k, p in parts.items()}}))
 
 
 if __name__ == "__main__":

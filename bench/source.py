@@ -25,10 +25,10 @@ What is left between `yt` and the floor, printed after the table: the median sec
 floor query (`gap_seconds`, of which start-up), beside the CPU seconds each reader's `read()` of a whole query's
 partitions costs in this process without Spark (`yt_read_cpu_s`, `floor_read_cpu_s`). Measured on this branch (2 cores
 shared with other work, one run): `yt_vs_floor` 0.818, the gap 0.41 s of a 2.2 s query, 0.08 s of it start-up; the
-`yt` reading 0.27 CPU s against the floor's 0.03 (taking each stored chunk's bytes straight from its blob cut it from
-~0.4), so 0.12 s over the 2 cores. The rest (~0.2 s) is not attributed by a timer: the floor sends the same prebuilt
-batch over and over from memory (hot in the CPU's caches), `yt` sends rows it has just read. Phase recording costs one
-attribute write per read task (~0.05 ms on this cluster).
+`yt` reading 0.27 CPU s against the floor's 0.03 (on a quiet machine 0.23, and 0.30 before each stored chunk's
+bytes were taken straight from its blob), so 0.12 s over the 2 cores. The rest (~0.2 s) is not attributed by a timer:
+the floor sends the same prebuilt batch over and over from memory (hot in the CPU's caches), `yt` sends rows it has
+just read. Phase recording costs one attribute write per read task (~0.05 ms on this cluster).
 
 A readable table first; the last line is one JSON object for scripts and CI logs.
 """

@@ -26,9 +26,12 @@ floor query (`gap_seconds`, of which start-up), beside the CPU seconds each read
 partitions costs in this process without Spark (`yt_read_cpu_s`, `floor_read_cpu_s`). Measured on this branch (2 cores
 shared with other work, one run): `yt_vs_floor` 0.818, the gap 0.41 s of a 2.2 s query, 0.08 s of it start-up; the
 `yt` reading 0.27 CPU s against the floor's 0.03 (on a quiet machine 0.23, and 0.30 before each stored chunk's
-bytes were taken straight from its blob), so 0.12 s over the 2 cores. The rest (~0.2 s) is not attributed by a timer:
-the floor sends the same prebuilt batch over and over from memory (hot in the CPU's caches), `yt` sends rows it has
-just read. Phase recording costs one attribute write per read task (~0.05 ms on this cluster).
+bytes were taken straight from its blob), so 0.12 s over the 2 cores. The read tasks' phase records place the whole
+gap in the reading (main's code, one side-by-side run with the records on and off, 4 repeats: on 0.882 of the floor,
+off 0.892, within the noise; start-up equal): a `yt` task of 1M rows took 0.27 s, 0.16 s of it waiting in the
+cluster's read calls and 0.01 s decoding; a floor task 0.17 s (0.01 s its own); two waves of tasks on 2 cores make the
+batch 0.17 s longer (0.835 s against 0.66). In Spark the read waits cost ~2x the reading's in-process CPU (two tasks
+and the JVM on 2 cores; rows not in the CPU's caches, where the floor sends one prebuilt batch over and over).
 
 A readable table first; the last line is one JSON object for scripts and CI logs.
 """

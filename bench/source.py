@@ -21,6 +21,18 @@ its rows/s over `local[2]`'s. `--backlog` adds the memory scenario: a
 2 GB backlog of 10 KB rows read without a cap by a driver with `spark.driver.memory=512m`, in a child
 process with its own session (it must complete without the JVM being killed).
 
+What is left between `yt` and the floor, printed after the table: the median seconds a `yt` query takes more than a
+floor query (`gap_seconds`, of which start-up), beside the CPU seconds each reader's `read()` of a whole query's
+partitions costs in this process without Spark (`yt_read_cpu_s`, `floor_read_cpu_s`). Measured on this branch (2 cores
+shared with other work, one run): `yt_vs_floor` 0.818, the gap 0.41 s of a 2.2 s query, 0.08 s of it start-up; the
+`yt` reading 0.27 CPU s against the floor's 0.03 (on a quiet machine 0.23, and 0.30 before each stored chunk's
+bytes were taken straight from its blob), so 0.12 s over the 2 cores. The read tasks' phase records place the whole
+gap in the reading (main's code, one side-by-side run with the records on and off, 4 repeats: on 0.882 of the floor,
+off 0.892, within the noise; start-up equal): a `yt` task of 1M rows took 0.27 s, 0.16 s of it waiting in the
+cluster's read calls and 0.01 s decoding; a floor task 0.17 s (0.01 s its own); two waves of tasks on 2 cores make the
+batch 0.17 s longer (0.835 s against 0.66). In Spark the read waits cost ~2x the reading's in-process CPU (two tasks
+and the JVM on 2 cores; rows not in the CPU's caches, where the floor sends one prebuilt batch over and over).
+
 A readable table first; the last line is one JSON object for scripts and CI logs.
 """
 
@@ -154,6 +166,35 @@ def run_rate(spark, root: str) -> Measured:
                  .trigger(availableNow=True).start())
 
 
+def read_path_cpu(cluster: Cluster, uri: str) -> dict[str, float]:
+    """CPU seconds of the Python side of one query's read, without Spark, in this process (median of `REPEATS`): the
+    `yt` reader's `read()` of every partition (the cluster's read, decoding, conforming to Spark's types) against the
+    floor's. What Spark does with the batches is the same on both sides, so the difference is what the `yt` source's
+    own reading adds to a query's CPU."""
+    from streaming_core.datasource import YtDataSource
+
+    consumer = f"//bench/consumer_{uuid.uuid4().hex[:8]}"
+    cluster.create_consumer(consumer, recursive=True)
+    cluster.register_queue_consumer(QUEUE, consumer)
+    source = YtDataSource({"path": QUEUE, "consumer_path": consumer, "cluster": uri})
+    reader = source.streamReader(source.schema())
+    start = reader.initialOffset()
+    ranges = reader.partitions(start, reader.latestOffset(start, reader.getDefaultReadLimit()))
+
+    def cpu(read: Any, partitions: list[Any]) -> float:
+        seconds = []
+        for _ in range(REPEATS):
+            started = time.process_time()
+            rows = sum(batch.num_rows for partition in partitions for batch in read(partition))
+            seconds.append(time.process_time() - started)
+            if rows != ROWS:
+                raise RuntimeError(f"read {rows} rows in-process, expected {ROWS}")
+        return statistics.median(seconds)
+
+    floor = [InputPartition(i) for i in range(TABLETS)]
+    return {"yt": cpu(reader.read, ranges), "floor": cpu(FloorReader().read, floor)}
+
+
 def summarise(runs: dict[str, list[Measured]]) -> dict[str, Any]:
     """Medians per source, and the ratios against `rate` (whole query and running query only)."""
     total = {name: statistics.median(m.rows / m.seconds for m in measured) for name, measured in runs.items()}
@@ -205,8 +246,22 @@ def throughput() -> dict[str, Any]:
                           f"{m.rows / m.seconds:>12,.0f}")
         finally:
             spark.stop()
+        read_cpu = read_path_cpu(cluster, f"local://{root}/cluster")
         distant = on_local_cluster("bench.source", root)
-    return {**summarise(runs), **distance(runs[YT], distant)}
+    return {**summarise(runs), **explain(runs, read_cpu), **distance(runs[YT], distant)}
+
+
+def explain(runs: dict[str, list[Measured]], read_cpu: dict[str, float]) -> dict[str, Any]:
+    """What is left between `yt` and the floor: the median seconds a query takes more, beside the CPU its reading adds
+    (spread over the `local[2]` cores it would take `extra / 2` seconds at best, all of it on one: `extra`)."""
+    gap = statistics.median(m.seconds for m in runs[YT]) - statistics.median(m.seconds for m in runs[FLOOR])
+    startup = statistics.median(m.startup for m in runs[YT]) - statistics.median(m.startup for m in runs[FLOOR])
+    extra = read_cpu["yt"] - read_cpu["floor"]
+    print(f"yt takes {gap:.2f} s more than the floor per query (start-up {startup:+.2f} s); its reading costs "
+          f"{read_cpu['yt']:.2f} CPU s per query in-process, the floor's {read_cpu['floor']:.2f}: {extra:.2f} CPU s "
+          f"more ({extra / 2:.2f} s over 2 cores)")
+    return {"gap_seconds": round(gap, 3), "gap_startup_seconds": round(startup, 3),
+            "yt_read_cpu_s": round(read_cpu["yt"], 3), "floor_read_cpu_s": round(read_cpu["floor"], 3)}
 
 
 def distance(local: list[Measured], distant: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from .cluster import (
     ClusterError,
     NotRegisteredError,
     QueueReshardedError,
+    TabletInfo,
     TrimmedRowsError,
     connect,
 )
@@ -68,6 +69,9 @@ class TabletRange(InputPartition):
     #: seconds the source's runner spent acknowledging the previous batch while this one was planned (the batch's
     #: first partition carries it to its read task, which records it: `streaming_core.phases`).
     acknowledge: float = 0.0
+    #: the columns read as YSON (composite columns without `parsing_type_v3`), decided where the batch is planned, so
+    #: that no read task asks the cluster for the table's schema again.
+    yson_columns: frozenset[str] = frozenset()
 
 
 class _ClusterReader:
@@ -77,6 +81,7 @@ class _ClusterReader:
         self.options = options
         self.schema = schema
         self._cluster: Cluster | None = None
+        self._yson: frozenset[str] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_cluster": None}
@@ -87,10 +92,12 @@ class _ClusterReader:
             self._cluster = connect(self.options.cluster)
         return self._cluster
 
-    def _yson_columns(self, cluster: Cluster) -> frozenset[str]:
-        if self.options.parsing_type_v3:
-            return frozenset()
-        return frozenset(c.name for c in cluster.get_schema(self.options.path).columns if is_composite(c.type_v3))
+    def _yson_columns(self) -> frozenset[str]:
+        """The table's columns read as YSON, asked of the cluster once per reader (where batches are planned)."""
+        if self._yson is None:
+            self._yson = frozenset() if self.options.parsing_type_v3 else frozenset(
+                c.name for c in self.cluster.get_schema(self.options.path).columns if is_composite(c.type_v3))
+        return self._yson
 
     def _consumer_path(self) -> str | None:
         """The consumer a stream reads through (its readers' access comes from its registration); None for batches."""
@@ -103,7 +110,6 @@ class _ClusterReader:
             clock = TaskClock()
             cluster = connect(self.options.cluster)
             target = arrow_schema_for_spark(self.schema)
-            yson_columns = self._yson_columns(cluster)
             if partition.tablet_index is None:
                 batches = cluster.read_table(self.options.path, max_rows=READ_BATCH_ROWS)
             else:
@@ -114,7 +120,7 @@ class _ClusterReader:
                 )
             for batch in clock.timed(batches):
                 started = time.perf_counter()
-                conformed = conform(batch, target, yson_columns)
+                conformed = conform(batch, target, partition.yson_columns)
                 clock.decoded(time.perf_counter() - started)
                 yield conformed
             batch_id = current_batch_id()
@@ -128,9 +134,10 @@ class YtBatchReader(_ClusterReader, DataSourceReader):
 
     def partitions(self) -> list[TabletRange]:
         info = require_kind(self.cluster, self.options.path, ORDERED, SORTED, STATIC)
+        yson = self._yson_columns()
         if info.kind != ORDERED:
-            return [TabletRange(None, 0, 0)]
-        return [TabletRange(t.tablet_index, t.trimmed_row_count, t.total_row_count)
+            return [TabletRange(None, 0, 0, yson_columns=yson)]
+        return [TabletRange(t.tablet_index, t.trimmed_row_count, t.total_row_count, yson_columns=yson)
                 for t in self.cluster.get_tablet_infos(self.options.path)]
 
 
@@ -172,7 +179,7 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
 
     def _upper(self) -> dict[int, int]:
         """Per partition, the index of the last row written so far."""
-        return {t.tablet_index: t.total_row_count - 1 for t in self.cluster.get_tablet_infos(self.options.path)}
+        return last_rows(self.cluster.get_tablet_infos(self.options.path))
 
     def _parse(self, offset: dict[str, Any], partition_count: int) -> QueueOffset:
         """The offset, checked against this query's queue and its `partition_count` tablets now: partitions it does not
@@ -222,24 +229,26 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
             if past:
                 raise beyond_end_error(self.options, p, past, upper[p] + 1, offsets["checkpoint"].get(p, -1) + 1)
 
-    def _begin(self, start: dict[str, Any]) -> tuple[dict[int, int], dict[int, int]]:
+    def _begin(self, start: dict[str, Any]) -> tuple[dict[int, int], list[TabletInfo]]:
         """The last row read before the next batch per partition (the checkpoint's, or the consumer's when it is
         ahead: SPYT's rule; the consumer's for a partition added to the queue since the checkpoint) and the queue's
-        last rows.
+        tablets (their counters, read once per call: `last_rows` gives each partition's last row).
 
         Offsets past the queue's end are another queue's (the counters are read after them and a live queue only
         grows): `BeyondQueueEndError`, never a batch. An empty batch would wait for the queue to grow past the
         offset, then skip the rows below it (Kafka's `failOnDataLoss`)."""
         committed = self.cluster.get_consumer_offsets(self.options.consumer_path, self.options.path)
-        upper = self._upper()
+        tablets = self.cluster.get_tablet_infos(self.options.path)
+        upper = last_rows(tablets)
         checkpoint = self._parse(start, len(upper)).partitions
         consumer = from_consumer(committed, len(upper))
         self._beyond_end(upper, checkpoint=checkpoint, consumer=consumer)
-        return effective_start(checkpoint, consumer), upper
+        return effective_start(checkpoint, consumer), tablets
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Called at every trigger: the end offset of the next batch, `min(start + cap, upper)`."""
-        begin, upper = self._begin(start)
+        begin, tablets = self._begin(start)
+        upper = last_rows(tablets)
         added = added_partitions(QueueOffset.from_json(start).partitions, len(upper))
         if added:  # planned once: the batch's end names them, and so do the next batches' starts
             log.info("queue_partitions_added", queue=self.options.path, consumer=self.options.consumer_path,
@@ -259,11 +268,14 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[TabletRange]:
         """Called when a batch is planned (or replayed): one Spark partition per tablet with rows to read."""
-        begin, upper = self._begin(start)
+        begin, tablets = self._begin(start)
+        upper = last_rows(tablets)
         last = self._parse(end, len(upper)).partitions  # planned before tablets were removed: refused
         self._beyond_end(upper, checkpoint=last)  # a batch planned on another queue, replayed
-        ranges = [TabletRange(p, begin[p] + 1, e + 1) for p, e in sorted(last.items()) if e > begin[p]]
-        trimmed = {t.tablet_index: t.trimmed_row_count for t in self.cluster.get_tablet_infos(self.options.path)}
+        yson = self._yson_columns()
+        ranges = [TabletRange(p, begin[p] + 1, e + 1, yson_columns=yson) for p, e in sorted(last.items())
+                  if e > begin[p]]
+        trimmed = {t.tablet_index: t.trimmed_row_count for t in tablets}
         for r in ranges:
             if r.tablet_index is not None and r.lower < trimmed.get(r.tablet_index, 0):
                 raise trimmed_error(self.options, r, trimmed[r.tablet_index])
@@ -281,6 +293,11 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         target = {p: last + 1 for p, last in QueueOffset.from_json(end).partitions.items()}
         advance_consumer(self.cluster, self.options.consumer_path, self.options.path, target)
         self._acknowledging += time.perf_counter() - started
+
+
+def last_rows(tablets: list[TabletInfo]) -> dict[int, int]:
+    """Per partition, the index of its last row written so far (-1: none)."""
+    return {t.tablet_index: t.total_row_count - 1 for t in tablets}
 
 
 def beyond_end_error(options: SourceOptions, partition: int, past: dict[str, int], rows: int,

@@ -18,7 +18,7 @@ import pytest
 from streaming_core.cluster import Cluster, TableSchema, connect
 from streaming_core.cluster.embedded import sorted_store
 from streaming_core.cluster.embedded.sorted_store import LegacyLayoutError
-from streaming_core.cluster.embedded.sqlite_store import DB_FILE, encode_batch
+from streaming_core.cluster.embedded.sqlite_store import DB_FILE, STORED_CHUNK_ROWS, encode_batch
 
 #: A two-column key, the second optional: keys with nulls sort first, as in YTsaurus.
 PAIR_SCHEMA = [
@@ -222,3 +222,15 @@ class TestEarlierLayouts:
             weights = [r["$cumulative_data_weight"] for b in cluster.read_tablet("//old/weighed", 0, 0, 2)
                        for r in b.to_pylist()]
         assert weights == [12, 23]  # 1 + 8 (the column) + the payload, running
+
+
+def test_a_range_read_is_one_snapshot_rows_trimmed_while_it_runs_still_come(cluster):
+    cluster.create("table", "//t/queue", recursive=True, attributes={"dynamic": True, "schema": ROWS_SCHEMA})
+    rows = 3 * STORED_CHUNK_ROWS  # three stored chunks, read one blob at a time
+    cluster.insert_rows("//t/queue", pa.table({"n": pa.array(range(rows), pa.int64()), "data": ["x"] * rows}))
+    reading = cluster.read_tablet("//t/queue", 0, 0, rows, max_rows=1000)
+    first = next(reading)
+    cluster.trim_rows("//t/queue", 0, rows)  # deletes every chunk and its blob
+    read = [first, *reading]
+    assert [n for b in read for n in b.column("n").to_pylist()] == list(range(rows))
+    assert cluster.get_tablet_infos("//t/queue")[0].trimmed_row_count == rows

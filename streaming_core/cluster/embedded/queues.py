@@ -29,10 +29,12 @@ from .sqlite_store import (
     Store,
     WriteTxn,
     chunk_bytes,
+    chunk_source,
     decode_batch,
     delete_chunks,
     encode_batch,
     put_blob,
+    read_chunk,
 )
 
 
@@ -211,13 +213,14 @@ def _range_pieces(conn: sqlite3.Connection, path: str, tablet: int, lower: int, 
         return
     (start,) = conn.execute("SELECT coalesce(max(first_row), 0) FROM chunks WHERE path=? AND tablet=? "
                             "AND first_row <= ?", (path, tablet, lower)).fetchone()
-    cursor = conn.execute(f"SELECT first_row, row_count, {chunk_bytes('chunks')} FROM chunks WHERE path=? AND tablet=? "
-                          "AND first_row >= ? AND first_row < ? ORDER BY first_row", (path, tablet, start, upper))
-    for first, count, data in cursor:
+    cursor = conn.execute(f"SELECT first_row, row_count, {chunk_source('chunks')} FROM chunks WHERE path=? "
+                          "AND tablet=? AND first_row >= ? AND first_row < ? ORDER BY first_row",
+                          (path, tablet, start, upper))
+    for first, count, blob, inline in cursor:
         lo, hi = max(lower, first), min(upper, first + count)
         if lo >= hi:
             continue
-        piece = decode_batch(data).select(columns).slice(lo - first, hi - lo)
+        piece = decode_batch(read_chunk(conn, blob, inline)).select(columns).slice(lo - first, hi - lo)
         if service_columns:
             piece = piece.add_column(0, ROW_INDEX, pa.array(np.arange(lo, hi, dtype=np.int64)))
             piece = piece.add_column(0, TABLET_INDEX, pa.repeat(pa.scalar(tablet, pa.int64()), hi - lo))

@@ -23,7 +23,7 @@ import pyarrow as pa
 from ...errors import SchemaError
 from ...schema import ROW_INDEX, TABLET_INDEX, TableSchema
 from ...timing import DECODE
-from . import arrow_insert, bindings
+from . import arrow_insert, bindings, yson_columns
 from .yson_decode import column, decoder, parse_rows
 from .yson_encode import encode_rows, encoder
 
@@ -40,17 +40,31 @@ def _service_fields(service_columns: bool | Sequence[str]) -> list[pa.Field]:
 def decode_wire(schema: TableSchema, raw: bytes, *, service_columns: bool | Sequence[str] = False) -> pa.Table:
     """Binary YSON rows (a list fragment, as `select_rows` / `pull_consumer` / `lookup_rows` return them in
     `WIRE_FORMAT`) as an Arrow table of `schema`'s columns, service columns first when asked (True: both
-    `$tablet_index` and `$row_index`; or a sequence of names). A column a row lacks is null."""
+    `$tablet_index` and `$row_index`; or a sequence of names). A column a row lacks is null.
+
+    Read column by column with numpy (`yson_columns`); bytes it declines go through the bindings' objects
+    (`decode_objects`), which give the same table and name a value at fault."""
     fields = [*_service_fields(service_columns), *schema.arrow_schema()]
     types = {c.name: c.type_v3 for c in schema.columns}
+    columns = [(f.name, types.get(f.name, "int64"), f.type) for f in fields]
+    try:
+        return pa.Table.from_arrays(yson_columns.decode_columns(raw, columns), schema=pa.schema(fields))
+    except yson_columns.Declined:
+        return decode_objects(raw, fields, types)
+
+
+def decode_objects(raw: bytes, fields: Sequence[pa.Field], types: dict[str, object]) -> pa.Table:
+    """The `fields` (of YT types `types`, int64 where absent) of binary or text YSON rows, through the bindings'
+    Python objects."""
     rows = parse_rows(raw)
     arrays = []
     for f in fields:
-        decode = decoder(types.get(f.name, "int64"), f.type, f"column {f.name!r}")
+        name = f.name
+        decode = decoder(types.get(name, "int64"), f.type, f"column {name!r}")
         try:
-            arrays.append(decode(column(rows, f.name)))
+            arrays.append(decode(column(rows, name)))
         except (KeyError, IndexError, TypeError, ValueError) as e:
-            raise SchemaError(f"column {f.name!r}: a value read does not have the column's YSON form "
+            raise SchemaError(f"column {name!r}: a value read does not have the column's YSON form "
                               f"({type(e).__name__}: {e})") from None
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 

@@ -165,8 +165,9 @@ def _null(arr: pa.Array) -> pa.Array:
 
 
 def _yson(where: str) -> Encoder:
-    """A `yson` column holds YSON-encoded bytes, embedded as they are once each is known to be exactly one YSON
-    node (a row is one YSON map, so a value must not be able to end it early or add keys to it)."""
+    """A `yson` column holds YSON-encoded bytes (text or binary), embedded in binary YSON as YTsaurus' writer
+    writes a stored value, once each is known to be exactly one YSON node (a row is one YSON map, so a value must
+    not be able to end it early or add keys to it): all values parsed in one call, written in one, and cut."""
     def encode(arr: pa.Array) -> pa.Array:
         values = [v for v in arr.to_pylist() if v is not None]
         if not _one_node_each(values):
@@ -176,7 +177,17 @@ def _yson(where: str) -> Encoder:
                         bindings.loads(value)
                 except YsonError as e:
                     raise SchemaError(f"{where}: row {row}: not a YSON value ({bindings.reason(e)})") from None
-        return arr.cast(pa.large_binary())
+        if not values:
+            return arr.cast(pa.large_binary())
+        nodes = bindings.loads(b";".join(values) + b";", yson_type="list_fragment", always_create_attributes=False,
+                               encoding=None)
+        written = bindings.dumps(list(nodes), yson_type="list_fragment", yson_format="binary")
+        items = pc.binary_slice(pa.array(bindings.loads(written, yson_type="list_fragment", raw=True),
+                                         pa.large_binary()), 0, -1)  # each without its `;`
+        if not arr.null_count:
+            return items
+        index = np.cumsum(np.asarray(arr.is_valid())) - 1
+        return items.take(pa.array(index, mask=np.asarray(arr.is_null())))
     return encode
 
 

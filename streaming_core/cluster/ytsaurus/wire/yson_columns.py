@@ -1,0 +1,553 @@
+"""Binary YSON rows (a list fragment) -> Arrow with numpy, every column across all rows at once, no Python
+object per value.
+
+The row-returning commands write every row with the same keys in the same order (the schemaful writer: one
+key per column of the rowset, null as `#`), so the rows can be read in lock step: an array holds, per row, the
+position where its next token starts, and each column is decoded for all rows by numpy over those positions
+(integers as varints gathered from a byte window, doubles as 8 gathered bytes, strings as a take of spans of
+the response itself), after which the positions move past it. Composite values go the same way one level
+down: a list's items a round at a time (the first item of every row, then the second, ...), a struct's
+members, a tuple's elements and a variant's alternatives each as a column of positions; a `yson` value is
+skipped token by token in lock step, and all the values of a column are rewritten to the bindings' text form
+in one parse and one write (not a parser call per value). The cost per byte therefore does not grow with
+the number of columns: it is a few numpy operations per column and row, whatever the row's width.
+
+Where the bytes are not in that layout (text YSON, attributes on a row, a key order that differs between
+rows, keys of a struct out of the schema's order, a list longer than `MAX_ROUNDS` items, a value that does
+not have its column's YSON form), `decode_columns` raises `Declined`, and the caller decodes the same bytes
+with the object path (`yson_decode`), which also names a value at fault. Both give the same Arrow table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import SchemaError
+from ...schema import is_optional, variant_alternatives
+from . import bindings, decimal
+
+_STRING, _INT64, _DOUBLE, _FALSE, _TRUE, _UINT64 = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
+_ENTITY, _SEMICOLON, _EQUALS = ord("#"), ord(";"), ord("=")
+_OPEN_MAP, _CLOSE_MAP, _OPEN_LIST, _CLOSE_LIST = ord("{"), ord("}"), ord("["), ord("]")
+_OPEN_ATTRIBUTES, _CLOSE_ATTRIBUTES = ord("<"), ord(">")
+_VARINT_BYTES = 10
+_PAD = 32
+_MICROS_PER_SECOND = 1_000_000
+_DATETIMES = ("datetime", "datetime64")
+_INTEGERS = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
+             "interval": pa.int64(), "interval64": pa.int64(), "uint8": pa.uint8(), "uint16": pa.uint16(),
+             "uint32": pa.uint32(), "uint64": pa.uint64(), "date": pa.int32(), "date32": pa.int32(),
+             "timestamp": pa.int64(), "timestamp64": pa.int64(), "datetime": pa.int64(), "datetime64": pa.int64()}
+#: Lists with more items than this in one row are left to the object path (a round per item).
+MAX_ROUNDS = 256
+
+
+class Declined(Exception):
+    """The bytes are not in the layout this decoder reads; the object path decodes them."""
+
+
+class _Bytes:
+    """The response as a numpy byte array, padded so that a fixed window past any position stays inside."""
+
+    def __init__(self, raw: bytes | bytearray | memoryview):
+        self.size = len(raw)
+        self.buffer = pa.py_buffer(bytes(raw) + bytes(_PAD))
+        self.data = np.frombuffer(self.buffer, np.uint8)
+
+    def at(self, p: np.ndarray) -> np.ndarray:
+        if len(p) and int(p.max()) >= self.size:
+            raise Declined("a value runs past the end")
+        return self.data[p]
+
+    def window(self, p: np.ndarray, width: int) -> np.ndarray:
+        return self.data[np.minimum(p[:, None] + np.arange(width), self.size + _PAD - 1)]
+
+
+#: Decodes the values starting at the given positions: their Arrow array and the position after each.
+Decoder = Callable[[_Bytes, np.ndarray], tuple[pa.Array, np.ndarray]]
+
+
+def decode_columns(raw: bytes | bytearray | memoryview, columns: Sequence[tuple[str, Any, pa.DataType]],
+                   ) -> list[pa.Array]:
+    """The arrays of `columns` (name, YT type, Arrow type) read from binary YSON rows; `Declined` where the
+    bytes are not laid out as the schemaful writer writes them."""
+    buf = _Bytes(raw)
+    if buf.size == 0:
+        return [pa.array([], arrow) for _, _, arrow in columns]
+    keys = _first_row_keys(raw)
+    starts = _row_starts(buf, keys[0] if keys else b"")
+    wanted = {name: (type_v3, arrow) for name, type_v3, arrow in columns}
+    members = [(key, decoder(*wanted[key.decode()]) if key.decode() in wanted else _skip) for key in keys]
+    arrays, ends = _members(members)(buf, starts)
+    after = ends + (buf.data[ends] == _SEMICOLON)
+    if not np.array_equal(after[:-1], starts[1:]) or int(after[-1]) != buf.size:
+        raise Declined("rows do not follow each other")
+    found = dict(zip([k.decode() for k in keys], arrays, strict=True))
+    return [found.get(name, pa.nulls(len(starts), arrow)) for name, _, arrow in columns]
+
+
+def _first_row_keys(raw: bytes | bytearray | memoryview) -> list[bytes]:
+    first = next(iter(bindings.loads(bytes(raw), yson_type="list_fragment", raw=True)))
+    row = bindings.loads(first.rstrip(b";"), always_create_attributes=False, encoding=None)
+    if not isinstance(row, dict):
+        raise Declined("a row is not a map")
+    return list(row)
+
+
+def _key_token(key: bytes) -> bytes:
+    length, out = 2 * len(key), bytearray([_STRING])
+    while True:
+        byte, length = length & 0x7F, length >> 7
+        out.append(byte | (0x80 if length else 0))
+        if not length:
+            return bytes(out) + key + b"="
+
+
+def _row_starts(buf: _Bytes, first_key: bytes) -> np.ndarray:
+    """Where each row starts: a `{` at the start or after `;`, followed by the first key. A match inside a
+    string is caught afterwards: the rows read from the starts must then end where the next one starts."""
+    pattern = np.frombuffer(b"{" + _key_token(first_key), np.uint8)
+    data = buf.data[:buf.size]
+    candidates = np.flatnonzero(data == _OPEN_MAP)
+    candidates = candidates[(candidates == 0) | (buf.data[candidates - 1] == _SEMICOLON)]
+    if len(pattern) > 1:
+        candidates = candidates[(buf.window(candidates, len(pattern)) == pattern).all(axis=1)]
+    if not len(candidates) or candidates[0] != 0:
+        raise Declined("the first row is not where the rows start")
+    return candidates.astype(np.int64)
+
+
+def decoder(type_v3: Any, arrow: pa.DataType) -> Decoder:
+    """The decoder of a column (or a composite's child) of YT type `type_v3` into Arrow type `arrow`."""
+    if isinstance(type_v3, str):
+        return _scalar(type_v3, arrow)
+    name = type_v3["type_name"]
+    if name == "tagged" or (name == "optional" and not is_optional(type_v3["item"])):
+        return decoder(type_v3["item"], arrow)
+    if name == "optional":  # `[value]` or `#`
+        return _optional_of_optional(decoder(type_v3["item"], arrow), arrow)
+    if name == "list":
+        return _list(decoder(type_v3["item"], arrow.value_type), arrow)
+    if name == "struct":
+        members = [(m["name"].encode(), decoder(m["type"], arrow.field(i).type))
+                   for i, m in enumerate(type_v3["members"])]
+        return _struct(_members(members), arrow)
+    if name == "tuple":
+        elements = [decoder(e["type"], arrow.field(i).type) for i, e in enumerate(type_v3["elements"])]
+        return _struct(_elements(elements, len(elements)), arrow, _OPEN_LIST)
+    if name == "dict":
+        return _dict(decoder(type_v3["key"], arrow.key_type), decoder(type_v3["value"], arrow.item_type), arrow)
+    if name == "variant":
+        alternatives = variant_alternatives(type_v3)
+        children = [decoder(t, arrow.field(i).type) for i, (_, t) in enumerate(alternatives)]
+        return _variant([n.encode() for n, _ in alternatives], children, arrow)
+    if name == "decimal":
+        precision, scale = int(type_v3["precision"]), int(type_v3["scale"])
+        strings = _string(pa.binary())
+        return lambda buf, p: _mapped(strings(buf, p), lambda a: decimal.from_wire(a, precision, scale, ""))
+    return _scalar(name, arrow)
+
+
+def _mapped(decoded: tuple[pa.Array, np.ndarray], convert: Callable[[pa.Array], pa.Array]) -> tuple[pa.Array, np.ndarray]:
+    try:
+        return convert(decoded[0]), decoded[1]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, SchemaError) as e:
+        raise Declined(str(e)) from None
+
+
+def _scalar(name: str, arrow: pa.DataType) -> Decoder:
+    if name in ("null", "void"):
+        return lambda buf, p: (pa.nulls(len(p)), _skip(buf, p)[1])
+    if name in ("yson", "any"):
+        return _yson
+    if name == "uuid":
+        strings = _string(pa.binary())
+        return lambda buf, p: _mapped(strings(buf, p), _uuid_text)
+    if name in ("double", "float"):
+        return _double(arrow)
+    if name in ("bool", "boolean"):
+        return _bool
+    if name in ("string", "utf8", "json"):
+        return _string(arrow)
+    if name in _INTEGERS:
+        return _integer(name, arrow)
+    raise Declined(f"type {name}")
+
+
+def _markers(buf: _Bytes, p: np.ndarray, allowed: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's first byte, and where it is `#` (null); `Declined` for any other byte than `allowed`."""
+    m = buf.at(p)
+    null = m == _ENTITY
+    if not np.isin(m, [_ENTITY, *allowed]).all():
+        raise Declined("a value does not have its column's YSON form")
+    return m, null
+
+
+def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The unsigned varints starting at `p` and the position after each."""
+    window = buf.window(p, _VARINT_BYTES)
+    more = window >= 0x80
+    length = np.argmin(more, axis=1) + 1
+    if more.all(axis=1).any():
+        raise Declined("a varint is longer than 10 bytes")
+    width = int(length.max()) if len(length) else 1
+    payload = (window[:, :width] & 0x7F).astype(np.uint64) << (np.arange(width, dtype=np.uint64) * np.uint64(7))
+    payload[np.arange(width) >= length[:, None]] = 0
+    return np.bitwise_or.reduce(payload, axis=1), p + length
+
+
+def _unzigzag(u: np.ndarray) -> np.ndarray:
+    return (u >> np.uint64(1)).view(np.int64) ^ -(u & np.uint64(1)).view(np.int64)
+
+
+def _integer(name: str, arrow: pa.DataType) -> Decoder:
+    width = _INTEGERS[name]
+    unsigned = pa.types.is_unsigned_integer(width)
+
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        m, null = _markers(buf, p, (_INT64, _UINT64))
+        raw, ends = _varints(buf, p + 1)
+        signed = m == _INT64
+        values = np.where(signed, _unzigzag(raw), raw.view(np.int64))
+        wrong = (signed & (values < 0)) if unsigned else (~signed & (values < 0))
+        if (wrong & ~null).any():
+            raise Declined("an integer out of its column's range")
+        wide = pa.array(values.view(np.uint64) if unsigned else values, mask=null)
+        try:
+            out = wide.cast(width)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise Declined(str(e)) from None
+        if name in _DATETIMES:
+            out = _mapped((out, ends), lambda a: pc.multiply_checked(a, _MICROS_PER_SECOND))[0]
+        if out.type != arrow:
+            out = out.view(arrow) if out.type.bit_width == arrow.bit_width else out.cast(arrow)
+        return out, np.where(null, p + 1, ends)
+    return decode
+
+
+def _double(arrow: pa.DataType) -> Decoder:
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        _, null = _markers(buf, p, (_DOUBLE,))
+        values = np.ascontiguousarray(buf.window(p + 1, 8)).view("<f8").reshape(-1)
+        if arrow == pa.float32():
+            with np.errstate(over="ignore"):
+                values = values.astype(np.float32)
+        return pa.array(values, arrow, mask=null), np.where(null, p + 1, p + 9)
+    return decode
+
+
+def _bool(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    m, null = _markers(buf, p, (_FALSE, _TRUE))
+    return pa.array(m == _TRUE, mask=null), p + 1
+
+
+def _spans(buf: _Bytes, starts: np.ndarray, ends: np.ndarray, null: np.ndarray) -> pa.Array:
+    """The bytes between each start and end as a binary array (null where `null`): one take of the response
+    cut into alternating spans and gaps."""
+    bounds = np.empty(2 * len(starts) + 1, np.int64)
+    bounds[0] = 0
+    bounds[1::2], bounds[2::2] = starts, ends
+    if len(ends) and int(ends.max()) > buf.size or (np.diff(bounds) < 0).any():
+        raise Declined("spans overlap or run past the end")
+    large = buf.size >= 1 << 31
+    offsets = pa.py_buffer(bounds if large else bounds.astype(np.int32))
+    cut = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), len(bounds) - 1,
+                                [None, offsets, buf.buffer])
+    taken = cut.take(pa.array(np.arange(0, 2 * len(starts), 2) + 1, mask=null))
+    return taken.cast(pa.binary()) if large else taken
+
+
+def _string(arrow: pa.DataType) -> Decoder:
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        _, null = _markers(buf, p, (_STRING,))
+        raw, starts = _varints(buf, p + 1)
+        lengths = _unzigzag(raw)
+        lengths[null] = 0
+        starts = np.where(null, p + 1, starts)
+        if (lengths < 0).any():
+            raise Declined("a negative string length")
+        ends = starts + lengths
+        values = _spans(buf, starts, ends, null)
+        if arrow != pa.binary():
+            values = _mapped((values, ends), lambda a: a.cast(arrow))[0]
+        return values, ends
+    return decode
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+#: Where each of the 16 bytes (in Python's `bytes_le` order) goes in the 36 characters of the text form.
+_UUID_ORDER = [3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15]
+_UUID_DIGITS = [i for i in range(36) if i not in (8, 13, 18, 23)]
+
+
+def _uuid_text(values: pa.Array) -> pa.Array:
+    """16 bytes each (`bytes_le`) -> the text form, as `str(uuid.UUID(bytes_le=...))`."""
+    if pc.any(pc.not_equal(pc.binary_length(values), 16)).as_py():
+        raise Declined("a uuid of other than 16 bytes")
+    valid = values.drop_null()
+    if not len(valid):
+        return pa.nulls(len(values), pa.string())
+    offsets = np.frombuffer(valid.buffers()[1], np.int32)[valid.offset:valid.offset + len(valid) + 1]
+    raw = np.frombuffer(valid.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 16)[:, _UUID_ORDER]
+    text = np.full((len(valid), 36), ord("-"), np.uint8)
+    digits = np.empty((len(valid), 32), np.uint8)
+    digits[:, 0::2], digits[:, 1::2] = _HEX[raw >> 4], _HEX[raw & 0x0F]
+    text[:, _UUID_DIGITS] = digits
+    offsets = pa.py_buffer(np.arange(0, 36 * len(valid) + 1, 36, dtype=np.int32))
+    strings = pa.Array.from_buffers(pa.string(), len(valid), [None, offsets, pa.py_buffer(text.reshape(-1))])
+    if not values.null_count:
+        return strings
+    index = np.cumsum(np.asarray(values.is_valid())) - 1
+    return strings.take(pa.array(index, mask=np.asarray(values.is_null())))
+
+
+#: Token kinds of the lock-step skipper.
+_SCALAR_TOKENS = {_ENTITY: 1, _FALSE: 1, _TRUE: 1, _DOUBLE: 9}
+_OPENERS, _CLOSERS, _SEPARATORS = (_OPEN_MAP, _OPEN_LIST, _OPEN_ATTRIBUTES), (_CLOSE_MAP, _CLOSE_LIST), \
+    (_SEMICOLON, _EQUALS)
+
+
+def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """The position after each whole value (attributes included), token by token for all rows at once."""
+    cur, depth = p.copy(), np.zeros(len(p), np.int64)
+    active = np.arange(len(p))
+    while len(active):
+        c = cur[active]
+        m = buf.at(c)
+        step = np.ones(len(c), np.int64)
+        step[m == _DOUBLE] = 9
+        varint = (m == _INT64) | (m == _UINT64) | (m == _STRING)
+        if varint.any():
+            raw, after = _varints(buf, c[varint] + 1)
+            length = np.where(m[varint] == _STRING, _unzigzag(raw), 0)
+            if (length < 0).any():
+                raise Declined("a negative string length")
+            step[varint] = after + length - c[varint]
+        known = np.isin(m, [*_SCALAR_TOKENS, _INT64, _UINT64, _STRING, *_OPENERS, *_CLOSERS, *_SEPARATORS,
+                            _CLOSE_ATTRIBUTES])
+        if not known.all():
+            raise Declined("text YSON")
+        d = depth[active] + np.isin(m, _OPENERS) - np.isin(m, (*_CLOSERS, _CLOSE_ATTRIBUTES))
+        if (d < 0).any():
+            raise Declined("unbalanced YSON")
+        cur[active] = c + step
+        depth[active] = d
+        done = (d == 0) & ~np.isin(m, (*_OPENERS, _CLOSE_ATTRIBUTES, *_SEPARATORS))
+        active = active[~done]
+    return pa.nulls(len(p)), cur
+
+
+def _yson(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Each value as the bindings write it (text YSON, as the object path's `dumps`): the column's values
+    parsed in one call and written back in one call, the written fragment cut where each value ends."""
+    null = buf.at(p) == _ENTITY
+    _, ends = _skip(buf, p)
+    present = np.flatnonzero(~null)
+    if not len(present):
+        return pa.nulls(len(p), pa.binary()), ends
+    spans = _spans(buf, p[present], ends[present], np.zeros(len(present), bool))
+    joined = pc.binary_join(pa.array([spans], pa.list_(pa.binary())), b";")[0].as_py() + b";"
+    values = list(bindings.loads(joined, yson_type="list_fragment", always_create_attributes=False, encoding=None))
+    text = bindings.dumps(values, yson_type="list_fragment")  # `value;\n` each: no raw newline inside text YSON
+    data = np.frombuffer(text, np.uint8)
+    stops = np.flatnonzero(data == ord("\n"))
+    if len(stops) != len(present) or len(values) != len(present):
+        raise Declined("a yson value is not one node")
+    bounds = np.zeros(len(stops) + 1, np.int64)
+    bounds[1:] = stops + 1
+    lengths = np.diff(bounds) - 2  # without `;\n`
+    starts = bounds[:-1]
+    pieces = _spans(_Bytes(text), starts, starts + lengths, np.zeros(len(starts), bool))
+    index = np.full(len(p), 0, np.int64)
+    index[present] = np.arange(len(present))
+    return pieces.take(pa.array(index, mask=null)), ends
+
+
+def _expect(buf: _Bytes, p: np.ndarray, byte: int) -> np.ndarray:
+    if not (buf.at(p) == byte).all():
+        raise Declined(f"expected {chr(byte)!r}")
+    return p + 1
+
+
+def _after_item(buf: _Bytes, p: np.ndarray, closer: int) -> np.ndarray:
+    """Past the `;` after an item, which may be left out before the closing bracket."""
+    m = buf.at(p)
+    if not ((m == _SEMICOLON) | (m == closer)).all():
+        raise Declined("items are not separated by ';'")
+    return p + (m == _SEMICOLON)
+
+
+def _subset(decode: Decoder, buf: _Bytes, p: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """`decode` at the positions of `rows` (a mask) only: an array with nulls elsewhere, and the ends there."""
+    picked = np.flatnonzero(rows)
+    values, ends = decode(buf, p[picked])
+    out = p.copy()
+    out[picked] = ends
+    if len(picked) == len(p):
+        return values, out
+    index = np.zeros(len(p), np.int64)
+    index[picked] = np.arange(len(picked))
+    return values.take(pa.array(index, mask=~rows)), out
+
+
+#: A struct's or a row's inside: from the position after the opening bracket to the one after the closing,
+#: the children's arrays and the ends.
+Inside = Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]]
+
+
+def _members(members: Sequence[tuple[bytes, Decoder]]) -> Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]]:
+    """A map's keyed items in the given order, each maybe absent (null), from `{` to after `}`."""
+    tokens = [np.frombuffer(_key_token(key), np.uint8) for key, _ in members]
+
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
+        cur = _expect(buf, p, _OPEN_MAP)
+        arrays = []
+        for token, (_, child) in zip(tokens, members, strict=True):
+            present = (buf.window(cur, len(token)) == token).all(axis=1)
+            values, ends = _subset(child, buf, cur + len(token), present)
+            arrays.append(values)
+            cur = cur.copy()
+            cur[present] = _after_item(buf, ends[present], _CLOSE_MAP)
+        return arrays, _expect(buf, cur, _CLOSE_MAP)
+    return decode
+
+
+def _elements(elements: Sequence[Decoder], count: int) -> Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]]:
+    """A list of exactly `count` items of the given decoders, from `[` to after `]`."""
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
+        cur = _expect(buf, p, _OPEN_LIST)
+        arrays = []
+        for child in elements[:count]:
+            values, ends = child(buf, cur)
+            arrays.append(values)
+            cur = _after_item(buf, ends, _CLOSE_LIST)
+        return arrays, _expect(buf, cur, _CLOSE_LIST)
+    return decode
+
+
+def _struct(inside: Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]], arrow: pa.DataType,
+            opener: int = _OPEN_MAP) -> Decoder:
+    """Structs (`inside` = members by name) and tuples (elements by position); `#` is null."""
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        _, null = _markers(buf, p, (opener,))
+        present = ~null
+        picked = np.flatnonzero(present)
+        arrays, ends = inside(buf, p[picked])
+        out = p + 1
+        out[picked] = ends
+        if len(picked) < len(p):
+            index = pa.array(np.cumsum(present) - 1, mask=null)
+            arrays = [a.take(index) for a in arrays]
+        return pa.StructArray.from_arrays(arrays, fields=list(arrow), mask=pa.array(null) if null.any() else None), out
+    return decode
+
+
+def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
+            ) -> tuple[np.ndarray, pa.Array, np.ndarray, np.ndarray]:
+    """A list per row (or `#`): the offsets, the items of all rows in row order, the nulls and the ends."""
+    _, null = _markers(buf, p, (_OPEN_LIST,))
+    cur = p + 1
+    counts = np.zeros(len(p), np.int64)
+    active = np.flatnonzero(~null)
+    pieces, owners = [], []
+    for _ in range(MAX_ROUNDS + 1):
+        active = active[buf.at(cur[active]) != _CLOSE_LIST]
+        if not len(active):
+            break
+        values, ends = item(buf, cur[active])
+        pieces.append(values)
+        owners.append(active)
+        counts[active] += 1
+        cur[active] = _after_item(buf, ends, _CLOSE_LIST)
+    else:
+        raise Declined("a list longer than MAX_ROUNDS items")
+    offsets = np.zeros(len(p) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if pieces:
+        order = np.argsort(np.concatenate(owners), kind="stable")
+        items = pa.concat_arrays(pieces).take(pa.array(order))
+    else:
+        items = pa.array([], item_type)
+    return offsets, items, null, np.where(null, p + 1, cur + 1)
+
+
+def _list(item: Decoder, arrow: pa.DataType) -> Decoder:
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        offsets, items, null, ends = _rounds(item, arrow.value_type, buf, p)
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), items, type=arrow,
+                                        mask=pa.array(null) if null.any() else None), ends
+    return decode
+
+
+def _dict(key: Decoder, value: Decoder, arrow: pa.DataType) -> Decoder:
+    """`[[key;value];...]` into a map array."""
+    pair_type = pa.struct([pa.field("k", arrow.key_type), pa.field("v", arrow.item_type)])
+    pair = _struct(_elements([key, value], 2), pair_type, _OPEN_LIST)
+
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        offsets, pairs, null, ends = _rounds(pair, pair_type, buf, p)
+        if pairs.null_count:
+            raise Declined("a dict's pair is null")
+        return pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), pairs.field(0), pairs.field(1),
+                                       type=arrow, mask=pa.array(null) if null.any() else None), ends
+    return decode
+
+
+def _variant(names: Sequence[bytes], children: Sequence[Decoder], arrow: pa.DataType) -> Decoder:
+    """`[name or index;value]` into a struct whose one non-null field is the alternative held."""
+    tokens = [np.frombuffer(_key_token(n)[:-1], np.uint8) for n in names]
+
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        _, null = _markers(buf, p, (_OPEN_LIST,))
+        tag = p + 1
+        m = buf.at(tag)
+        held = np.full(len(p), -1, np.int64)
+        value_at = tag.copy()
+        by_index = ~null & ((m == _INT64) | (m == _UINT64))
+        if by_index.any():
+            index, after = _varints(buf, tag + 1)
+            held[by_index] = np.where(m == _INT64, _unzigzag(index), index.view(np.int64))[by_index]
+            value_at[by_index] = after[by_index]
+        for i, token in enumerate(tokens):
+            named = ~null & (m == _STRING) & (buf.window(tag, len(token)) == token).all(axis=1)
+            held[named] = i
+            value_at[named] = tag[named] + len(token)
+        if ((held < 0) & ~null).any() or (held >= len(children)).any():
+            raise Declined("a variant's alternative is unknown")
+        value_at = _expect_where(buf, value_at, ~null, _SEMICOLON)
+        arrays, out = [], p + 1
+        for i, child in enumerate(children):
+            values, ends = _subset(child, buf, value_at, held == i)
+            arrays.append(values)
+            out = np.where(held == i, ends, out)
+        out = _expect_where(buf, out, ~null, _CLOSE_LIST, optional_semicolon=True)
+        return pa.StructArray.from_arrays(arrays, fields=list(arrow),
+                                          mask=pa.array(null) if null.any() else None), out
+    return decode
+
+
+def _expect_where(buf: _Bytes, p: np.ndarray, rows: np.ndarray, byte: int, optional_semicolon: bool = False
+                  ) -> np.ndarray:
+    """Past `byte` at `p` in `rows` (after an optional `;` first where asked); other rows unchanged."""
+    q = p.copy()
+    if optional_semicolon:
+        q[rows] += buf.at(q[rows]) == _SEMICOLON
+    if not (buf.at(q[rows]) == byte).all():
+        raise Declined(f"expected {chr(byte)!r}")
+    q[rows] += 1
+    return q
+
+
+def _optional_of_optional(item: Decoder, arrow: pa.DataType) -> Decoder:
+    """`[value]` (the value may be `#`) or `#`: Arrow has one null for both."""
+    def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        _, null = _markers(buf, p, (_OPEN_LIST,))
+        values, ends = _subset(item, buf, p + 1, ~null)
+        ends = np.where(null, p + 1, _expect_where(buf, ends, ~null, _CLOSE_LIST, optional_semicolon=True))
+        return values, ends
+    return decode

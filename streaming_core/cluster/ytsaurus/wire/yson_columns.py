@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from yt.yson import YsonError
 
 from ...errors import SchemaError
 from ...schema import is_optional, variant_alternatives
@@ -36,8 +37,9 @@ _ENTITY, _SEMICOLON, _EQUALS = ord("#"), ord(";"), ord("=")
 _OPEN_MAP, _CLOSE_MAP, _OPEN_LIST, _CLOSE_LIST = ord("{"), ord("}"), ord("["), ord("]")
 _OPEN_ATTRIBUTES, _CLOSE_ATTRIBUTES = ord("<"), ord(">")
 _VARINT_BYTES = 10
-_PAD = 32
+_PAD = 128
 _MICROS_PER_SECOND = 1_000_000
+_FIRST_ROW_BYTES = 4096
 _DATETIMES = ("datetime", "datetime64")
 _INTEGERS = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
              "interval": pa.int64(), "interval64": pa.int64(), "uint8": pa.uint8(), "uint16": pa.uint16(),
@@ -52,20 +54,53 @@ class Declined(Exception):
 
 
 class _Bytes:
-    """The response as a numpy byte array, padded so that a fixed window past any position stays inside."""
+    """The response as a numpy byte array, padded with zeros (a byte no value starts with) so that a fixed
+    window a little past the end stays inside the array. Positions move by data-dependent lengths only in
+    `_spans` and `_skip`, which check them against the end; every other step moves them by at most a varint
+    or a double past a byte it has checked, and a zero byte read past the end declines the next step."""
 
     def __init__(self, raw: bytes | bytearray | memoryview):
         self.size = len(raw)
-        self.buffer = pa.py_buffer(bytes(raw) + bytes(_PAD))
-        self.data = np.frombuffer(self.buffer, np.uint8)
+        self.data = np.zeros(self.size + _PAD, np.uint8)
+        self.data[:self.size] = np.frombuffer(raw, np.uint8)
+        self.buffer = pa.py_buffer(self.data)
+        #: The 8 bytes from every position as one little-endian word (an overlapping view, no copy).
+        self.words = np.ndarray((len(self.data) - 7,), "<u8", self.data, strides=(1,))
+
+    def inside(self, p: np.ndarray) -> None:
+        if len(p) and int(p.max()) > self.size:
+            raise Declined("a value runs past the end")
 
     def at(self, p: np.ndarray) -> np.ndarray:
-        if len(p) and int(p.max()) >= self.size:
-            raise Declined("a value runs past the end")
+        """The byte at each position."""
         return self.data[p]
 
     def window(self, p: np.ndarray, width: int) -> np.ndarray:
-        return self.data[np.minimum(p[:, None] + np.arange(width), self.size + _PAD - 1)]
+        """The `width` bytes (up to 16) from each position, a row each."""
+        words = np.empty((len(p), 2), "<u8")
+        words[:, 0], words[:, 1] = self.words[p], self.words[p + 8]
+        return words.view(np.uint8)[:, :width]
+
+    def matches(self, p: np.ndarray, token: bytes) -> np.ndarray:
+        """Whether the bytes at each position are `token`, compared 8 bytes at a time."""
+        same = np.ones(len(p), bool)
+        for k in range(0, len(token), 8):
+            chunk = token[k:k + 8]
+            got = self.words[np.minimum(p + k, len(self.words) - 1)]
+            same &= (got & np.uint64((1 << 8 * len(chunk)) - 1)) == np.uint64(int.from_bytes(chunk, "little"))
+        return same
+
+
+def _table(*allowed: int) -> np.ndarray:
+    """A lookup table over byte values: True for `allowed`."""
+    table = np.zeros(256, bool)
+    table[list(allowed)] = True
+    return table
+
+
+_INTEGER_MARKERS, _DOUBLE_MARKERS = _table(_ENTITY, _INT64, _UINT64), _table(_ENTITY, _DOUBLE)
+_BOOL_MARKERS, _STRING_MARKERS = _table(_ENTITY, _FALSE, _TRUE), _table(_ENTITY, _STRING)
+_LIST_MARKERS = _table(_ENTITY, _OPEN_LIST)
 
 
 #: Decodes the values starting at the given positions: their Arrow array and the position after each.
@@ -92,8 +127,18 @@ def decode_columns(raw: bytes | bytearray | memoryview, columns: Sequence[tuple[
 
 
 def _first_row_keys(raw: bytes | bytearray | memoryview) -> list[bytes]:
-    first = next(iter(bindings.loads(bytes(raw), yson_type="list_fragment", raw=True)))
-    row = bindings.loads(first.rstrip(b";"), always_create_attributes=False, encoding=None)
+    """The keys of the first row, in their order, parsed from a prefix of the bytes long enough to hold it."""
+    view, length = memoryview(raw), _FIRST_ROW_BYTES
+    while True:
+        try:
+            first = next(iter(bindings.loads(bytes(view[:length]), yson_type="list_fragment", raw=True)))
+            break
+        except YsonError:
+            if length >= len(view):
+                raise Declined("the rows are not YSON") from None
+            length *= 4
+    row = bindings.loads(first, yson_type="list_fragment", always_create_attributes=False, encoding=None)
+    row = next(iter(row), None)
     if not isinstance(row, dict):
         raise Declined("a row is not a map")
     return list(row)
@@ -111,15 +156,13 @@ def _key_token(key: bytes) -> bytes:
 def _row_starts(buf: _Bytes, first_key: bytes) -> np.ndarray:
     """Where each row starts: a `{` at the start or after `;`, followed by the first key. A match inside a
     string is caught afterwards: the rows read from the starts must then end where the next one starts."""
-    pattern = np.frombuffer(b"{" + _key_token(first_key), np.uint8)
-    data = buf.data[:buf.size]
-    candidates = np.flatnonzero(data == _OPEN_MAP)
+    candidates = np.flatnonzero(buf.data[:buf.size] == _OPEN_MAP)
     candidates = candidates[(candidates == 0) | (buf.data[candidates - 1] == _SEMICOLON)]
-    if len(pattern) > 1:
-        candidates = candidates[(buf.window(candidates, len(pattern)) == pattern).all(axis=1)]
+    if first_key:
+        candidates = candidates[buf.matches(candidates + 1, _key_token(first_key))]
     if not len(candidates) or candidates[0] != 0:
         raise Declined("the first row is not where the rows start")
-    return candidates.astype(np.int64)
+    return candidates
 
 
 def decoder(type_v3: Any, arrow: pa.DataType) -> Decoder:
@@ -179,26 +222,50 @@ def _scalar(name: str, arrow: pa.DataType) -> Decoder:
     raise Declined(f"type {name}")
 
 
-def _markers(buf: _Bytes, p: np.ndarray, allowed: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Each value's first byte, and where it is `#` (null); `Declined` for any other byte than `allowed`."""
+def _markers(buf: _Bytes, p: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's first byte, and where it is `#` (null); `Declined` for a byte outside `allowed` (a
+    `_table`, `#` included)."""
     m = buf.at(p)
-    null = m == _ENTITY
-    if not np.isin(m, [_ENTITY, *allowed]).all():
+    if not allowed[m].all():
         raise Declined("a value does not have its column's YSON form")
-    return m, null
+    return m, m == _ENTITY
+
+
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_GROUPS = [(np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), np.uint64(1)),
+           (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000), np.uint64(2)),
+           (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000), np.uint64(4))]
 
 
 def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The unsigned varints starting at `p` and the position after each."""
+    """The unsigned varints starting at `p` and the position after each: up to 8 bytes from one word (the
+    7-bit groups packed by shifts), longer ones (values from 2^56) from a byte window."""
+    word = buf.words[p]
+    ends = ~word & _HIGH_BITS  # the high bit of each byte that ends a varint
+    last = ends & (~ends + np.uint64(1))  # the first such byte's
+    keep = (last << np.uint64(1)) - np.uint64(1)  # its bytes and those before (all for the 8th byte)
+    x = word & keep & np.uint64(0x7F7F7F7F7F7F7F7F)
+    for low, high, shift in _GROUPS:
+        x = (x & low) | ((x & high) >> shift)
+    length = np.bitwise_count(keep).astype(np.int64) >> 3
+    long = ends == 0
+    if long.any():
+        x[long], length[long] = _long_varints(buf, p[long])
+    return x, p + length
+
+
+def _long_varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of 9 or 10 bytes."""
     window = buf.window(p, _VARINT_BYTES)
     more = window >= 0x80
     length = np.argmin(more, axis=1) + 1
-    if more.all(axis=1).any():
+    if (more[:, 0] & (length == 1)).any():  # no byte without the continuation bit: argmin found none
         raise Declined("a varint is longer than 10 bytes")
-    width = int(length.max()) if len(length) else 1
-    payload = (window[:, :width] & 0x7F).astype(np.uint64) << (np.arange(width, dtype=np.uint64) * np.uint64(7))
-    payload[np.arange(width) >= length[:, None]] = 0
-    return np.bitwise_or.reduce(payload, axis=1), p + length
+    values = np.zeros(len(p), np.uint64)
+    for k in range(_VARINT_BYTES):
+        part = (window[:, k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        values |= np.where(length > k, part, np.uint64(0))
+    return values, length
 
 
 def _unzigzag(u: np.ndarray) -> np.ndarray:
@@ -210,7 +277,7 @@ def _integer(name: str, arrow: pa.DataType) -> Decoder:
     unsigned = pa.types.is_unsigned_integer(width)
 
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-        m, null = _markers(buf, p, (_INT64, _UINT64))
+        m, null = _markers(buf, p, _INTEGER_MARKERS)
         raw, ends = _varints(buf, p + 1)
         signed = m == _INT64
         values = np.where(signed, _unzigzag(raw), raw.view(np.int64))
@@ -232,7 +299,7 @@ def _integer(name: str, arrow: pa.DataType) -> Decoder:
 
 def _double(arrow: pa.DataType) -> Decoder:
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-        _, null = _markers(buf, p, (_DOUBLE,))
+        _, null = _markers(buf, p, _DOUBLE_MARKERS)
         values = np.ascontiguousarray(buf.window(p + 1, 8)).view("<f8").reshape(-1)
         if arrow == pa.float32():
             with np.errstate(over="ignore"):
@@ -242,7 +309,7 @@ def _double(arrow: pa.DataType) -> Decoder:
 
 
 def _bool(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    m, null = _markers(buf, p, (_FALSE, _TRUE))
+    m, null = _markers(buf, p, _BOOL_MARKERS)
     return pa.array(m == _TRUE, mask=null), p + 1
 
 
@@ -252,7 +319,8 @@ def _spans(buf: _Bytes, starts: np.ndarray, ends: np.ndarray, null: np.ndarray) 
     bounds = np.empty(2 * len(starts) + 1, np.int64)
     bounds[0] = 0
     bounds[1::2], bounds[2::2] = starts, ends
-    if len(ends) and int(ends.max()) > buf.size or (np.diff(bounds) < 0).any():
+    buf.inside(ends)
+    if (np.diff(bounds) < 0).any():
         raise Declined("spans overlap or run past the end")
     large = buf.size >= 1 << 31
     offsets = pa.py_buffer(bounds if large else bounds.astype(np.int32))
@@ -264,7 +332,7 @@ def _spans(buf: _Bytes, starts: np.ndarray, ends: np.ndarray, null: np.ndarray) 
 
 def _string(arrow: pa.DataType) -> Decoder:
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-        _, null = _markers(buf, p, (_STRING,))
+        _, null = _markers(buf, p, _STRING_MARKERS)
         raw, starts = _varints(buf, p + 1)
         lengths = _unzigzag(raw)
         lengths[null] = 0
@@ -306,10 +374,17 @@ def _uuid_text(values: pa.Array) -> pa.Array:
     return strings.take(pa.array(index, mask=np.asarray(values.is_null())))
 
 
-#: Token kinds of the lock-step skipper.
-_SCALAR_TOKENS = {_ENTITY: 1, _FALSE: 1, _TRUE: 1, _DOUBLE: 9}
-_OPENERS, _CLOSERS, _SEPARATORS = (_OPEN_MAP, _OPEN_LIST, _OPEN_ATTRIBUTES), (_CLOSE_MAP, _CLOSE_LIST), \
-    (_SEMICOLON, _EQUALS)
+#: The lock-step skipper's tables over a token's first byte: its length where fixed (0: a varint follows, and
+#: for a string its bytes), the depth it opens (+1) or closes (-1), and whether it can end a value.
+_TOKEN_LENGTH = np.full(256, -1, np.int64)
+_TOKEN_LENGTH[[_ENTITY, _FALSE, _TRUE, _SEMICOLON, _EQUALS, _OPEN_MAP, _CLOSE_MAP, _OPEN_LIST, _CLOSE_LIST,
+               _OPEN_ATTRIBUTES, _CLOSE_ATTRIBUTES]] = 1
+_TOKEN_LENGTH[_DOUBLE] = 9
+_TOKEN_LENGTH[[_INT64, _UINT64, _STRING]] = 0
+_DEPTH = np.zeros(256, np.int64)
+_DEPTH[[_OPEN_MAP, _OPEN_LIST, _OPEN_ATTRIBUTES]] = 1
+_DEPTH[[_CLOSE_MAP, _CLOSE_LIST, _CLOSE_ATTRIBUTES]] = -1
+_ENDS_VALUE = _table(_ENTITY, _FALSE, _TRUE, _DOUBLE, _INT64, _UINT64, _STRING, _CLOSE_MAP, _CLOSE_LIST)
 
 
 def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
@@ -318,27 +393,24 @@ def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     active = np.arange(len(p))
     while len(active):
         c = cur[active]
+        buf.inside(c + 1)
         m = buf.at(c)
-        step = np.ones(len(c), np.int64)
-        step[m == _DOUBLE] = 9
-        varint = (m == _INT64) | (m == _UINT64) | (m == _STRING)
+        step = _TOKEN_LENGTH[m]
+        if (step < 0).any():
+            raise Declined("text YSON")
+        varint = step == 0
         if varint.any():
             raw, after = _varints(buf, c[varint] + 1)
             length = np.where(m[varint] == _STRING, _unzigzag(raw), 0)
             if (length < 0).any():
                 raise Declined("a negative string length")
             step[varint] = after + length - c[varint]
-        known = np.isin(m, [*_SCALAR_TOKENS, _INT64, _UINT64, _STRING, *_OPENERS, *_CLOSERS, *_SEPARATORS,
-                            _CLOSE_ATTRIBUTES])
-        if not known.all():
-            raise Declined("text YSON")
-        d = depth[active] + np.isin(m, _OPENERS) - np.isin(m, (*_CLOSERS, _CLOSE_ATTRIBUTES))
+        d = depth[active] + _DEPTH[m]
         if (d < 0).any():
             raise Declined("unbalanced YSON")
         cur[active] = c + step
         depth[active] = d
-        done = (d == 0) & ~np.isin(m, (*_OPENERS, _CLOSE_ATTRIBUTES, *_SEPARATORS))
-        active = active[~done]
+        active = active[~((d == 0) & _ENDS_VALUE[m])]
     return pa.nulls(len(p)), cur
 
 
@@ -351,7 +423,8 @@ def _yson(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     if not len(present):
         return pa.nulls(len(p), pa.binary()), ends
     spans = _spans(buf, p[present], ends[present], np.zeros(len(present), bool))
-    joined = pc.binary_join(pa.array([spans], pa.list_(pa.binary())), b";")[0].as_py() + b";"
+    one_list = pa.ListArray.from_arrays(pa.array([0, len(spans)], pa.int32()), spans)
+    joined = pc.binary_join(one_list, b";")[0].as_py() + b";"
     values = list(bindings.loads(joined, yson_type="list_fragment", always_create_attributes=False, encoding=None))
     text = bindings.dumps(values, yson_type="list_fragment")  # `value;\n` each: no raw newline inside text YSON
     data = np.frombuffer(text, np.uint8)
@@ -402,13 +475,13 @@ Inside = Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]]
 
 def _members(members: Sequence[tuple[bytes, Decoder]]) -> Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]]:
     """A map's keyed items in the given order, each maybe absent (null), from `{` to after `}`."""
-    tokens = [np.frombuffer(_key_token(key), np.uint8) for key, _ in members]
+    tokens = [_key_token(key) for key, _ in members]
 
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
         cur = _expect(buf, p, _OPEN_MAP)
         arrays = []
         for token, (_, child) in zip(tokens, members, strict=True):
-            present = (buf.window(cur, len(token)) == token).all(axis=1)
+            present = buf.matches(cur, token)
             values, ends = _subset(child, buf, cur + len(token), present)
             arrays.append(values)
             cur = cur.copy()
@@ -433,8 +506,10 @@ def _elements(elements: Sequence[Decoder], count: int) -> Callable[[_Bytes, np.n
 def _struct(inside: Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]], arrow: pa.DataType,
             opener: int = _OPEN_MAP) -> Decoder:
     """Structs (`inside` = members by name) and tuples (elements by position); `#` is null."""
+    markers = _table(_ENTITY, opener)
+
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-        _, null = _markers(buf, p, (opener,))
+        _, null = _markers(buf, p, markers)
         present = ~null
         picked = np.flatnonzero(present)
         arrays, ends = inside(buf, p[picked])
@@ -450,7 +525,7 @@ def _struct(inside: Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndar
 def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
             ) -> tuple[np.ndarray, pa.Array, np.ndarray, np.ndarray]:
     """A list per row (or `#`): the offsets, the items of all rows in row order, the nulls and the ends."""
-    _, null = _markers(buf, p, (_OPEN_LIST,))
+    _, null = _markers(buf, p, _LIST_MARKERS)
     cur = p + 1
     counts = np.zeros(len(p), np.int64)
     active = np.flatnonzero(~null)
@@ -500,10 +575,10 @@ def _dict(key: Decoder, value: Decoder, arrow: pa.DataType) -> Decoder:
 
 def _variant(names: Sequence[bytes], children: Sequence[Decoder], arrow: pa.DataType) -> Decoder:
     """`[name or index;value]` into a struct whose one non-null field is the alternative held."""
-    tokens = [np.frombuffer(_key_token(n)[:-1], np.uint8) for n in names]
+    tokens = [_key_token(n)[:-1] for n in names]
 
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-        _, null = _markers(buf, p, (_OPEN_LIST,))
+        _, null = _markers(buf, p, _LIST_MARKERS)
         tag = p + 1
         m = buf.at(tag)
         held = np.full(len(p), -1, np.int64)
@@ -514,7 +589,7 @@ def _variant(names: Sequence[bytes], children: Sequence[Decoder], arrow: pa.Data
             held[by_index] = np.where(m == _INT64, _unzigzag(index), index.view(np.int64))[by_index]
             value_at[by_index] = after[by_index]
         for i, token in enumerate(tokens):
-            named = ~null & (m == _STRING) & (buf.window(tag, len(token)) == token).all(axis=1)
+            named = ~null & (m == _STRING) & buf.matches(tag, token)
             held[named] = i
             value_at[named] = tag[named] + len(token)
         if ((held < 0) & ~null).any() or (held >= len(children)).any():
@@ -546,7 +621,7 @@ def _expect_where(buf: _Bytes, p: np.ndarray, rows: np.ndarray, byte: int, optio
 def _optional_of_optional(item: Decoder, arrow: pa.DataType) -> Decoder:
     """`[value]` (the value may be `#`) or `#`: Arrow has one null for both."""
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-        _, null = _markers(buf, p, (_OPEN_LIST,))
+        _, null = _markers(buf, p, _LIST_MARKERS)
         values, ends = _subset(item, buf, p + 1, ~null)
         ends = np.where(null, p + 1, _expect_where(buf, ends, ~null, _CLOSE_LIST, optional_semicolon=True))
         return values, ends

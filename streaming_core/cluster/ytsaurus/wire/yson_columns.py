@@ -105,6 +105,8 @@ _LIST_MARKERS = _table(_ENTITY, _OPEN_LIST)
 
 #: Decodes the values starting at the given positions: their Arrow array and the position after each.
 Decoder = Callable[[_Bytes, np.ndarray], tuple[pa.Array, np.ndarray]]
+#: Reads a map's or a list's items from its opening bracket: the items' arrays and the position after each closing.
+Inside = Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]]
 
 
 def decode_columns(raw: bytes | bytearray | memoryview, columns: Sequence[tuple[str, Any, pa.DataType]],
@@ -116,14 +118,14 @@ def decode_columns(raw: bytes | bytearray | memoryview, columns: Sequence[tuple[
         return [pa.array([], arrow) for _, _, arrow in columns]
     keys = _first_row_keys(raw)
     starts = _row_starts(buf, keys[0] if keys else b"")
-    wanted = {name: (type_v3, arrow) for name, type_v3, arrow in columns}
-    members = [(key, decoder(*wanted[key.decode()]) if key.decode() in wanted else _skip) for key in keys]
+    wanted = {name.encode(): (type_v3, arrow) for name, type_v3, arrow in columns}
+    members = [(key, decoder(*wanted[key]) if key in wanted else _skip) for key in keys]
     arrays, ends = _members(members)(buf, starts)
     after = ends + (buf.data[ends] == _SEMICOLON)
     if not np.array_equal(after[:-1], starts[1:]) or int(after[-1]) != buf.size:
         raise Declined("rows do not follow each other")
-    found = dict(zip([k.decode() for k in keys], arrays, strict=True))
-    return [found.get(name, pa.nulls(len(starts), arrow)) for name, _, arrow in columns]
+    found = dict(zip(keys, arrays, strict=True))
+    return [found.get(name.encode(), pa.nulls(len(starts), arrow)) for name, _, arrow in columns]
 
 
 def _first_row_keys(raw: bytes | bytearray | memoryview) -> list[bytes]:
@@ -196,7 +198,8 @@ def decoder(type_v3: Any, arrow: pa.DataType) -> Decoder:
     return _scalar(name, arrow)
 
 
-def _mapped(decoded: tuple[pa.Array, np.ndarray], convert: Callable[[pa.Array], pa.Array]) -> tuple[pa.Array, np.ndarray]:
+def _mapped(decoded: tuple[pa.Array, np.ndarray], convert: Callable[[pa.Array], pa.Array],
+            ) -> tuple[pa.Array, np.ndarray]:
     try:
         return convert(decoded[0]), decoded[1]
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, SchemaError) as e:
@@ -411,6 +414,7 @@ def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         cur[active] = c + step
         depth[active] = d
         active = active[~((d == 0) & _ENDS_VALUE[m])]
+    buf.inside(cur)
     return pa.nulls(len(p)), cur
 
 
@@ -468,12 +472,9 @@ def _subset(decode: Decoder, buf: _Bytes, p: np.ndarray, rows: np.ndarray) -> tu
     return values.take(pa.array(index, mask=~rows)), out
 
 
-#: A struct's or a row's inside: from the position after the opening bracket to the one after the closing,
-#: the children's arrays and the ends.
-Inside = Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]]
 
 
-def _members(members: Sequence[tuple[bytes, Decoder]]) -> Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]]:
+def _members(members: Sequence[tuple[bytes, Decoder]]) -> Inside:
     """A map's keyed items in the given order, each maybe absent (null), from `{` to after `}`."""
     tokens = [_key_token(key) for key, _ in members]
 
@@ -490,7 +491,7 @@ def _members(members: Sequence[tuple[bytes, Decoder]]) -> Callable[[_Bytes, np.n
     return decode
 
 
-def _elements(elements: Sequence[Decoder], count: int) -> Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]]:
+def _elements(elements: Sequence[Decoder], count: int) -> Inside:
     """A list of exactly `count` items of the given decoders, from `[` to after `]`."""
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
         cur = _expect(buf, p, _OPEN_LIST)
@@ -503,7 +504,7 @@ def _elements(elements: Sequence[Decoder], count: int) -> Callable[[_Bytes, np.n
     return decode
 
 
-def _struct(inside: Callable[[_Bytes, np.ndarray], tuple[list[pa.Array], np.ndarray]], arrow: pa.DataType,
+def _struct(inside: Inside, arrow: pa.DataType,
             opener: int = _OPEN_MAP) -> Decoder:
     """Structs (`inside` = members by name) and tuples (elements by position); `#` is null."""
     markers = _table(_ENTITY, opener)

@@ -3,7 +3,9 @@
 What the HTTP API carries for the row commands this backend uses (from the proxy's driver sources):
 - `select_rows`, `lookup_rows`, `pull_queue`, `pull_consumer`: output in YSON (or JSON, schemaful DSV,
   web JSON) only: the driver writes rowsets through `CreateSchemafulWriterForFormat`, which has no Arrow or
-  skiff writer. Reads are therefore YSON, decoded here by `decode_wire`.
+  skiff writer. Reads are therefore YSON, decoded here by `decode_wire`: every column across all rows at once
+  with numpy (`yson_columns`), or through the bindings' objects (`yson_decode`) for bytes not laid out as the
+  proxy's schemaful writer lays them out.
 - `insert_rows` (and `lookup_rows`' key input): any input format the driver's parsers take, Arrow and
   skiff included. `encode_wire` writes YSON; `arrow_insert.encode` the Arrow IPC stream the proxy's Arrow
   parser takes, for the schemas whose types that parser settles (`arrow_insert.supported`).

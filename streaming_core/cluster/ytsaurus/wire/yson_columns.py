@@ -544,8 +544,9 @@ def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
         raise Declined("a list longer than MAX_ROUNDS items")
     offsets = np.zeros(len(p) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
-    if pieces:
-        order = np.argsort(np.concatenate(owners), kind="stable")
+    if pieces:  # round-major as read: item k of row r goes to offsets[r] + k
+        order = np.empty(int(offsets[-1]), np.int64)
+        order[np.concatenate([offsets[rows] + k for k, rows in enumerate(owners)])] = np.arange(len(order))
         items = pa.concat_arrays(pieces).take(pa.array(order))
     else:
         items = pa.array([], item_type)

@@ -243,6 +243,9 @@ _GROUPS = [(np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), np.uin
 def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The unsigned varints starting at `p` and the position after each: up to 8 bytes from one word (the
     7-bit groups packed by shifts), longer ones (values from 2^56) from a byte window."""
+    first = buf.at(p)
+    if (first < 0x80).all():  # every value below 128: one byte each (short strings, small numbers)
+        return first.astype(np.uint64), p + 1
     word = buf.words[p]
     ends = ~word & _HIGH_BITS  # the high bit of each byte that ends a varint
     last = ends & (~ends + np.uint64(1))  # the first such byte's

@@ -16,6 +16,7 @@ import yt.yson as yson
 
 from streaming_core.cluster import SchemaError, TableSchema
 from streaming_core.cluster.schema import to_arrow_table
+from streaming_core.cluster.ytsaurus import wire
 from streaming_core.cluster.ytsaurus.wire import decode_objects, decode_wire, encode_wire, yson_columns
 from tests.support.wire_cases import ROUND_TRIPS, list_type, one_column, optional, struct_type, wide_rows, wide_schema
 
@@ -176,3 +177,27 @@ def test_damaged_bytes_fail_or_read_exactly_as_the_object_path_reads_them():
         read = outcome(decode_wire, schema, damaged)
         reference = outcome(decode_objects, damaged, fields, types)
         assert read == reference if isinstance(reference, str) else same(read, reference), (kind, at)
+
+
+def test_rows_pulled_and_selected_through_the_standin_are_read_column_wise(standin_cluster, monkeypatch):
+    """The real client against the stand-in (which writes rows as YTsaurus' schemaful writer does): the reads of
+    the source (`pull_consumer`) and of the byte-cap probe (`select_rows`) never fall back to the object path."""
+    schema = wide_schema()
+    queue, consumer = "//wire/queue", "//wire/consumer"
+    standin_cluster.create("table", queue, recursive=True,
+                           attributes={"dynamic": True, "tablet_count": 1, "schema": schema.to_yt()})
+    standin_cluster.create_consumer(consumer, recursive=True)
+    standin_cluster.register_queue_consumer(queue, consumer)
+    written = to_arrow_table(schema, wide_rows(60), queue)
+    standin_cluster.insert_rows(queue, written, tablet_index=0)
+    fallbacks = []
+    monkeypatch.setattr(wire, "decode_objects", lambda *args: fallbacks.append(args))
+
+    pulled = standin_cluster.pull_consumer(consumer, queue, 0, 0, max_row_count=100)
+    picked = standin_cluster.read_rows_at(queue, 0, [3, 59])
+
+    assert fallbacks == []
+    assert pulled.column("$row_index").to_pylist() == list(range(60))
+    assert same(pulled.select(["k", "u", "d", "price", "counts", "which", "id"]),
+                written.select(["k", "u", "d", "price", "counts", "which", "id"]))
+    assert picked.column("k").to_pylist() == [written.column("k")[3].as_py(), written.column("k")[59].as_py()]

@@ -22,12 +22,15 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from ....log import get_logger
 from ...errors import SchemaError
 from ...schema import ROW_INDEX, TABLET_INDEX, TableSchema
 from ...timing import DECODE
 from . import arrow_insert, bindings, yson_columns
 from .yson_decode import column, decoder, parse_rows
 from .yson_encode import encode_rows, encoder
+
+log = get_logger(__name__)
 
 #: The service columns `pull_consumer` / `select_rows` return first when asked (`service_columns=True`).
 SERVICE_COLUMNS = (TABLET_INDEX, ROW_INDEX)
@@ -51,7 +54,8 @@ def decode_wire(schema: TableSchema, raw: bytes, *, service_columns: bool | Sequ
     columns = [(f.name, types.get(f.name, "int64"), f.type) for f in fields]
     try:
         return pa.Table.from_arrays(yson_columns.decode_columns(raw, columns), schema=pa.schema(fields))
-    except yson_columns.Declined:
+    except yson_columns.Declined as declined:
+        log.debug("wire_rows_read_through_objects", reason=str(declined), bytes=len(raw))
         return decode_objects(raw, fields, types)
 
 

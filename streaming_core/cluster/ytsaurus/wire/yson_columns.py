@@ -45,8 +45,9 @@ _INTEGERS = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64
              "interval": pa.int64(), "interval64": pa.int64(), "uint8": pa.uint8(), "uint16": pa.uint16(),
              "uint32": pa.uint32(), "uint64": pa.uint64(), "date": pa.int32(), "date32": pa.int32(),
              "timestamp": pa.int64(), "timestamp64": pa.int64(), "datetime": pa.int64(), "datetime64": pa.int64()}
-#: Lists with more items than this in one row are left to the object path (a round per item).
-MAX_ROUNDS = 256
+#: Lists with more items than this in one row are left to the object path: a round per item costs ~0.1 ms
+#: however few rows still have items, so a row with a very long list would cost more than the objects.
+MAX_ROUNDS = 1024
 
 
 class Declined(Exception):

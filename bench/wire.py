@@ -30,12 +30,13 @@ figures `decode_yson_rows_per_s` / `encode_yson_rows_per_s`, `wide_vs_flat_per_b
 over wide YSON decode bytes/s; goal <= 3) with the same ratio for encoding and for `wide-yson` beside it, and
 `client_cpu_s_per_m_wide_rows` (CPU seconds to decode a million `wide` rows into Arrow; goal <= 1).
 
-What it cannot show: the bytes are `encode_wire`'s, not a real proxy's (the same layout as YTsaurus' schemaful
-writer: one map per row, every column in order, binary tokens only; a proxy that wrote otherwise would send the
-reads to the object path, `yson, objects`); the rows are made up, so string lengths, list lengths and the share
-of nulls are the bench's own (a list is read a round per item: long lists cost more per byte); the figures are
-CPU time, so the response's transfer, the proxy's own CPU and Arrow's threads are out; and decode in a Spark
-task also pays the worker's Arrow-to-JVM handoff, which `bench.source` measures.
+What it cannot show: the bytes decoded are `encode_wire(binary_yson=True)`'s (what the stand-in sends), not a
+real proxy's (the same layout as YTsaurus' schemaful writer: one map per row, every column in order, binary
+tokens only; a proxy that wrote otherwise would send the reads to the object path, `yson, objects`); the rows
+are made up, so string lengths, list lengths and the share of nulls are the bench's own (a list is read a round
+per item: long lists cost more per byte); the figures are CPU time, so the response's transfer, the proxy's own
+CPU and Arrow's threads are out; and decode in a Spark task also pays the worker's Arrow-to-JVM handoff, which
+`bench.source` measures.
 
 End to end (`end_to_end`): the connector in a Spark session (`local[2]`) reads a queue of the flat schema into
 `noop` through the YTsaurus backend against the HTTP stand-in (a process of its own) and from the embedded
@@ -145,7 +146,7 @@ def _python_rows_bytes(schema: TableSchema, table: pa.Table) -> bytes:
 def _formats(schema: TableSchema, table: pa.Table
              ) -> dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, int]]:
     """Per format: (decode, encode or None where it is another format's, wire bytes)."""
-    yson = encode_wire(schema, table)
+    yson = encode_wire(schema, table, binary_yson=True)  # as a proxy writes rows: `yson` values in binary too
     fields, types = list(schema.arrow_schema()), {c.name: c.type_v3 for c in schema.columns}
     formats = {
         YSON: (lambda: decode_wire(schema, yson), lambda: encode_wire(schema, table), len(yson)),

@@ -1,6 +1,7 @@
 """`wire.yson_columns`: binary YSON rows read column by column with numpy, as the object path reads them.
 
-Each case decodes the same bytes both ways: `yson_columns.decode_columns` (which must take them, not decline) and
+Each case decodes the same bytes (as a proxy writes them: `encode_wire(binary_yson=True)`) both ways:
+`yson_columns.decode_columns` (which must take them, not decline) and
 `decode_objects` (the bindings' Python objects, the reference); the tables must be equal, and equal to what was
 written. Bytes the column reader declines (text YSON, key orders that change between rows, very long lists) must
 still read through `decode_wire`, and damaged bytes must fail or read exactly as the object path fails or reads.
@@ -30,6 +31,11 @@ def same(a: pa.Table | pa.ChunkedArray, b: pa.Table | pa.ChunkedArray) -> bool:
         return a.type == b.type and repr(a.to_pylist()) == repr(b.to_pylist())
     except (OverflowError, ValueError):
         return a.equals(b)
+
+
+def proxy_bytes(schema: TableSchema, table: pa.Table) -> bytes:
+    """Rows as a proxy (and the stand-in) sends them: binary YSON, `yson` values included."""
+    return encode_wire(schema, table, binary_yson=True)
 
 
 def columns_of(schema: TableSchema, service: tuple[str, ...] = ()) -> tuple[list[pa.Field], dict]:
@@ -62,13 +68,13 @@ def test_every_type_is_read_column_wise_as_written_with_nulls_between(type_v3, v
     rows = [{"c": v, "n": i} for i, v in enumerate([*values, None, *values, None])]
     written = to_arrow_table(schema, rows, "//t")
 
-    assert column_wise(schema, encode_wire(schema, written)).equals(written)
+    assert column_wise(schema, proxy_bytes(schema, written)).equals(written)
 
 
 def test_wide_rows_of_every_kind_are_read_column_wise_as_written():
     schema = wide_schema()
     written = to_arrow_table(schema, wide_rows(500), "//t")
-    back = column_wise(schema, encode_wire(schema, written))
+    back = column_wise(schema, proxy_bytes(schema, written))
 
     for name in schema.names:
         if name != "meta":  # yson: the bindings' text form of the same value (below)
@@ -80,7 +86,7 @@ def test_wide_rows_of_every_kind_are_read_column_wise_as_written():
 def test_yson_values_read_as_the_bindings_write_them_in_text_with_attributes():
     schema = one_column(optional("yson"))
     values = [b"<a=1;b=[x;2u]>%true", b"{k=#;s=\"\\x00\\n\"}", b"-7", b"#", None, b"[1;-2.5;{};[]]"]
-    raw = encode_wire(schema, pa.table({"c": pa.array(values, pa.binary())}))
+    raw = proxy_bytes(schema, pa.table({"c": pa.array(values, pa.binary())}))
 
     assert column_wise(schema, raw).column("c").to_pylist() == [
         None if v in (None, b"#") else yson.dumps(yson.loads(v)) for v in values]
@@ -160,7 +166,7 @@ def outcome(decode, *args) -> pa.Table | str:
 def test_damaged_bytes_fail_or_read_exactly_as_the_object_path_reads_them():
     """Byte flips, cuts and insertions anywhere in wide rows: never an unexplained error, never other values."""
     schema = wide_schema()
-    raw = encode_wire(schema, to_arrow_table(schema, wide_rows(12), "//t"))
+    raw = proxy_bytes(schema, to_arrow_table(schema, wide_rows(12), "//t"))
     fields, types = columns_of(schema)
     rng = random.Random(35)
     for _ in range(150):

@@ -75,10 +75,12 @@ def decode_objects(raw: bytes, fields: Sequence[pa.Field], types: dict[str, obje
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def encode_wire(schema: TableSchema, table: pa.Table, *, path: str = "") -> bytes:
+def encode_wire(schema: TableSchema, table: pa.Table, *, path: str = "", binary_yson: bool = False) -> bytes:
     """A table conformed to `schema` (`to_arrow_table`) as binary YSON rows in `WIRE_FORMAT`: what
     `insert_rows`, `delete_rows`, `lookup_rows` and `write_table` take, and what the row-returning commands
-    send. Columns go in the table's order; service columns (`$tablet_index`, ...) as integers."""
+    send. Columns go in the table's order; service columns (`$tablet_index`, ...) as integers. `yson` values are
+    embedded as the Arrow side holds them (text or binary), or, `binary_yson`, written in binary as a proxy writes
+    them (the stand-in's rows; ~1.5 µs a value more)."""
     prefix = f"{path}: " if path else ""
     columns = []
     for name in table.column_names:
@@ -86,7 +88,7 @@ def encode_wire(schema: TableSchema, table: pa.Table, *, path: str = "") -> byte
         if name.startswith("$"):
             encode = encoder("uint64" if pa.types.is_unsigned_integer(values.type) else "int64", name)
         else:
-            encode = encoder(schema.column(name).type_v3, f"{prefix}column {name!r}")
+            encode = encoder(schema.column(name).type_v3, f"{prefix}column {name!r}", binary_yson=binary_yson)
         columns.append((name, values, encode))
     return encode_rows(columns, table.num_rows)
 

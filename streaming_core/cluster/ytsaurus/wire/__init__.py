@@ -65,12 +65,11 @@ def decode_objects(raw: bytes, fields: Sequence[pa.Field], types: dict[str, obje
     rows = parse_rows(raw)
     arrays = []
     for f in fields:
-        name = f.name
-        decode = decoder(types.get(name, "int64"), f.type, f"column {name!r}")
+        decode = decoder(types.get(f.name, "int64"), f.type, f"column {f.name!r}")
         try:
-            arrays.append(decode(column(rows, name)))
+            arrays.append(decode(column(rows, f.name)))
         except (KeyError, IndexError, TypeError, ValueError) as e:
-            raise SchemaError(f"column {name!r}: a value read does not have the column's YSON form "
+            raise SchemaError(f"column {f.name!r}: a value read does not have the column's YSON form "
                               f"({type(e).__name__}: {e})") from None
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
@@ -103,4 +102,4 @@ def dump_rows(rows: Sequence[object]) -> bytes:
     return bindings.dumps(list(rows), yson_type="list_fragment", yson_format="binary")
 
 
-__all__ = ["SERVICE_COLUMNS", "arrow_insert", "decode_wire", "dump_rows", "encode_wire", "load_rows"]
+__all__ = ["SERVICE_COLUMNS", "arrow_insert", "decode_objects", "decode_wire", "dump_rows", "encode_wire", "load_rows"]

@@ -15,13 +15,10 @@ import yt.yson as yson
 from streaming_core.cluster import SchemaError, TableSchema
 from streaming_core.cluster.schema import to_arrow_table
 from streaming_core.cluster.ytsaurus.wire import arrow_insert
+from tests.support.wire_cases import optional
 
 DAY = dt.date(2024, 5, 1)
 WHEN = dt.datetime(2024, 5, 1, 12, 0, 1, 250_000, tzinfo=dt.UTC)
-
-
-def optional(item: Any) -> dict[str, Any]:
-    return {"type_name": "optional", "item": item}
 
 
 SCHEMA = TableSchema.from_yt([

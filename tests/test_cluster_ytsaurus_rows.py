@@ -25,37 +25,18 @@ from streaming_core.cluster import SchemaError, TableSchema
 from streaming_core.cluster.schema import to_arrow_table
 from streaming_core.cluster.ytsaurus.rows import WIRE_FORMAT, from_yt_rows, to_yt_rows
 from streaming_core.cluster.ytsaurus.wire import decode_wire, encode_wire
-
-WHEN = dt.datetime(2024, 5, 1, 12, 0, 1, 250_000, tzinfo=dt.UTC)
-DAY = dt.date(2024, 5, 1)
-
-
-def optional(item: Any) -> dict[str, Any]:
-    return {"type_name": "optional", "item": item}
-
-
-def decimal_type(precision: int, scale: int) -> dict[str, Any]:
-    return {"type_name": "decimal", "precision": precision, "scale": scale}
-
-
-def struct_type(**members: Any) -> dict[str, Any]:
-    return {"type_name": "struct", "members": [{"name": n, "type": t} for n, t in members.items()]}
-
-
-def tuple_type(*elements: Any) -> dict[str, Any]:
-    return {"type_name": "tuple", "elements": [{"type": t} for t in elements]}
-
-
-def dict_type(key: Any, value: Any) -> dict[str, Any]:
-    return {"type_name": "dict", "key": key, "value": value}
-
-
-def list_type(item: Any) -> dict[str, Any]:
-    return {"type_name": "list", "item": item}
-
-
-def one_column(type_v3: Any) -> TableSchema:
-    return TableSchema.from_yt([{"name": "c", "type_v3": type_v3}])
+from tests.support.wire_cases import (
+    DAY,
+    ROUND_TRIPS,
+    WHEN,
+    decimal_type,
+    dict_type,
+    list_type,
+    one_column,
+    optional,
+    struct_type,
+    tuple_type,
+)
 
 
 def as_python_rows(schema: TableSchema, table: pa.Table) -> pa.Table:
@@ -81,55 +62,6 @@ def read(type_v3: Any, wire_values: list[Any]) -> list[Any]:
     """What a one-column table reads as when the proxy sends `wire_values` (dumped as binary YSON)."""
     raw = yson.dumps([{"c": v} for v in wire_values], yson_type="list_fragment", yson_format="binary")
     return decode_wire(one_column(type_v3), raw).column("c").to_pylist()
-
-
-ROUND_TRIPS = {
-    "int8": ("int8", [-128, 127]),
-    "uint64": ("uint64", [0, 2**64 - 1]),
-    "double": ("double", [1.5, -0.0]),
-    "float": ("float", [0.25]),
-    "bool": ("bool", [True, False]),
-    "string": ("string", ["bytes-ish", ""]),
-    "utf8": ("utf8", ["привет"]),
-    "json": ("json", ['{"a": 1}']),
-    "uuid": ("uuid", ["64636261-6665-6867-696a-6b6c6d6e6f70"]),
-    "interval": ("interval", [-5]),
-    "null": ("null", [None]),
-    "yson": ("yson", [yson.dumps({"a": [1, "x"]}), None]),
-    "date": ("date", [DAY, dt.date(1970, 1, 1)]),
-    "datetime": ("datetime", [WHEN.replace(microsecond=0)]),
-    "timestamp": ("timestamp", [WHEN]),
-    "decimal 4 bytes": (decimal_type(5, 4), [Decimal("3.1415"), Decimal("-2.7182"), Decimal("0.0000")]),
-    "decimal 8 bytes": (decimal_type(18, 2), [Decimal("1234567890123456.78"), Decimal("-0.01")]),
-    "decimal 16 bytes": (decimal_type(35, 10), [Decimal("-1234567890123456789012345.0123456789")]),
-    "optional": (optional("int64"), [1, None]),
-    "optional of optional": (optional(optional("int64")), [1, None]),
-    "tagged": ({"type_name": "tagged", "tag": "image/png", "item": "string"}, ["png"]),
-    "list": (list_type("int64"), [[1, 2], []]),
-    "struct": (struct_type(Foo="int64", Bar=optional("utf8")), [{"Foo": 42, "Bar": None}, {"Foo": -5, "Bar": "x"}]),
-    "tuple": (tuple_type("int64", optional("utf8")), [{"_1": 42, "_2": None}]),
-    "dict with string keys": (dict_type("utf8", "int64"), [[("one", 1), ("four", 4)], []]),
-    "dict with int keys": (dict_type("int32", "string"), [[(1, "one")]]),
-    "list of structs": (list_type(struct_type(d="date", ts=optional("timestamp"))),
-                        [[{"d": DAY, "ts": WHEN}, {"d": DAY, "ts": None}]]),
-    "dict with struct values": (dict_type("utf8", struct_type(amount=decimal_type(10, 2), at="datetime")),
-                                [[("a", {"amount": Decimal("12.34"), "at": WHEN.replace(microsecond=0)})]]),
-    "optional decimals in a struct": (struct_type(price=optional(decimal_type(9, 3)), qty="int32"),
-                                      [{"price": Decimal("1.500"), "qty": 2}, {"price": None, "qty": 0}]),
-    "tuple of a dict and a list of dates": (tuple_type(dict_type("int64", optional("yson")), list_type("date")),
-                                            [{"_1": [(1, yson.dumps([1])), (2, None)], "_2": [DAY]}]),
-    "date32": ("date32", [dt.date(1900, 1, 1)]),
-    "datetime64": ("datetime64", [dt.datetime(1900, 1, 1, 0, 0, 1, tzinfo=dt.UTC)]),
-    "timestamp64": ("timestamp64", [dt.datetime(1901, 2, 3, 4, 5, 6, 7, tzinfo=dt.UTC)]),
-    "interval64": ("interval64", [-(2 ** 40)]),
-    "variant over a struct": ({"type_name": "variant", "members": [{"name": "n", "type": "int64"},
-                                                                   {"name": "s", "type": "string"}]},
-                              [{"_vn": 4, "_vs": None}, {"_vn": None, "_vs": "four"}]),
-    "variant over a tuple": ({"type_name": "variant", "elements": [{"type": "int64"}, {"type": "string"}]},
-                             [{"_v_1": None, "_v_2": "four"}]),
-    "optional list of optional structs": (optional(list_type(optional(struct_type(t=tuple_type("bool"))))),
-                                          [[{"t": {"_1": True}}, None], None]),
-}
 
 
 @pytest.mark.parametrize("way", [as_bytes, as_python_rows], ids=["bytes", "python rows"])
@@ -258,6 +190,17 @@ class TestWireShapes:
         values = [b" 1 ", b"<a=1>[2;3]", b'"x;y"', b"\n[1]\n", b"\x02\x20", b"{k=#}"]
 
         assert read("yson", sent("yson", values)) == [yson.dumps(yson.loads(v)) for v in values]
+
+    def test_yson_values_are_written_in_binary_as_a_proxy_writes_them_when_asked(self):
+        """The stand-in's rows: binary tokens only, as YTsaurus' writer sends a stored value, whatever its form."""
+        values = [b" 1 ", b"<a=1>[2;3]", b'"x;y"', b"\n[1]\n", b"\x02\x20", b"{k=#}"]
+        schema = one_column("yson")
+        table = to_arrow_table(schema, [{"c": v} for v in values], "//t")
+
+        assert encode_wire(schema, table, binary_yson=True) == b"".join(
+            b"{\x01\x02c=" + yson.dumps(yson.loads(v), yson_format="binary") + b"};" for v in values)
+        assert decode_wire(schema, encode_wire(schema, table, binary_yson=True)).equals(
+            decode_wire(schema, encode_wire(schema, table)))
 
     def test_strings_with_any_bytes_cross_unchanged(self):
         values = ["", "x" * 10_000, "привет", "\x00;}{#"]

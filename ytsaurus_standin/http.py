@@ -329,10 +329,11 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def _encoded(rowset: Rowset, fmt: Any) -> Iterator[bytes]:
-    """A rowset in the output format: binary YSON a column at a time, any other format through Python rows."""
+    """A rowset in the output format: binary YSON a column at a time (`yson` values in binary too, as YTsaurus'
+    writer writes a stored value), any other format through Python rows."""
     binary = isinstance(fmt, yt.YsonFormat) and fmt.attributes.get("format") == "binary"
     for table in rowset.tables:
-        wire = encode_wire(rowset.schema, table)
+        wire = encode_wire(rowset.schema, table, binary_yson=True)
         if binary:
             yield wire
         else:

@@ -22,10 +22,11 @@ send or parse. The representations, per column type_v3 (YTsaurus docs, "Data typ
 - `date32` / `datetime64` / `timestamp64` / `interval64`: as their narrow twins, in 64-bit range.
 
 The conversion runs a column at a time (`wire`): `encode_wire` writes a conformed Arrow table as binary
-YSON bytes with Arrow kernels and numpy, `decode_wire` parses bytes with the `ytsaurus-yson` bindings and
-builds each Arrow array at once. With `raw=True` client calls these bytes are the request and response
-bodies. `to_yt_rows` / `from_yt_rows` are the same conversion for calls that take or return Python rows
-(`raw=False`): the bindings write or parse the bytes in between.
+YSON bytes with Arrow kernels and numpy, `decode_wire` reads each column across all rows at once with numpy
+(`wire.yson_columns`; bytes it declines go through the `ytsaurus-yson` bindings' objects). With `raw=True`
+client calls these bytes are the request and response bodies. `to_yt_rows` / `from_yt_rows` are the same
+conversion for calls that take or return Python rows (`raw=False`): the bindings write or parse the bytes in
+between.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Binary YSON rows (a list fragment) -> Arrow, a whole column at a time.
+"""Binary (or text) YSON rows (a list fragment) -> Arrow through the bindings' Python objects: the fallback of
+`yson_columns` for bytes it declines, and the reference its tests compare with.
 
 The bindings parse the bytes into plain Python values in C++ (`always_create_attributes=False`,
 `encoding=None`: dicts with bytes keys, strings as bytes, `#` as None). Each column is then gathered from

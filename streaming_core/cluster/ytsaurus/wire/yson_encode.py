@@ -164,9 +164,10 @@ def _null(arr: pa.Array) -> pa.Array:
     return pa.repeat(_ENTITY, len(arr))
 
 
-def _yson(where: str) -> Encoder:
-    """A `yson` column holds YSON-encoded bytes, embedded as they are once each is known to be exactly one YSON
-    node (a row is one YSON map, so a value must not be able to end it early or add keys to it)."""
+def _yson(where: str, binary: bool) -> Encoder:
+    """A `yson` column holds YSON-encoded bytes, embedded as they are (or, `binary`, written in binary YSON: all
+    values parsed in one call, written in one, and cut) once each is known to be exactly one YSON node (a row is
+    one YSON map, so a value must not be able to end it early or add keys to it)."""
     def encode(arr: pa.Array) -> pa.Array:
         values = [v for v in arr.to_pylist() if v is not None]
         if not _one_node_each(values):
@@ -176,7 +177,17 @@ def _yson(where: str) -> Encoder:
                         bindings.loads(value)
                 except YsonError as e:
                     raise SchemaError(f"{where}: row {row}: not a YSON value ({bindings.reason(e)})") from None
-        return arr.cast(pa.large_binary())
+        if not binary or not values:
+            return arr.cast(pa.large_binary())
+        nodes = bindings.loads(b";".join(values) + b";", yson_type="list_fragment", always_create_attributes=False,
+                               encoding=None)
+        written = bindings.dumps(list(nodes), yson_type="list_fragment", yson_format="binary")
+        items = pc.binary_slice(pa.array(bindings.loads(written, yson_type="list_fragment", raw=True),
+                                         pa.large_binary()), 0, -1)  # each without its `;`
+        if not arr.null_count:
+            return items
+        index = np.cumsum(np.asarray(arr.is_valid())) - 1
+        return items.take(pa.array(index, mask=np.asarray(arr.is_null())))
     return encode
 
 
@@ -208,42 +219,46 @@ _SCALARS: dict[str, Encoder] = {
 }
 
 
-def encoder(type_v3: Any, where: str) -> Encoder:
+def encoder(type_v3: Any, where: str, *, binary_yson: bool = False) -> Encoder:
     """The encoder of a column (or a composite's child) of YT type `type_v3`, its values as the schema's Arrow
-    type holds them. `where` names the column in errors."""
+    type holds them. `where` names the column in errors; `binary_yson` writes `yson` values in binary, as a
+    proxy writes a stored value, rather than in the form the Arrow side holds them."""
+    def child(item: Any) -> Encoder:
+        return encoder(item, where, binary_yson=binary_yson)
+
     if isinstance(type_v3, str):
-        return _scalar(type_v3, where)
+        return _scalar(type_v3, where, binary_yson)
     name = type_v3["type_name"]
     if name == "tagged" or (name == "optional" and not is_optional(type_v3["item"])):
-        return encoder(type_v3["item"], where)
+        return child(type_v3["item"])
     if name == "optional":  # an optional of an optional: a present value travels as a one-element list
-        item = encoder(type_v3["item"], where)
+        item = child(type_v3["item"])
         return _nullable(lambda arr: join(_OPEN_LIST, item(arr), _CLOSE_LIST))
     if name == "list":
-        return _nullable(_list(encoder(type_v3["item"], where)))
+        return _nullable(_list(child(type_v3["item"])))
     if name == "struct":
-        members = [(string_token(m["name"]), encoder(m["type"], where)) for m in type_v3["members"]]
+        members = [(string_token(m["name"]), child(m["type"])) for m in type_v3["members"]]
         return _nullable(_struct(members))
     if name == "tuple":
-        return _nullable(_tuple([encoder(e["type"], where) for e in type_v3["elements"]]))
+        return _nullable(_tuple([child(e["type"]) for e in type_v3["elements"]]))
     if name == "dict":
-        return _nullable(_dict(encoder(type_v3["key"], where), encoder(type_v3["value"], where)))
+        return _nullable(_dict(child(type_v3["key"]), child(type_v3["value"])))
     if name == "variant":
         alternatives = variant_alternatives(type_v3)
         tags = ([string_token(n) for n, _ in alternatives] if "members" in type_v3
                 else [bytes([_INT64]) + varint(2 * i) for i in range(len(alternatives))])
-        return _nullable(_variant([(tag, encoder(t, where)) for tag, (_, t) in zip(tags, alternatives, strict=True)]))
+        return _nullable(_variant([(tag, child(t)) for tag, (_, t) in zip(tags, alternatives, strict=True)]))
     if name == "decimal":
         precision, scale = int(type_v3["precision"]), int(type_v3["scale"])
         return _nullable(_decimal(precision, scale, where))
-    return _scalar(name, where)
+    return _scalar(name, where, binary_yson)
 
 
-def _scalar(name: str, where: str) -> Encoder:
+def _scalar(name: str, where: str, binary_yson: bool) -> Encoder:
     if name in ("null", "void"):
         return _null
     if name in ("yson", "any"):
-        return _nullable(_yson(where))
+        return _nullable(_yson(where, binary_yson))
     return _nullable(_SCALARS[name])
 
 

@@ -9,10 +9,12 @@ Loaded as a pytest plugin by `conftest.py`. `standin` serves an embedded cluster
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yt.yson as yson
 from pyspark.sql import SparkSession
 
 from streaming_core.cluster import Cluster, connect
@@ -28,6 +30,24 @@ SESSION_REGISTRATION_DELAY_SECONDS = 0.5
 #: ... and how long a backend connected to them waits for a registration before calling it missing (the product's
 #: `registration_visible_within_seconds` is YTsaurus' 10 s and a margin), so a test of a missing one stays short.
 SESSION_REGISTRATION_WAIT_SECONDS = SESSION_REGISTRATION_DELAY_SECONDS + 1.5
+
+
+#: `ytsaurus-client`'s own configuration for the test run (`YT_CONFIG_PATCHES`, inherited by every child process:
+#: Spark's workers, the CLI, fault drivers): its retry loops back off from 0.1 s instead of 2-30 s (5 s for dynamic
+#: tables), so that a call the stand-in refuses for a moment, as YTsaurus does (a 503, a stale mount cache after a
+#: remount: 1701), is answered on a retry within a second; and a transaction's pinger looks every 20 ms instead of
+#: 100 ms whether it is stopped (each commit waits for it). Which errors are retried, and for how long at most
+#: (`OPSD_YT_RETRY_SECONDS`), stays as the product configures it.
+CLIENT_BACKOFF = {"backoff": {"exponential_policy": {"start_timeout": 100, "max_timeout": 1000}}}
+CLIENT_CONFIG_PATCHES = yson.dumps({
+    "proxy": {"retries": CLIENT_BACKOFF}, "transaction_sleep_period": 20,
+    **dict.fromkeys(("dynamic_table_retries", "read_retries", "write_retries"), CLIENT_BACKOFF),
+}, yson_format="text").decode()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The client's retry backoffs for the whole run (a user's own `YT_CONFIG_PATCHES` is kept as it is)."""
+    os.environ.setdefault("YT_CONFIG_PATCHES", CLIENT_CONFIG_PATCHES)
 
 
 @pytest.fixture(scope="session")

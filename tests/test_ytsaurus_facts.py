@@ -27,7 +27,7 @@ from streaming_core.cluster.ytsaurus.client import WIRE, default_client_factory
 from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from streaming_core.options import SourceOptions
 from streaming_core.source import check_readable
-from tests.support.standin import STANDIN_TOKEN
+from tests.support.standin import STANDIN_TOKEN, SteppedClock
 from tests.support.wait import registered_and_seen, wait_until
 from ytsaurus_standin import StandinProxy
 from ytsaurus_standin.commands.tables import PULL_STORE_ROWS
@@ -181,6 +181,11 @@ class TestReadRows:
         assert written_at(standin_cluster, path, 0, 0) == pytest.approx(before, abs=1.5)
 
 
+def refused_pulls(proxy: StandinProxy) -> list:
+    """The `pull_consumer` calls the stand-in refused so far."""
+    return [s for s in proxy.served if s.command == "pull_consumer" and s.status != 200]
+
+
 class TestRegistrationsAreCachedPerProxy:
     """A proxy answers `pull_consumer` and `list_queue_consumer_registrations` from a registration cache refreshed
     every 10 s (`yt/yt/ytlib/queue_client/config.cpp` `cache_refresh_period`, `registration_manager.cpp`)."""
@@ -203,25 +208,34 @@ class TestRegistrationsAreCachedPerProxy:
 
     def test_pull_consumer_answers_901_for_the_default_10_s_and_the_backend_waits_it_out(
             self, tmp_path) -> None:
-        with StandinProxy(tmp_path) as proxy, connect(proxy.uri) as cluster:
+        """The stand-in's 10 s pass on its own clock, moved on once the backend was refused and waits."""
+        clock = SteppedClock()
+        with StandinProxy(tmp_path, clock=clock) as proxy, connect(proxy.uri) as cluster:
             queue, consumer = "//tmp/q", "//tmp/c"
             cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
                 {"name": "data", "type": "string"}]})
             cluster.create_consumer(consumer)
             cluster.insert_rows(queue, [{"data": "x"}])
             cluster.register_queue_consumer(queue, consumer)
-            registered = time.monotonic()
+            registered = clock()
 
             with pytest.raises(YtError) as refused:
                 cluster._client.pull_consumer(consumer, queue, 0, 0, **WIRE)
             assert refused.value.contains_code(901) and "not registered" in str(refused.value)
             assert cluster.list_queue_consumer_registrations(queue_path=queue) == []
+            assert clock() - registered < REGISTRATION_DELAY_SECONDS
 
+            refusals = len(refused_pulls(proxy))
+            ten_seconds_later = threading.Thread(target=lambda: (
+                wait_until(lambda: len(refused_pulls(proxy)) > refusals, 30, "the backend's refused pull"),
+                clock.advance(REGISTRATION_DELAY_SECONDS)))
+            ten_seconds_later.start()
             with structlog.testing.capture_logs() as logs:
                 pulled = cluster.pull_consumer(consumer, queue, 0, 0)
+            ten_seconds_later.join()
 
             assert pulled.column("data").to_pylist() == ["x"]
-            assert time.monotonic() - registered >= REGISTRATION_DELAY_SECONDS
+            assert clock() - registered >= REGISTRATION_DELAY_SECONDS
             assert [e["event"] for e in logs] == ["yt_registration_not_visible_yet"]
 
     def test_the_source_waits_out_a_fresh_registration_with_a_message(self, tmp_path) -> None:

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import ssl
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -53,20 +55,24 @@ class StandinProxy:
     by their `@auto_trim_config` every that many seconds (None: never). `proxies`: how many proxies stand behind the
     balancer (1: every request meets the proxy that holds its transactions). `registration_delay_seconds`: how long
     after `register_queue_consumer` the proxies still answer "not registered" (`registrations.RegistrationCache`;
-    YTsaurus' 10 s by default). A context manager: started on enter, stopped on exit.
+    YTsaurus' 10 s by default). `clock`: the seconds the proxies' delays (registrations, mounts) are measured in
+    (monotonic by default; a test may move it on instead of waiting). A context manager: started on enter, stopped
+    on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local",
                  input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None,
                  auto_trim_seconds: float | None = None, proxies: int = PROXIES,
-                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS) -> None:
+                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
         self.root = Path(root).resolve()
-        commands = Commands(str(self.root), cluster_name, registration_delay_seconds=registration_delay_seconds)
+        commands = Commands(str(self.root), cluster_name, registration_delay_seconds=registration_delay_seconds,
+                            clock=clock)
         self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None,
                                 input_formats=input_formats)
         self._proxies = [StandinServer((host, 0), self.state, context) for _ in range(proxies)]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,6 +93,23 @@ def tls_proxy(root: Path, **kwargs) -> Iterator[tuple[StandinProxy, str]]:
     with StandinProxy(root / "cluster", tls=(str(cert_file), str(key_file)), ca_bundle=str(ca_file),
                       **kwargs) as proxy:
         yield proxy, str(ca_file)
+
+
+class SteppedClock:
+    """A stand-in's clock (`StandinProxy(clock=...)`) that a test moves on: monotonic time plus the steps taken, so
+    that a delay of YTsaurus' own length (10 s of a registration cache) passes at once, at the moment the test picks."""
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return time.monotonic() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._offset += seconds
 
 
 #: The Hadoop setting (in a session's conf, as `session_conf` sets it) that maps `yt:///` paths onto a local root.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,17 +52,18 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
     """Every command of the stand-in, over one embedded cluster at `root`."""
 
     def __init__(self, root: str, cluster_name: str, *,
-                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS) -> None:
+                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.root = Path(root)
         self.cluster = EmbeddedCluster(root)
         self.cluster_name = cluster_name
         self.registration_cache = RegistrationCache(
             lambda: [(r.queue_path, r.consumer_path) for r in self.cluster.list_queue_consumer_registrations()],
-            delay_seconds=registration_delay_seconds)
+            delay_seconds=registration_delay_seconds, clock=clock)
         self.queue_agent = QueueAgent(self.cluster, cluster_name)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}
-        self.tablet_states = TabletStates()
+        self.tablet_states = TabletStates(clock=clock)
         self._lock = threading.Lock()
         self._init_tablet_rules()
         self.handlers: dict[str, tuple[Descriptor, Callable[..., Any]]] = {}

@@ -3,7 +3,7 @@
 
 `desync heal` runs ten times in a row (each move is a tablet transaction, which YTsaurus keeps in the proxy that
 started it) and reads its checkpoint at `yt:///...` from the stand-in's storage through Cypress file commands (`list`,
-`read_file`), where a query's Spark writes it; every form of `consumer seek` ten times in a row is
+`read_file`), where a query's Spark writes it; every form of `consumer seek` three times in a row is
 `test_cli_through_proxies`.
 """
 

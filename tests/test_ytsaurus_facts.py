@@ -181,9 +181,9 @@ class TestReadRows:
         assert written_at(standin_cluster, path, 0, 0) == pytest.approx(before, abs=1.5)
 
 
-def refused_pulls(proxy: StandinProxy) -> list:
-    """The `pull_consumer` calls the stand-in refused so far."""
-    return [s for s in proxy.served if s.command == "pull_consumer" and s.status != 200]
+def refused_calls(proxy: StandinProxy, command: str) -> list:
+    """The calls of `command` the stand-in refused so far."""
+    return [s for s in proxy.served if s.command == command and s.status != 200]
 
 
 class TestRegistrationsAreCachedPerProxy:
@@ -225,9 +225,9 @@ class TestRegistrationsAreCachedPerProxy:
             assert cluster.list_queue_consumer_registrations(queue_path=queue) == []
             assert clock() - registered < REGISTRATION_DELAY_SECONDS
 
-            refusals = len(refused_pulls(proxy))
+            refusals = len(refused_calls(proxy, "pull_consumer"))
             ten_seconds_later = threading.Thread(target=lambda: (
-                wait_until(lambda: len(refused_pulls(proxy)) > refusals, 30, "the backend's refused pull"),
+                wait_until(lambda: len(refused_calls(proxy, "pull_consumer")) > refusals, 30, "the backend's retry"),
                 clock.advance(REGISTRATION_DELAY_SECONDS)))
             ten_seconds_later.start()
             with structlog.testing.capture_logs() as logs:
@@ -303,32 +303,40 @@ def test_pull_consumer_answers_short_from_one_store_and_refuses_non_positive_bou
 
 
 def test_unmounted_tablets_refuse_rows_with_1702_and_tablet_infos_with_a_generic_error_the_backend_waits_out(
-        standin, standin_cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`select_rows` / `lookup_rows` of an unmounted table: 1702; `get_tablet_infos` asks the tablets' cells, a generic
     error (`client_dynamic_tables_impl.cpp`); unmounting is asynchronous, and a remount leaves the mount caches stale
-    for a moment (1701). The backend's tablet counters wait for the mount whichever error comes."""
-    path = "//tmp/facts/unmounted"
-    stamped_queue(standin_cluster, path)
-    standin_cluster.insert_rows(path, [{"data": "x"}], tablet_index=0)
-    monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "1")
-    client = default_client_factory(standin.address, STANDIN_TOKEN, None)
+    for a moment (1701). The backend's tablet counters wait for the mount whichever error comes. (The stand-in's
+    tablet states change only when the test moves its clock on: each state is seen for sure.)"""
+    clock, change = SteppedClock(), 60.0
+    with StandinProxy(tmp_path, token=STANDIN_TOKEN, tablet_state_seconds=change, clock=clock) as standin, \
+            connect(standin.uri, token=STANDIN_TOKEN) as standin_cluster:
+        path = "//tmp/facts/unmounted"
+        stamped_queue(standin_cluster, path)
+        standin_cluster.insert_rows(path, [{"data": "x"}], tablet_index=0)
+        monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "1")
+        client = default_client_factory(standin.address, STANDIN_TOKEN, None)
 
-    client.unmount_table(path)
-    assert client.get(f"{path}/@tablet_state") == "unmounting"
-    with pytest.raises(YtError, match=r"not all of its tablets are in .unmounted. state"):
-        client.reshard_table(path, tablet_count=3)
-    wait_until(lambda: client.get(f"{path}/@tablet_state") == "unmounted", 10, "the unmount")
-    with pytest.raises(YtError) as select:
-        client.select_rows(f"* FROM [{path}]")
-    with pytest.raises(YtError) as infos:
-        client.get_tablet_infos(path, [0])
-    assert select.value.contains_code(1702)
-    assert not infos.value.contains_code(1702) and not infos.value.contains_code(1701)
+        client.unmount_table(path)
+        assert client.get(f"{path}/@tablet_state") == "unmounting"
+        with pytest.raises(YtError, match=r"not all of its tablets are in .unmounted. state"):
+            client.reshard_table(path, tablet_count=3)
+        clock.advance(change)
+        assert client.get(f"{path}/@tablet_state") == "unmounted"
+        with pytest.raises(YtError) as select:
+            client.select_rows(f"* FROM [{path}]")
+        with pytest.raises(YtError) as infos:
+            client.get_tablet_infos(path, [0])
+        assert select.value.contains_code(1702)
+        assert not infos.value.contains_code(1702) and not infos.value.contains_code(1701)
 
-    monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "30")
-    mount = threading.Timer(0.5, lambda: client.mount_table(path))
-    mount.start()
-    counters = standin_cluster.get_tablet_infos(path)
-    mount.join()
-    assert [t.total_row_count for t in counters] == [1, 0]
-    assert {s.status for s in standin.served if s.command == "get_tablet_infos"} >= {200, 400}
+        monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "30")
+        refused = len(refused_calls(standin, "get_tablet_infos"))
+        mount = threading.Thread(target=lambda: (
+            wait_until(lambda: len(refused_calls(standin, "get_tablet_infos")) > refused, 30, "the backend's wait"),
+            client.mount_table(path), clock.advance(2 * change)))
+        mount.start()
+        counters = standin_cluster.get_tablet_infos(path)
+        mount.join()
+        assert [t.total_row_count for t in counters] == [1, 0]
+        assert {s.status for s in standin.served if s.command == "get_tablet_infos"} >= {200, 400}

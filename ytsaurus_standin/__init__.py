@@ -36,6 +36,7 @@ from .commands import Commands
 from .errors import UNAVAILABLE
 from .http import Fault, ProxyState, Served, StandinServer
 from .registrations import REGISTRATION_DELAY_SECONDS
+from .tablets import STATE_CHANGE_SECONDS
 
 __all__ = ["PROXIES", "UNAVAILABLE", "Fault", "Served", "StandinProxy"]
 
@@ -58,9 +59,10 @@ class StandinProxy:
     by their `@auto_trim_config` every that many seconds (None: never). `proxies`: how many proxies stand behind the
     balancer (1: every request meets the proxy that holds its transactions). `registration_delay_seconds`: how long
     after `register_queue_consumer` the proxies still answer "not registered" (`registrations.RegistrationCache`;
-    YTsaurus' 10 s by default). `clock`: the seconds the proxies' delays (registrations, mounts) are measured in
-    (monotonic by default; a test may move it on instead of waiting). A context manager: started on enter, stopped
-    on exit.
+    YTsaurus' 10 s by default). `tablet_state_seconds`: how long a mount or an unmount stays in progress, and twice
+    that a remount's mount caches stale (`tablets.TabletStates`). `clock`: the seconds the proxies' delays
+    (registrations, mounts) are measured in (monotonic by default; a test may move it on instead of waiting). A
+    context manager: started on enter, stopped on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
@@ -68,6 +70,7 @@ class StandinProxy:
                  input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None,
                  auto_trim_seconds: float | None = None, proxies: int = PROXIES,
                  registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS,
+                 tablet_state_seconds: float = STATE_CHANGE_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         context = None
         if tls is not None:
@@ -75,7 +78,7 @@ class StandinProxy:
             context.load_cert_chain(*tls)
         self.root = Path(root).resolve()
         commands = Commands(str(self.root), cluster_name, registration_delay_seconds=registration_delay_seconds,
-                            clock=clock)
+                            tablet_state_seconds=tablet_state_seconds, clock=clock)
         self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None,
                                 input_formats=input_formats)
         self._proxies = [StandinServer((host, 0), self.state, context) for _ in range(proxies)]

@@ -32,6 +32,10 @@ SESSION_REGISTRATION_DELAY_SECONDS = 0.5
 #: ... and how long a backend connected to them waits for a registration before calling it missing (the product's
 #: `registration_visible_within_seconds` is YTsaurus' 10 s and a margin), so a test of a missing one stays short.
 SESSION_REGISTRATION_WAIT_SECONDS = SESSION_REGISTRATION_DELAY_SECONDS + 1.5
+#: How long the session's stand-ins keep a mount or an unmount in progress (twice that a remount's mount caches
+#: stale): asynchronous as in YTsaurus (the client polls `@tablet_state` every 0.1 s, a stale cache answers 1701 and
+#: is retried), without the 0.3 s per step that the many tests resharding a queue through them would wait.
+SESSION_TABLET_STATE_SECONDS = 0.05
 
 
 #: `ytsaurus-client`'s own configuration for the test run (`YT_CONFIG_PATCHES`, inherited by every child process:
@@ -55,7 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
     with StandinProxy(tmp_path_factory.mktemp("standin"), token=STANDIN_TOKEN,
-                      registration_delay_seconds=SESSION_REGISTRATION_DELAY_SECONDS) as proxy:
+                      registration_delay_seconds=SESSION_REGISTRATION_DELAY_SECONDS,
+                      tablet_state_seconds=SESSION_TABLET_STATE_SECONDS) as proxy:
         yield proxy
 
 
@@ -77,8 +82,9 @@ def standin_cluster(standin: StandinProxy) -> Iterator[Cluster]:
 @contextlib.contextmanager
 def tls_proxy(root: Path, **kwargs) -> Iterator[tuple[StandinProxy, str]]:
     """A stand-in serving HTTPS, and the PEM file of the CA that signed its certificate (a registration seen after
-    `SESSION_REGISTRATION_DELAY_SECONDS` unless `kwargs` say otherwise)."""
+    `SESSION_REGISTRATION_DELAY_SECONDS`, mounts in `SESSION_TABLET_STATE_SECONDS`, unless `kwargs` say otherwise)."""
     kwargs.setdefault("registration_delay_seconds", SESSION_REGISTRATION_DELAY_SECONDS)
+    kwargs.setdefault("tablet_state_seconds", SESSION_TABLET_STATE_SECONDS)
     import trustme
 
     ca = trustme.CA()

@@ -37,7 +37,7 @@ from streaming_core.cluster.errors import NoSuchPathError
 
 from ..queue_agent import QueueAgent
 from ..registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
-from ..tablets import TabletStates
+from ..tablets import STATE_CHANGE_SECONDS, TabletStates
 from .common import MAP_NODE_TYPE, Descriptor, PendingTransaction, Rowset, Tabular, check_format_attributes
 from .consumers import ConsumerCommands
 from .cypress import CypressCommands
@@ -53,6 +53,7 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
 
     def __init__(self, root: str, cluster_name: str, *,
                  registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS,
+                 tablet_state_seconds: float = STATE_CHANGE_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.root = Path(root)
         self.cluster = EmbeddedCluster(root)
@@ -63,7 +64,7 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
         self.queue_agent = QueueAgent(self.cluster, cluster_name)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}
-        self.tablet_states = TabletStates(clock=clock)
+        self.tablet_states = TabletStates(tablet_state_seconds, clock=clock)
         self._lock = threading.Lock()
         self._init_tablet_rules()
         self.handlers: dict[str, tuple[Descriptor, Callable[..., Any]]] = {}

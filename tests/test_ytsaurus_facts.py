@@ -27,7 +27,7 @@ from streaming_core.cluster.ytsaurus.client import WIRE, default_client_factory
 from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from streaming_core.options import SourceOptions
 from streaming_core.source import check_readable
-from tests.support.standin import STANDIN_TOKEN
+from tests.support.standin import STANDIN_TOKEN, SteppedClock
 from tests.support.wait import registered_and_seen, wait_until
 from ytsaurus_standin import StandinProxy
 from ytsaurus_standin.commands.tables import PULL_STORE_ROWS
@@ -181,6 +181,11 @@ class TestReadRows:
         assert written_at(standin_cluster, path, 0, 0) == pytest.approx(before, abs=1.5)
 
 
+def refused_calls(proxy: StandinProxy, command: str) -> list:
+    """The calls of `command` the stand-in refused so far."""
+    return [s for s in proxy.served if s.command == command and s.status != 200]
+
+
 class TestRegistrationsAreCachedPerProxy:
     """A proxy answers `pull_consumer` and `list_queue_consumer_registrations` from a registration cache refreshed
     every 10 s (`yt/yt/ytlib/queue_client/config.cpp` `cache_refresh_period`, `registration_manager.cpp`)."""
@@ -203,25 +208,34 @@ class TestRegistrationsAreCachedPerProxy:
 
     def test_pull_consumer_answers_901_for_the_default_10_s_and_the_backend_waits_it_out(
             self, tmp_path) -> None:
-        with StandinProxy(tmp_path) as proxy, connect(proxy.uri) as cluster:
+        """The stand-in's 10 s pass on its own clock, moved on once the backend was refused and waits."""
+        clock = SteppedClock()
+        with StandinProxy(tmp_path, clock=clock) as proxy, connect(proxy.uri) as cluster:
             queue, consumer = "//tmp/q", "//tmp/c"
             cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
                 {"name": "data", "type": "string"}]})
             cluster.create_consumer(consumer)
             cluster.insert_rows(queue, [{"data": "x"}])
             cluster.register_queue_consumer(queue, consumer)
-            registered = time.monotonic()
+            registered = clock()
 
             with pytest.raises(YtError) as refused:
                 cluster._client.pull_consumer(consumer, queue, 0, 0, **WIRE)
             assert refused.value.contains_code(901) and "not registered" in str(refused.value)
             assert cluster.list_queue_consumer_registrations(queue_path=queue) == []
+            assert clock() - registered < REGISTRATION_DELAY_SECONDS
 
+            refusals = len(refused_calls(proxy, "pull_consumer"))
+            ten_seconds_later = threading.Thread(target=lambda: (
+                wait_until(lambda: len(refused_calls(proxy, "pull_consumer")) > refusals, 30, "the backend's retry"),
+                clock.advance(REGISTRATION_DELAY_SECONDS)))
+            ten_seconds_later.start()
             with structlog.testing.capture_logs() as logs:
                 pulled = cluster.pull_consumer(consumer, queue, 0, 0)
+            ten_seconds_later.join()
 
             assert pulled.column("data").to_pylist() == ["x"]
-            assert time.monotonic() - registered >= REGISTRATION_DELAY_SECONDS
+            assert clock() - registered >= REGISTRATION_DELAY_SECONDS
             assert [e["event"] for e in logs] == ["yt_registration_not_visible_yet"]
 
     def test_the_source_waits_out_a_fresh_registration_with_a_message(self, tmp_path) -> None:
@@ -289,32 +303,40 @@ def test_pull_consumer_answers_short_from_one_store_and_refuses_non_positive_bou
 
 
 def test_unmounted_tablets_refuse_rows_with_1702_and_tablet_infos_with_a_generic_error_the_backend_waits_out(
-        standin, standin_cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`select_rows` / `lookup_rows` of an unmounted table: 1702; `get_tablet_infos` asks the tablets' cells, a generic
     error (`client_dynamic_tables_impl.cpp`); unmounting is asynchronous, and a remount leaves the mount caches stale
-    for a moment (1701). The backend's tablet counters wait for the mount whichever error comes."""
-    path = "//tmp/facts/unmounted"
-    stamped_queue(standin_cluster, path)
-    standin_cluster.insert_rows(path, [{"data": "x"}], tablet_index=0)
-    monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "1")
-    client = default_client_factory(standin.address, STANDIN_TOKEN, None)
+    for a moment (1701). The backend's tablet counters wait for the mount whichever error comes. (The stand-in's
+    tablet states change only when the test moves its clock on: each state is seen for sure.)"""
+    clock, change = SteppedClock(), 60.0
+    with StandinProxy(tmp_path, token=STANDIN_TOKEN, tablet_state_seconds=change, clock=clock) as standin, \
+            connect(standin.uri, token=STANDIN_TOKEN) as standin_cluster:
+        path = "//tmp/facts/unmounted"
+        stamped_queue(standin_cluster, path)
+        standin_cluster.insert_rows(path, [{"data": "x"}], tablet_index=0)
+        monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "1")
+        client = default_client_factory(standin.address, STANDIN_TOKEN, None)
 
-    client.unmount_table(path)
-    assert client.get(f"{path}/@tablet_state") == "unmounting"
-    with pytest.raises(YtError, match=r"not all of its tablets are in .unmounted. state"):
-        client.reshard_table(path, tablet_count=3)
-    wait_until(lambda: client.get(f"{path}/@tablet_state") == "unmounted", 10, "the unmount")
-    with pytest.raises(YtError) as select:
-        client.select_rows(f"* FROM [{path}]")
-    with pytest.raises(YtError) as infos:
-        client.get_tablet_infos(path, [0])
-    assert select.value.contains_code(1702)
-    assert not infos.value.contains_code(1702) and not infos.value.contains_code(1701)
+        client.unmount_table(path)
+        assert client.get(f"{path}/@tablet_state") == "unmounting"
+        with pytest.raises(YtError, match=r"not all of its tablets are in .unmounted. state"):
+            client.reshard_table(path, tablet_count=3)
+        clock.advance(change)
+        assert client.get(f"{path}/@tablet_state") == "unmounted"
+        with pytest.raises(YtError) as select:
+            client.select_rows(f"* FROM [{path}]")
+        with pytest.raises(YtError) as infos:
+            client.get_tablet_infos(path, [0])
+        assert select.value.contains_code(1702)
+        assert not infos.value.contains_code(1702) and not infos.value.contains_code(1701)
 
-    monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "30")
-    mount = threading.Timer(0.5, lambda: client.mount_table(path))
-    mount.start()
-    counters = standin_cluster.get_tablet_infos(path)
-    mount.join()
-    assert [t.total_row_count for t in counters] == [1, 0]
-    assert {s.status for s in standin.served if s.command == "get_tablet_infos"} >= {200, 400}
+        monkeypatch.setenv("OPSD_YT_RETRY_SECONDS", "30")
+        refused = len(refused_calls(standin, "get_tablet_infos"))
+        mount = threading.Thread(target=lambda: (
+            wait_until(lambda: len(refused_calls(standin, "get_tablet_infos")) > refused, 30, "the backend's wait"),
+            client.mount_table(path), clock.advance(2 * change)))
+        mount.start()
+        counters = standin_cluster.get_tablet_infos(path)
+        mount.join()
+        assert [t.total_row_count for t in counters] == [1, 0]
+        assert {s.status for s in standin.served if s.command == "get_tablet_infos"} >= {200, 400}

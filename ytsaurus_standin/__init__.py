@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import ssl
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -34,12 +36,16 @@ from .commands import Commands
 from .errors import UNAVAILABLE
 from .http import Fault, ProxyState, Served, StandinServer
 from .registrations import REGISTRATION_DELAY_SECONDS
+from .tablets import STATE_CHANGE_SECONDS
 
 __all__ = ["PROXIES", "UNAVAILABLE", "Fault", "Served", "StandinProxy"]
 
 #: Proxies behind the balancer unless told otherwise: enough that a request that should have gone to the proxy
 #: holding its transaction misses it most of the time.
 PROXIES = 3
+#: How often each server's loop looks whether it is asked to stop (the standard library's 0.5 s made stopping a
+#: stand-in of four servers take a second or two).
+STOP_POLL_SECONDS = 0.05
 
 
 class StandinProxy:
@@ -53,20 +59,26 @@ class StandinProxy:
     by their `@auto_trim_config` every that many seconds (None: never). `proxies`: how many proxies stand behind the
     balancer (1: every request meets the proxy that holds its transactions). `registration_delay_seconds`: how long
     after `register_queue_consumer` the proxies still answer "not registered" (`registrations.RegistrationCache`;
-    YTsaurus' 10 s by default). A context manager: started on enter, stopped on exit.
+    YTsaurus' 10 s by default). `tablet_state_seconds`: how long a mount or an unmount stays in progress, and twice
+    that a remount's mount caches stale (`tablets.TabletStates`). `clock`: the seconds the proxies' delays
+    (registrations, mounts) are measured in (monotonic by default; a test may move it on instead of waiting). A
+    context manager: started on enter, stopped on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local",
                  input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None,
                  auto_trim_seconds: float | None = None, proxies: int = PROXIES,
-                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS) -> None:
+                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS,
+                 tablet_state_seconds: float = STATE_CHANGE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
         self.root = Path(root).resolve()
-        commands = Commands(str(self.root), cluster_name, registration_delay_seconds=registration_delay_seconds)
+        commands = Commands(str(self.root), cluster_name, registration_delay_seconds=registration_delay_seconds,
+                            tablet_state_seconds=tablet_state_seconds, clock=clock)
         self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None,
                                 input_formats=input_formats)
         self._proxies = [StandinServer((host, 0), self.state, context) for _ in range(proxies)]
@@ -101,7 +113,8 @@ class StandinProxy:
 
     def start(self) -> StandinProxy:
         for server in self._servers:
-            thread = threading.Thread(target=server.serve_forever, name=f"yt-standin-{server.address}", daemon=True)
+            thread = threading.Thread(target=server.serve_forever, args=(STOP_POLL_SECONDS,),
+                                      name=f"yt-standin-{server.address}", daemon=True)
             thread.start()
             self._threads.append(thread)
         if self.auto_trimmer is not None:

@@ -9,10 +9,14 @@ Loaded as a pytest plugin by `conftest.py`. `standin` serves an embedded cluster
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yt.yson as yson
 from pyspark.sql import SparkSession
 
 from streaming_core.cluster import Cluster, connect
@@ -28,12 +32,35 @@ SESSION_REGISTRATION_DELAY_SECONDS = 0.5
 #: ... and how long a backend connected to them waits for a registration before calling it missing (the product's
 #: `registration_visible_within_seconds` is YTsaurus' 10 s and a margin), so a test of a missing one stays short.
 SESSION_REGISTRATION_WAIT_SECONDS = SESSION_REGISTRATION_DELAY_SECONDS + 1.5
+#: How long the session's stand-ins keep a mount or an unmount in progress (twice that a remount's mount caches
+#: stale): asynchronous as in YTsaurus (the client polls `@tablet_state` every 0.1 s, a stale cache answers 1701 and
+#: is retried), without the 0.3 s per step that the many tests resharding a queue through them would wait.
+SESSION_TABLET_STATE_SECONDS = 0.05
+
+
+#: `ytsaurus-client`'s own configuration for the test run (`YT_CONFIG_PATCHES`, inherited by every child process:
+#: Spark's workers, the CLI, fault drivers): its retry loops back off from 0.1 s instead of 2-30 s (5 s for dynamic
+#: tables), so that a call the stand-in refuses for a moment, as YTsaurus does (a 503, a stale mount cache after a
+#: remount: 1701), is answered on a retry within a second; and a transaction's pinger looks every 20 ms instead of
+#: 100 ms whether it is stopped (each commit waits for it). Which errors are retried, and for how long at most
+#: (`OPSD_YT_RETRY_SECONDS`), stays as the product configures it.
+CLIENT_BACKOFF = {"backoff": {"exponential_policy": {"start_timeout": 100, "max_timeout": 1000}}}
+CLIENT_CONFIG_PATCHES = yson.dumps({
+    "proxy": {"retries": CLIENT_BACKOFF}, "transaction_sleep_period": 20,
+    **dict.fromkeys(("dynamic_table_retries", "read_retries", "write_retries"), CLIENT_BACKOFF),
+}, yson_format="text").decode()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The client's retry backoffs for the whole run (a user's own `YT_CONFIG_PATCHES` is kept as it is)."""
+    os.environ.setdefault("YT_CONFIG_PATCHES", CLIENT_CONFIG_PATCHES)
 
 
 @pytest.fixture(scope="session")
 def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProxy]:
     with StandinProxy(tmp_path_factory.mktemp("standin"), token=STANDIN_TOKEN,
-                      registration_delay_seconds=SESSION_REGISTRATION_DELAY_SECONDS) as proxy:
+                      registration_delay_seconds=SESSION_REGISTRATION_DELAY_SECONDS,
+                      tablet_state_seconds=SESSION_TABLET_STATE_SECONDS) as proxy:
         yield proxy
 
 
@@ -55,8 +82,9 @@ def standin_cluster(standin: StandinProxy) -> Iterator[Cluster]:
 @contextlib.contextmanager
 def tls_proxy(root: Path, **kwargs) -> Iterator[tuple[StandinProxy, str]]:
     """A stand-in serving HTTPS, and the PEM file of the CA that signed its certificate (a registration seen after
-    `SESSION_REGISTRATION_DELAY_SECONDS` unless `kwargs` say otherwise)."""
+    `SESSION_REGISTRATION_DELAY_SECONDS`, mounts in `SESSION_TABLET_STATE_SECONDS`, unless `kwargs` say otherwise)."""
     kwargs.setdefault("registration_delay_seconds", SESSION_REGISTRATION_DELAY_SECONDS)
+    kwargs.setdefault("tablet_state_seconds", SESSION_TABLET_STATE_SECONDS)
     import trustme
 
     ca = trustme.CA()
@@ -71,6 +99,23 @@ def tls_proxy(root: Path, **kwargs) -> Iterator[tuple[StandinProxy, str]]:
     with StandinProxy(root / "cluster", tls=(str(cert_file), str(key_file)), ca_bundle=str(ca_file),
                       **kwargs) as proxy:
         yield proxy, str(ca_file)
+
+
+class SteppedClock:
+    """A stand-in's clock (`StandinProxy(clock=...)`) that a test moves on: monotonic time plus the steps taken, so
+    that a delay of YTsaurus' own length (10 s of a registration cache) passes at once, at the moment the test picks."""
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return time.monotonic() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._offset += seconds
 
 
 #: The Hadoop setting (in a session's conf, as `session_conf` sets it) that maps `yt:///` paths onto a local root.

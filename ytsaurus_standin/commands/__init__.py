@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from streaming_core.cluster.errors import NoSuchPathError
 
 from ..queue_agent import QueueAgent
 from ..registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
-from ..tablets import TabletStates
+from ..tablets import STATE_CHANGE_SECONDS, TabletStates
 from .common import MAP_NODE_TYPE, Descriptor, PendingTransaction, Rowset, Tabular, check_format_attributes
 from .consumers import ConsumerCommands
 from .cypress import CypressCommands
@@ -51,17 +52,19 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
     """Every command of the stand-in, over one embedded cluster at `root`."""
 
     def __init__(self, root: str, cluster_name: str, *,
-                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS) -> None:
+                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS,
+                 tablet_state_seconds: float = STATE_CHANGE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.root = Path(root)
         self.cluster = EmbeddedCluster(root)
         self.cluster_name = cluster_name
         self.registration_cache = RegistrationCache(
             lambda: [(r.queue_path, r.consumer_path) for r in self.cluster.list_queue_consumer_registrations()],
-            delay_seconds=registration_delay_seconds)
+            delay_seconds=registration_delay_seconds, clock=clock)
         self.queue_agent = QueueAgent(self.cluster, cluster_name)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}
-        self.tablet_states = TabletStates()
+        self.tablet_states = TabletStates(tablet_state_seconds, clock=clock)
         self._lock = threading.Lock()
         self._init_tablet_rules()
         self.handlers: dict[str, tuple[Descriptor, Callable[..., Any]]] = {}

@@ -1,10 +1,9 @@
 """Every `opsd` command that writes, run in-process against YTsaurus: the real client over HTTP to the stand-in
 (`tests.support.standin`, its token in `YT_TOKEN`), each checked by reading the cluster back.
 
-`desync heal` runs three times in a row (each move is a tablet transaction, which YTsaurus keeps in the proxy that
-started it: one not pinned to it would pass three with a chance of at most 1 in 27) and reads its checkpoint at
-`yt:///...` from the stand-in's storage through Cypress file commands (`list`, `read_file`), where a query's Spark
-writes it; every form of `consumer seek` three times in a row is
+`desync heal` runs ten times in a row (each move is a tablet transaction, which YTsaurus keeps in the proxy that
+started it) and reads its checkpoint at `yt:///...` from the stand-in's storage through Cypress file commands (`list`,
+`read_file`), where a query's Spark writes it; every form of `consumer seek` ten times in a row is
 `test_cli_through_proxies`.
 """
 

@@ -25,7 +25,7 @@ from tests.support.wait import wait_until
 from ytsaurus_standin import StandinProxy
 
 #: Heals in a row.
-ROUNDS = 3
+ROUNDS = 10
 
 
 @pytest.fixture(autouse=True)
@@ -138,7 +138,7 @@ def test_tuning_set_writes_the_document_the_source_reads(opsd: Run, cluster: Clu
         assert (tuning.max_rows_per_partition, tuning.max_bytes_per_partition) == (100 * i, i << 20)
 
 
-def test_desync_heal_reads_a_yt_checkpoint_from_the_cluster_and_heals_three_times_in_a_row(
+def test_desync_heal_reads_a_yt_checkpoint_from_the_cluster_and_heals_ten_times_in_a_row(
         opsd: Run, cluster: Cluster, standin: StandinProxy, job: tuple[str, str], uri: str, tmp_path: Path) -> None:
     """Each round the stopped query has committed one more batch of 10 rows per partition (its checkpoint written
     where Spark writes a `yt:///` checkpoint on this cluster: the stand-in's storage); each heal moves the consumer to

@@ -32,7 +32,7 @@ from tests.support.wait import registered_and_seen, wait_until
 from ytsaurus_standin import StandinProxy
 from ytsaurus_standin.commands.tables import PULL_STORE_ROWS
 from ytsaurus_standin.queue_agent import AUTOMATIC_TRIMMING_ON
-from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
+from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache, RegistrationCaches
 
 SCHEMA_VIOLATION = 307
 
@@ -221,8 +221,41 @@ class TestRegistrationsAreCachedPerProxy:
                 pulled = cluster.pull_consumer(consumer, queue, 0, 0)
 
             assert pulled.column("data").to_pylist() == ["x"]
-            assert time.monotonic() - registered >= REGISTRATION_DELAY_SECONDS
+            assert time.monotonic() - registered >= REGISTRATION_DELAY_SECONDS / 2  # the quickest proxy's delay
             assert [e["event"] for e in logs] == ["yt_registration_not_visible_yet"]
+
+    def test_each_proxy_refreshes_its_registration_cache_on_its_own_schedule(self) -> None:
+        stored: set[tuple[str, str]] = set()
+        now = [0.0]
+        caches = RegistrationCaches(lambda: set(stored), delay_seconds=10.0, clock=lambda: now[0])
+        caches.add_proxies(["p0", "p1", "p2"])
+        assert caches.delays() == {None: 10.0, "p0": 10.0, "p1": pytest.approx(10 * 5 / 6),
+                                   "p2": pytest.approx(10 * 4 / 6)}
+
+        stored.add(("//q", "//c"))
+        caches.observe()
+        now[0] = 7.0
+        assert [caches.of(p).visible("//q", "//c") for p in ("p0", "p1", "p2", None)] == [False, False, True, False]
+        now[0] = 10.0
+        assert all(caches.of(p).visible("//q", "//c") for p in ("p0", "p1", "p2", None))
+
+    def test_through_the_wire_one_proxy_sees_a_registration_another_does_not_see_yet(self, tmp_path) -> None:
+        delay = 2.0
+        with StandinProxy(tmp_path, registration_delay_seconds=delay) as proxy, connect(proxy.uri) as cluster:
+            queue, consumer = "//tmp/q", "//tmp/c"
+            cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+                {"name": "data", "type": "string"}]})
+            cluster.create_consumer(consumer)
+            slowest, quickest = (connect(proxy.uri_of(a)) for a in (proxy.proxies[0], proxy.proxies[-1]))
+            cluster.register_queue_consumer(queue, consumer)
+            registered = time.monotonic()
+
+            wait_until(lambda: quickest.list_queue_consumer_registrations(queue_path=queue), 2 * delay,
+                       "the quickest proxy to see the registration")
+            assert slowest.list_queue_consumer_registrations(queue_path=queue) == []
+            wait_until(lambda: slowest.list_queue_consumer_registrations(queue_path=queue), 2 * delay,
+                       "the slowest proxy to see the registration")
+            assert time.monotonic() - registered >= delay
 
     def test_the_source_waits_out_a_fresh_registration_with_a_message(self, tmp_path) -> None:
         with StandinProxy(tmp_path, registration_delay_seconds=1.0) as proxy, connect(proxy.uri) as cluster:

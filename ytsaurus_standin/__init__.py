@@ -52,8 +52,9 @@ class StandinProxy:
     (a proxy may refuse `arrow`). `ca_bundle`: the CA's PEM file, named in `uri`. `auto_trim_seconds`: trim queues
     by their `@auto_trim_config` every that many seconds (None: never). `proxies`: how many proxies stand behind the
     balancer (1: every request meets the proxy that holds its transactions). `registration_delay_seconds`: how long
-    after `register_queue_consumer` the proxies still answer "not registered" (`registrations.RegistrationCache`;
-    YTsaurus' 10 s by default). A context manager: started on enter, stopped on exit.
+    after `register_queue_consumer` the slowest proxy still answers "not registered", each proxy on a schedule of
+    its own (`registrations.RegistrationCaches`; YTsaurus' 10 s by default). A context manager: started on enter,
+    stopped on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
@@ -72,6 +73,7 @@ class StandinProxy:
         self._proxies = [StandinServer((host, 0), self.state, context) for _ in range(proxies)]
         self.proxies = [server.address for server in self._proxies]
         self.state.heavy_proxies.extend(self.proxies)
+        commands.registration_caches.add_proxies(self.proxies)
         balancer = StandinServer((host, port), self.state, context, tuple(server.pool for server in self._proxies))
         self._servers = [balancer, *self._proxies]
         self.address = balancer.address

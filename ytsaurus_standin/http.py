@@ -181,7 +181,7 @@ class Handler(BaseHTTPRequestHandler):
                 args.append(_node_format(params, "input_format").loads_node(_decompress(self, body)))
             elif descriptor.input_type == "binary":
                 args.append(_decompress(self, body))
-            result = self.state.commands.call(name, *args)
+            result = self.state.commands.call(name, *args, proxy=self._pool.address)
             self._pool.follow(name, params, result)
             if name == "start_transaction":
                 self._transaction = str(result["transaction_id"])

@@ -14,7 +14,8 @@ state that another process would need.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,23 @@ QUEUE_PRODUCERS_SINCE = "24.1"
 PULL_ROWS = 1000
 #: How often a registration not seen yet (`Cluster.registration_visible_within_seconds`) is looked for again.
 REGISTRATION_POLL_SECONDS = 0.25
+
+
+def wait_for_registration(attempt: Callable[[], bool], within_seconds: float, on_wait: Callable[[], None]) -> bool:
+    """Try `attempt()` until it says the registration was seen (True), every `REGISTRATION_POLL_SECONDS` for at most
+    `within_seconds` (a YTsaurus proxy sees a fresh registration only after its cache's refresh); `on_wait()` once,
+    before the first wait. Returns whether it was seen. The one wait for a fresh registration: the source's and the
+    CLI's look at the registrations and the YTsaurus backend's pulls go through it."""
+    deadline = time.monotonic() + within_seconds
+    waiting = False
+    while not attempt():
+        if time.monotonic() >= deadline:
+            return False
+        if not waiting:
+            waiting = True
+            on_wait()
+        time.sleep(REGISTRATION_POLL_SECONDS)
+    return True
 
 #: Node types, as YTsaurus names them (`@type`).
 MAP_NODE = "map_node"

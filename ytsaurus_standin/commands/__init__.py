@@ -23,6 +23,7 @@ moment (`NO_SUCH_TABLET`).
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import threading
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ from streaming_core.cluster.embedded import EmbeddedCluster
 from streaming_core.cluster.errors import NoSuchPathError
 
 from ..queue_agent import QueueAgent
-from ..registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
+from ..registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache, RegistrationCaches
 from ..tablets import TabletStates
 from .common import MAP_NODE_TYPE, Descriptor, PendingTransaction, Rowset, Tabular, check_format_attributes
 from .consumers import ConsumerCommands
@@ -46,6 +47,9 @@ from .transactions import TransactionCommands
 
 __all__ = ["Commands", "Descriptor", "Rowset", "Tabular", "check_format_attributes"]
 
+#: The address of the proxy serving the command under way (None: called directly, by no proxy).
+SERVING_PROXY: contextvars.ContextVar[str | None] = contextvars.ContextVar("serving_proxy", default=None)
+
 
 class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommands, TransactionCommands):
     """Every command of the stand-in, over one embedded cluster at `root`."""
@@ -55,7 +59,7 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
         self.root = Path(root)
         self.cluster = EmbeddedCluster(root)
         self.cluster_name = cluster_name
-        self.registration_cache = RegistrationCache(
+        self.registration_caches = RegistrationCaches(
             lambda: [(r.queue_path, r.consumer_path) for r in self.cluster.list_queue_consumer_registrations()],
             delay_seconds=registration_delay_seconds)
         self.queue_agent = QueueAgent(self.cluster, cluster_name)
@@ -68,8 +72,9 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
         for descriptor, handler in self._table():
             self.handlers[descriptor.name] = (descriptor, handler)
 
-    def call(self, name: str, params: dict[str, Any], *args: Any) -> Any:
-        """Run a command, with an object-id path (`#<id>`, as readers lock and read by id) resolved to its node."""
+    def call(self, name: str, params: dict[str, Any], *args: Any, proxy: str | None = None) -> Any:
+        """Run a command as the proxy at `proxy` serves it (its registration cache), with an object-id path (`#<id>`,
+        as readers lock and read by id) resolved to its node."""
         path = params.get("path")
         if path is not None and str(path).startswith("#"):
             node_id, _, rest = str(path)[1:].partition("/")
@@ -78,7 +83,16 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
             resolved = yson.to_yson_type(self._paths[node_id] + ("/" + rest if rest else ""))
             resolved.attributes = dict(getattr(path, "attributes", {}) or {})
             params = {**params, "path": resolved}
-        return self.handlers[name][1](params, *args)
+        serving = SERVING_PROXY.set(proxy)
+        try:
+            return self.handlers[name][1](params, *args)
+        finally:
+            SERVING_PROXY.reset(serving)
+
+    @property
+    def registration_cache(self) -> RegistrationCache:
+        """The registration cache of the proxy serving the command under way."""
+        return self.registration_caches.of(SERVING_PROXY.get())
 
     def node_id(self, path: str) -> str:
         """A node's stable id (`@id`), from its path."""

@@ -1,8 +1,8 @@
 """The consumer commands of the stand-in.
 
-Registrations are answered from the proxy's `RegistrationCache` (`registrations.py`), as YTsaurus answers them: a
-fresh registration is missing from `list_queue_consumer_registrations` and refused by `pull_consumer` (901, "not
-registered") until the cache's delay has passed.
+Registrations are answered from the serving proxy's `RegistrationCache` (`registrations.py`), as YTsaurus answers
+them: a fresh registration is missing from `list_queue_consumer_registrations` and refused by `pull_consumer` (901,
+"not registered") until that proxy's delay has passed.
 """
 
 
@@ -22,11 +22,11 @@ class ConsumerCommands:
         self.cluster.register_queue_consumer(
             str(p["queue_path"]), str(p["consumer_path"]), vital=bool(p.get("vital")),
             partitions=None if partitions is None else [int(x) for x in partitions])
-        self.registration_cache.observe()
+        self.registration_caches.observe()
 
     def unregister(self, p: Mapping[str, Any]) -> None:
         self.cluster.unregister_queue_consumer(str(p["queue_path"]), str(p["consumer_path"]))
-        self.registration_cache.observe()
+        self.registration_caches.observe()
 
     def registrations(self, p: Mapping[str, Any]) -> list[dict[str, Any]]:
         found = self.cluster.list_queue_consumer_registrations(

@@ -274,6 +274,59 @@ class TestRegistrationsAreCachedPerProxy:
             assert waited["consumer"] == consumer and "registration cache" in waited["reason"]
 
 
+class TestReshardToFewerTablets:
+    """`yt/yt/server/master/tablet_server/tablet_manager.cpp` `ReshardTableImpl`: an ordered table resharded to fewer
+    tablets appends the removed tablets' chunks to the last tablet that stays; `tablet.cpp` `ValidateReshardRemove`
+    refuses a removed tablet whose trimmed rows' chunks are still attached ("Some chunks of tablet ... are not fully
+    trimmed"), which they are for a moment after a trim."""
+
+    @pytest.fixture
+    def queue(self, standin_cluster: Cluster) -> str:
+        path = f"//tmp/reshard{uuid.uuid4().hex[:12]}"
+        standin_cluster.create("table", path, recursive=True, attributes={"dynamic": True, "tablet_count": 3,
+                                                                          "schema": [{"name": "n", "type": "int64"}]})
+        for tablet, rows in enumerate((2, 3, 4)):
+            standin_cluster.insert_rows(path, [{"n": tablet * 10 + i} for i in range(rows)], tablet_index=tablet)
+        return path
+
+    def test_reshard_to_fewer_tablets_appends_the_removed_rows_to_the_last_and_refuses_attached_trimmed_chunks(
+            self, standin: StandinProxy, standin_cluster: Cluster, queue: str) -> None:
+        client = yt.YtClient(proxy=standin.address, token=STANDIN_TOKEN)
+        client.trim_rows(queue, 2, 1)
+
+        def resharded() -> bool:
+            client.unmount_table(queue, sync=True)
+            try:
+                client.reshard_table(queue, tablet_count=2, sync=True)
+                return True
+            except YtError as err:
+                assert "Some chunks of tablet" in str(err) and "are not fully trimmed" in str(err), err
+                refusals.append(err)
+                return False
+            finally:
+                client.mount_table(queue, sync=True)
+
+        refusals: list[YtError] = []
+        wait_until(resharded, 30, "the trimmed chunks to be detached")
+
+        assert refusals, "a reshard right after the trim is refused"
+        assert [(t.total_row_count, t.trimmed_row_count) for t in standin_cluster.get_tablet_infos(queue)] == [
+            (2, 0), (6, 0)]
+        last = [n for batch in standin_cluster.read_tablet(queue, 1, 0, 6) for n in batch.column("n").to_pylist()]
+        assert last == [10, 11, 12, 21, 22, 23]
+
+    def test_the_backend_trims_then_reshards_at_once_waiting_out_the_attached_chunks(
+            self, standin_cluster: Cluster, queue: str) -> None:
+        standin_cluster.trim_rows(queue, 2, 4)
+
+        with structlog.testing.capture_logs() as logs:
+            standin_cluster.reshard(queue, 2)
+
+        assert [e["event"] for e in logs if e["event"].startswith("yt_reshard")] == [
+            "yt_reshard_waiting_for_trimmed_chunks"]
+        assert [t.total_row_count for t in standin_cluster.get_tablet_infos(queue)] == [2, 3]
+
+
 def test_the_queue_agent_trims_only_where_enable_automatic_trimming_is_on(tmp_path) -> None:
     """`enable_automatic_trimming` of the Queue Agent's dynamic config (`//sys/queue_agents/config`), default false
     (`yt/yt/server/queue_agent/config.cpp`): a queue's `@auto_trim_config` alone trims nothing."""

@@ -64,7 +64,11 @@ class TableCommands:
                              "barrier_timestamp": 0, "last_write_timestamp": 0} for i in wanted]}
 
     def trim_rows(self, p: Mapping[str, Any]) -> None:
-        self.cluster._trim_rows(path_of(p), int(p["tablet_index"]), int(p["trimmed_row_count"]))
+        """The trimmed row count moves at once; the trimmed rows' chunks are detached later (`TabletStates`)."""
+        path, tablet = path_of(p), int(p["tablet_index"])
+        self.cluster._trim_rows(path, tablet, int(p["trimmed_row_count"]))
+        self.tablet_states.trimmed_chunks_attached(path, tablet, self.cluster.get_tablet_infos(path)[tablet]
+                                                   .trimmed_row_count)
 
     def select_rows(self, p: Mapping[str, Any]) -> Rowset:
         try:

@@ -37,6 +37,12 @@ def tablets_moving(err: YtError) -> bool:
     return err.is_tablet_not_mounted() or err.is_no_such_tablet() or err.is_tablet_in_intermediate_state()
 
 
+def chunks_not_trimmed(err: YtError) -> bool:
+    """YTsaurus' refusal to reshard away a tablet whose trimmed rows' chunks are still attached (`tablet.cpp`
+    `ValidateReshardRemove`, no code of its own): it passes once the tablet node has detached them."""
+    return bool(err.find_matching_error(predicate=lambda e: "are not fully trimmed" in e.message))
+
+
 class QueueMixin:
     """`get_tablet_infos`, `read_tablet`, `trim_rows` and `reshard` of `YtsaurusCluster` (appends: `insert_rows`)."""
 
@@ -190,10 +196,27 @@ class QueueMixin:
 
     def _reshard(self, path: str, tablet_count: int) -> None:
         """Unmount, `reshard_table` with `tablet_count`, mount, each waited for: YTsaurus reshards unmounted tablets
-        only. The table is mounted again even when the reshard fails, so a refused reshard leaves it usable."""
-        with self._errors(path):
-            self._client.unmount_table(path, sync=True)
-            try:
-                self._client.reshard_table(path, tablet_count=tablet_count, sync=True)
-            finally:
-                self._client.mount_table(path, sync=True)
+        only. The table is mounted again even when the reshard fails, so a refused reshard leaves it usable.
+
+        A tablet it removes is refused while the chunks of its trimmed rows are still attached (the tablet node
+        detaches them after a trim, while mounted: `chunks_not_trimmed`): the reshard is tried again, the table
+        mounted meanwhile, for at most the client's retry bound."""
+        deadline = time.monotonic() + retry_seconds()
+        waiting = False
+        while True:
+            with self._errors(path):
+                self._client.unmount_table(path, sync=True)
+                try:
+                    self._client.reshard_table(path, tablet_count=tablet_count, sync=True)
+                    return
+                except YtError as err:
+                    if not chunks_not_trimmed(err) or time.monotonic() >= deadline:
+                        raise
+                finally:
+                    self._client.mount_table(path, sync=True)
+            if not waiting:
+                waiting = True
+                log.info("yt_reshard_waiting_for_trimmed_chunks", path=path, tablet_count=tablet_count,
+                         at_most_seconds=retry_seconds(),
+                         reason="YTsaurus detaches a trimmed tablet's chunks after the trim, while it is mounted")
+            time.sleep(TABLETS_MOVING_POLL_SECONDS)

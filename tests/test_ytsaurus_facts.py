@@ -27,7 +27,7 @@ from streaming_core.cluster.ytsaurus.client import WIRE, default_client_factory
 from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from streaming_core.options import SourceOptions
 from streaming_core.source import check_readable
-from tests.support.standin import STANDIN_TOKEN
+from tests.support.standin import SESSION_REGISTRATION_DELAY_SECONDS, STANDIN_TOKEN
 from tests.support.wait import registered_and_seen, wait_until
 from ytsaurus_standin import StandinProxy
 from ytsaurus_standin.commands.tables import PULL_STORE_ROWS
@@ -35,6 +35,8 @@ from ytsaurus_standin.queue_agent import AUTOMATIC_TRIMMING_ON
 from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache, RegistrationCaches
 
 SCHEMA_VIOLATION = 307
+#: Tokens of users other than root: a team granted read and write on its consumer only, and a reader of nothing.
+TEAM_TOKEN, READER_TOKEN = "team-token-5fJq", "reader-token-8kWz"
 
 
 @pytest.fixture(scope="module")
@@ -404,3 +406,59 @@ def test_unmounted_tablets_refuse_rows_with_1702_and_tablet_infos_with_a_generic
     mount.join()
     assert [t.total_row_count for t in counters] == [1, 0]
     assert {s.status for s in standin.served if s.command == "get_tablet_infos"} >= {200, 400}
+
+
+class TestPermissionsByConsumerAndByQueue:
+    """`yt/yt/ytlib/api/native/client_impl.cpp`: `DoPullConsumer` checks read on the consumer and its registration,
+    then pulls the queue unauthenticated; `DoRegisterQueueConsumer` checks `register_queue_consumer` on the queue;
+    reading the queue itself (`get @schema`, `select_rows`) needs read on the queue. A team granted the queue through
+    its consumer only pulls and advances it, and reads nothing else of the queue."""
+
+    @pytest.fixture(scope="class")
+    def granted(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandinProxy, str, str]]:
+        with StandinProxy(tmp_path_factory.mktemp("acl"), token=STANDIN_TOKEN,
+                          users={TEAM_TOKEN: "team", READER_TOKEN: "reader"},
+                          registration_delay_seconds=SESSION_REGISTRATION_DELAY_SECONDS) as proxy, \
+                connect(proxy.uri, token=STANDIN_TOKEN) as root:
+            queue, consumer = "//home/owners/queue", "//home/team/consumer"
+            root.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+                {"name": "data", "type": "string"}]})
+            root.set("//home/owners/@inherit_acl", False)
+            root.set("//home/owners/@acl", [{"action": "allow", "subjects": ["owners"], "permissions": ["read"]}])
+            root.create_consumer(consumer, recursive=True)
+            root.set(f"{consumer}/@acl", [
+                {"action": "allow", "subjects": ["team"], "permissions": ["read", "write"]}])
+            root.insert_rows(queue, [{"data": f"row-{i}"} for i in range(5)])
+            registered_and_seen(root, queue, consumer)
+            yield proxy, queue, consumer
+
+    def test_pull_consumer_needs_read_on_the_consumer_and_no_right_on_the_queue(self, granted) -> None:
+        proxy, queue, consumer = granted
+        team = yt.YtClient(proxy=proxy.address, token=TEAM_TOKEN)
+
+        pulled = list(team.pull_consumer(consumer, queue, 0, 0, **WIRE))
+        team.advance_consumer(consumer, queue, 0, None, 2, client_side=True)
+
+        assert [r["data"] for r in pulled] == [f"row-{i}" for i in range(5)]
+        assert [t["total_row_count"] for t in team.get_tablet_infos(queue, [0])["tablets"]] == [5]
+        assert yt.http_helpers.get_user_name(client=team) == "team"
+
+    @pytest.mark.parametrize("denied", ["get_schema", "select_rows", "register", "advance_by_a_reader"])
+    def test_without_a_right_the_call_is_refused_with_901_naming_the_permission_and_the_node(
+            self, granted, denied: str) -> None:
+        proxy, queue, consumer = granted
+        team, reader = (yt.YtClient(proxy=proxy.address, token=t) for t in (TEAM_TOKEN, READER_TOKEN))
+        call, permission, node = {
+            "get_schema": (lambda: team.get(f"{queue}/@schema"), "read", "//home/owners/queue"),
+            "select_rows": (lambda: list(team.select_rows(f"* FROM [{queue}]", **WIRE)), "read", queue),
+            "register": (lambda: team.register_queue_consumer(queue, consumer, vital=False),
+                         "register_queue_consumer", queue),
+            "advance_by_a_reader": (lambda: reader.advance_consumer(consumer, queue, 0, None, 1, client_side=True),
+                                    "write", consumer),
+        }[denied]
+
+        with pytest.raises(YtError) as refused:
+            call()
+
+        assert refused.value.contains_code(901), refused.value
+        assert f'"{permission}" permission for node {node}' in str(refused.value)

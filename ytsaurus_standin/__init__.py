@@ -53,15 +53,17 @@ class StandinProxy:
     by their `@auto_trim_config` every that many seconds (None: never). `proxies`: how many proxies stand behind the
     balancer (1: every request meets the proxy that holds its transactions). `registration_delay_seconds`: how long
     after `register_queue_consumer` the slowest proxy still answers "not registered", each proxy on a schedule of
-    its own (`registrations.RegistrationCaches`; YTsaurus' 10 s by default). A context manager: started on enter,
-    stopped on exit.
+    its own (`registrations.RegistrationCaches`; YTsaurus' 10 s by default). `users`: tokens of users other than
+    `root` (whose token is `token`), and the user each names: what they may do is what the nodes' `@acl` grant them
+    (`acl`). A context manager: started on enter, stopped on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
                  host: str = "127.0.0.1", port: int = 0, cluster_name: str = "local",
                  input_formats: tuple[str, ...] = ("yson", "json", "arrow"), ca_bundle: str | None = None,
                  auto_trim_seconds: float | None = None, proxies: int = PROXIES,
-                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS) -> None:
+                 registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS,
+                 users: dict[str, str] | None = None) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -69,7 +71,7 @@ class StandinProxy:
         self.root = Path(root).resolve()
         commands = Commands(str(self.root), cluster_name, registration_delay_seconds=registration_delay_seconds)
         self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None,
-                                input_formats=input_formats)
+                                input_formats=input_formats, users=dict(users or {}))
         self._proxies = [StandinServer((host, 0), self.state, context) for _ in range(proxies)]
         self.proxies = [server.address for server in self._proxies]
         self.state.heavy_proxies.extend(self.proxies)

@@ -35,6 +35,7 @@ import yt.yson as yson
 from streaming_core.cluster.embedded import EmbeddedCluster
 from streaming_core.cluster.errors import NoSuchPathError
 
+from ..acl import ROOT, SERVING_USER, Permissions
 from ..queue_agent import QueueAgent
 from ..registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache, RegistrationCaches
 from ..tablets import TabletStates
@@ -63,6 +64,7 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
             lambda: [(r.queue_path, r.consumer_path) for r in self.cluster.list_queue_consumer_registrations()],
             delay_seconds=registration_delay_seconds)
         self.queue_agent = QueueAgent(self.cluster, cluster_name)
+        self.permissions = Permissions(self.cluster)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}
         self.tablet_states = TabletStates()
@@ -72,9 +74,9 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
         for descriptor, handler in self._table():
             self.handlers[descriptor.name] = (descriptor, handler)
 
-    def call(self, name: str, params: dict[str, Any], *args: Any, proxy: str | None = None) -> Any:
-        """Run a command as the proxy at `proxy` serves it (its registration cache), with an object-id path (`#<id>`,
-        as readers lock and read by id) resolved to its node."""
+    def call(self, name: str, params: dict[str, Any], *args: Any, proxy: str | None = None, user: str = ROOT) -> Any:
+        """Run a command as the proxy at `proxy` serves it (its registration cache) for `user` (its permissions, see
+        `acl`), with an object-id path (`#<id>`, as readers lock and read by id) resolved to its node."""
         path = params.get("path")
         if path is not None and str(path).startswith("#"):
             node_id, _, rest = str(path)[1:].partition("/")
@@ -83,11 +85,13 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
             resolved = yson.to_yson_type(self._paths[node_id] + ("/" + rest if rest else ""))
             resolved.attributes = dict(getattr(path, "attributes", {}) or {})
             params = {**params, "path": resolved}
-        serving = SERVING_PROXY.set(proxy)
+        serving, serving_user = SERVING_PROXY.set(proxy), SERVING_USER.set(user)
         try:
+            self.permissions.require_command(name, params)
             return self.handlers[name][1](params, *args)
         finally:
             SERVING_PROXY.reset(serving)
+            SERVING_USER.reset(serving_user)
 
     @property
     def registration_cache(self) -> RegistrationCache:

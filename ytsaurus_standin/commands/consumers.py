@@ -13,6 +13,8 @@ from typing import Any
 
 from streaming_core.cluster.errors import NotRegisteredError
 
+from ..acl import REMOVE, SERVING_USER
+
 
 class ConsumerCommands:
     """Consumers: registrations and offsets."""
@@ -25,6 +27,10 @@ class ConsumerCommands:
         self.registration_caches.observe()
 
     def unregister(self, p: Mapping[str, Any]) -> None:
+        """Remove on the queue or on the consumer (`DoUnregisterQueueConsumer`)."""
+        queue, consumer = str(p["queue_path"]), str(p["consumer_path"])
+        if not any(self.permissions.allowed(SERVING_USER.get(), REMOVE, path) for path in (queue, consumer)):
+            self.permissions.require(REMOVE, queue)
         self.cluster.unregister_queue_consumer(str(p["queue_path"]), str(p["consumer_path"]))
         self.registration_caches.observe()
 

@@ -16,6 +16,7 @@ from streaming_core.cluster.schema import ROW_INDEX, TABLET_INDEX, TableSchema, 
 from streaming_core.cluster.yson_values import plain
 
 from .. import query as ql
+from ..acl import READ
 from ..errors import GENERIC, BadRequest, YtCodedError
 from .common import (
     Rows,
@@ -75,6 +76,7 @@ class TableCommands:
             q = ql.parse(str(p["query"]))
         except ql.QueryError as e:
             raise BadRequest(str(e)) from None
+        self.permissions.require(READ, q.path)
         info = self.cluster.node_info(q.path)
         self._require_mounted(q.path)
         schema = TableSchema.from_yt(info.attributes["schema"])

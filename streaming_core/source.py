@@ -35,8 +35,8 @@ from .cluster import (
     connect,
 )
 from .cluster.base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, SORTED, STATIC, require_kind
-from .cluster.errors import on_executor
-from .cluster.schema import CUMULATIVE_DATA_WEIGHT, is_composite
+from .cluster.errors import AccessDeniedError, on_executor
+from .cluster.schema import CUMULATIVE_DATA_WEIGHT, TableSchema, is_composite
 from .consumer import advance_consumer, registration_seen
 from .log import get_logger
 from .offsets import (
@@ -47,10 +47,10 @@ from .offsets import (
     from_consumer,
     removed_partitions,
 )
-from .options import INCLUDE_SERVICE_COLUMNS, SourceOptions
+from .options import INCLUDE_SERVICE_COLUMNS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SourceOptions
 from .phase_timing import TaskClock, current_batch_id, record_read
 from .tuning import max_bytes_in_force, max_rows_in_force, read_tuning
-from .types import arrow_schema_for_spark, conform
+from .types import arrow_schema_for_spark, conform, yt_schema
 
 log = get_logger(__name__)
 
@@ -87,10 +87,21 @@ class _ClusterReader:
             self._cluster = connect(self.options.cluster)
         return self._cluster
 
-    def _yson_columns(self, cluster: Cluster) -> frozenset[str]:
+    def _table_schema(self, cluster: Cluster) -> TableSchema:
+        """The table's YT schema: its `@schema`, or, for a stream whose user may not read the queue (granted it through
+        its consumer only), the columns the query named (`readStream.schema(...)`) as YT types."""
+        try:
+            return cluster.get_schema(self.options.path)
+        except AccessDeniedError:
+            if self._consumer_path() is None:
+                raise
+        named = StructType([f for f in self.schema.fields if f.name not in (SRC_TABLET_INDEX, SRC_ROW_INDEX)])
+        return TableSchema.from_yt(yt_schema(named, type_v3=self.options.parsing_type_v3))
+
+    def _yson_columns(self, schema: TableSchema) -> frozenset[str]:
         if self.options.parsing_type_v3:
             return frozenset()
-        return frozenset(c.name for c in cluster.get_schema(self.options.path).columns if is_composite(c.type_v3))
+        return frozenset(c.name for c in schema.columns if is_composite(c.type_v3))
 
     def _consumer_path(self) -> str | None:
         """The consumer a stream reads through (its readers' access comes from its registration); None for batches."""
@@ -103,7 +114,8 @@ class _ClusterReader:
             clock = TaskClock()
             cluster = connect(self.options.cluster)
             target = arrow_schema_for_spark(self.schema)
-            yson_columns = self._yson_columns(cluster)
+            table_schema = self._table_schema(cluster)
+            yson_columns = self._yson_columns(table_schema)
             if partition.tablet_index is None:
                 batches = cluster.read_table(self.options.path, max_rows=READ_BATCH_ROWS)
             else:
@@ -111,6 +123,7 @@ class _ClusterReader:
                     self.options.path, partition.tablet_index, partition.lower, partition.upper,
                     max_rows=READ_BATCH_ROWS, max_bytes=READ_BATCH_BYTES,
                     service_columns=self.options.include_service_columns, consumer_path=self._consumer_path(),
+                    schema=table_schema,
                 )
             for batch in clock.timed(batches):
                 started = time.perf_counter()
@@ -210,7 +223,7 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
     def _byte_capped(self, begin: dict[int, int], end: dict[int, int], max_bytes: int) -> dict[int, int]:
         """Each partition's end moved back to where its rows reach `max_bytes` (`streaming_core.admission`)."""
         if self._has_cumulative is None:
-            self._has_cumulative = CUMULATIVE_DATA_WEIGHT in self.cluster.get_schema(self.options.path).names
+            self._has_cumulative = CUMULATIVE_DATA_WEIGHT in self._table_schema(self.cluster).names
         return {p: byte_capped_end(self.cluster, self.options.path, p, begin[p], e, max_bytes, self._has_cumulative)
                 for p, e in end.items()}
 
@@ -329,8 +342,17 @@ def trimmed_error(options: SourceOptions, batch: TabletRange, trimmed: int) -> T
 def check_readable(cluster: Cluster, options: SourceOptions, *, streaming: bool) -> None:
     """Fail at `load()` with a clear message if the table or the consumer registration is wrong."""
     kinds = (ORDERED,) if streaming else (ORDERED, SORTED, STATIC)
-    info = require_kind(cluster, options.path, *kinds)
-    if options.include_service_columns and info.kind != ORDERED:
+    try:
+        info = require_kind(cluster, options.path, *kinds)
+    except AccessDeniedError as e:
+        if not streaming:
+            raise
+        # Granted the queue through its consumer only (YTsaurus' `pull_consumer` needs read on the consumer and a
+        # registration, not read on the queue): the registration below is the check that holds.
+        log.info("queue_read_through_consumer_only", queue=options.path, consumer=options.consumer_path,
+                 reason=str(e))
+        info = None
+    if options.include_service_columns and info is not None and info.kind != ORDERED:
         raise ValueError(f"option {INCLUDE_SERVICE_COLUMNS!r} applies to queues (ordered dynamic tables); "
                          f"{options.path} is a {info.kind} table")
     if streaming and not registration_seen(cluster, options.path, options.consumer_path):

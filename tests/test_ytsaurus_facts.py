@@ -7,6 +7,7 @@ Every test is named after the fact it proves (the source file that states it is 
 from __future__ import annotations
 
 import io
+import pickle
 import sys
 import threading
 import time
@@ -18,13 +19,16 @@ import pytest
 import structlog.testing
 import yt.wrapper as yt
 import yt.yson as yson
+from pyspark.sql.types import StructType
 from yt.common import YtError
 
 from opsd.checks.lag.collect import written_at
 from opsd.cli import main
 from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster.errors import AccessDeniedError
 from streaming_core.cluster.ytsaurus.client import WIRE, default_client_factory
 from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
+from streaming_core.datasource import YtDataSource
 from streaming_core.options import SourceOptions
 from streaming_core.source import check_readable
 from tests.support.standin import SESSION_REGISTRATION_DELAY_SECONDS, STANDIN_TOKEN
@@ -37,6 +41,8 @@ from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, Registrat
 SCHEMA_VIOLATION = 307
 #: Tokens of users other than root: a team granted read and write on its consumer only, and a reader of nothing.
 TEAM_TOKEN, READER_TOKEN = "team-token-5fJq", "reader-token-8kWz"
+#: The team's consumer a stream reads through.
+STREAM_CONSUMER = "//home/team/stream"
 
 
 @pytest.fixture(scope="module")
@@ -408,29 +414,36 @@ def test_unmounted_tablets_refuse_rows_with_1702_and_tablet_infos_with_a_generic
     assert {s.status for s in standin.served if s.command == "get_tablet_infos"} >= {200, 400}
 
 
+@pytest.fixture(scope="module")
+def granted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandinProxy, str, str]]:
+    """A stand-in whose queue is the owners' (no inherited read), with the team's consumers on it."""
+    with StandinProxy(tmp_path_factory.mktemp("acl"), token=STANDIN_TOKEN,
+                      users={TEAM_TOKEN: "team", READER_TOKEN: "reader"},
+                      registration_delay_seconds=SESSION_REGISTRATION_DELAY_SECONDS) as proxy, \
+            connect(proxy.uri, token=STANDIN_TOKEN) as root:
+        queue, consumer = "//home/owners/queue", "//home/team/consumer"
+        root.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "data", "type": "string"}]})
+        root.set("//home/owners/@inherit_acl", False)
+        root.set("//home/owners/@acl", [{"action": "allow", "subjects": ["owners"], "permissions": ["read"]}])
+        root.create_consumer(consumer, recursive=True)
+        root.set(f"{consumer}/@acl", [
+            {"action": "allow", "subjects": ["team"], "permissions": ["read", "write"]}])
+        root.insert_rows(queue, [{"data": f"row-{i}"} for i in range(5)])
+        registered_and_seen(root, queue, consumer)
+        root.set("//home/team/@acl", [{"action": "allow", "subjects": ["team"], "permissions": ["write"]}])
+        root.create_consumer(STREAM_CONSUMER)
+        root.set(f"{STREAM_CONSUMER}/@acl", [
+            {"action": "allow", "subjects": ["team"], "permissions": ["read", "write"]}])
+        registered_and_seen(root, queue, STREAM_CONSUMER)
+        yield proxy, queue, consumer
+
+
 class TestPermissionsByConsumerAndByQueue:
     """`yt/yt/ytlib/api/native/client_impl.cpp`: `DoPullConsumer` checks read on the consumer and its registration,
     then pulls the queue unauthenticated; `DoRegisterQueueConsumer` checks `register_queue_consumer` on the queue;
     reading the queue itself (`get @schema`, `select_rows`) needs read on the queue. A team granted the queue through
     its consumer only pulls and advances it, and reads nothing else of the queue."""
-
-    @pytest.fixture(scope="class")
-    def granted(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandinProxy, str, str]]:
-        with StandinProxy(tmp_path_factory.mktemp("acl"), token=STANDIN_TOKEN,
-                          users={TEAM_TOKEN: "team", READER_TOKEN: "reader"},
-                          registration_delay_seconds=SESSION_REGISTRATION_DELAY_SECONDS) as proxy, \
-                connect(proxy.uri, token=STANDIN_TOKEN) as root:
-            queue, consumer = "//home/owners/queue", "//home/team/consumer"
-            root.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
-                {"name": "data", "type": "string"}]})
-            root.set("//home/owners/@inherit_acl", False)
-            root.set("//home/owners/@acl", [{"action": "allow", "subjects": ["owners"], "permissions": ["read"]}])
-            root.create_consumer(consumer, recursive=True)
-            root.set(f"{consumer}/@acl", [
-                {"action": "allow", "subjects": ["team"], "permissions": ["read", "write"]}])
-            root.insert_rows(queue, [{"data": f"row-{i}"} for i in range(5)])
-            registered_and_seen(root, queue, consumer)
-            yield proxy, queue, consumer
 
     def test_pull_consumer_needs_read_on_the_consumer_and_no_right_on_the_queue(self, granted) -> None:
         proxy, queue, consumer = granted
@@ -462,3 +475,26 @@ class TestPermissionsByConsumerAndByQueue:
 
         assert refused.value.contains_code(901), refused.value
         assert f'"{permission}" permission for node {node}' in str(refused.value)
+
+    def test_a_stream_reads_through_its_consumer_only_with_the_columns_it_names(self, granted, monkeypatch) -> None:
+        """The source asks nothing of the queue that needs read on it: its tablet counters (no permission), the pull
+        and the consumer's offsets (read on the consumer), the advance (write on the consumer); the columns come from
+        the query, since the queue's `@schema` is not the team's to read."""
+        proxy, queue, _ = granted
+        monkeypatch.setenv("YT_TOKEN", TEAM_TOKEN)
+        source = YtDataSource({"path": queue, "consumer_path": STREAM_CONSUMER, "cluster": proxy.uri})
+        with pytest.raises(AccessDeniedError, match=r'"read" permission for node //home/owners/queue.*\.schema\('):
+            source.schema()
+
+        with structlog.testing.capture_logs() as logs:
+            reader = source.streamReader(StructType().add("data", "string"))
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        read = [d for part in reader.partitions(start, end) for batch in pickle.loads(pickle.dumps(reader)).read(part)
+                for d in batch.column("data").to_pylist()]
+        reader.commit(end)
+
+        assert read == [f"row-{i}" for i in range(5)]
+        assert "queue_read_through_consumer_only" in {e["event"] for e in logs}
+        with connect(proxy.uri, token=STANDIN_TOKEN) as root:
+            assert root.get_consumer_offsets(STREAM_CONSUMER, queue) == {0: 5}

@@ -258,9 +258,12 @@ class Cluster(abc.ABC):
         self, path: str, tablet_index: int, lower: int, upper: int, *,
         columns: Sequence[str] | None = None, max_rows: int = READ_BATCH_ROWS,
         max_bytes: int = READ_BATCH_BYTES, service_columns: bool = False, consumer_path: str | None = None,
+        schema: TableSchema | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Rows `[lower, upper)` of one tablet, in row-index order, as batches of at most `max_rows`
         rows and about `max_bytes` bytes. `service_columns` prepends `$tablet_index` and `$row_index`.
+        `schema`: the queue's columns as the reader knows them, for a reader that may not read the queue's `@schema`
+        (one granted the queue through its consumer only; None: the queue's own).
 
         With `consumer_path` the rows are read through that consumer, as its readers are authorized (YTsaurus:
         `pull_consumer`, which needs read access to the consumer and its registration for the queue, not to the

@@ -17,7 +17,7 @@ from streaming_core.cluster.yson_values import plain
 
 from .. import query as ql
 from ..acl import READ
-from ..errors import GENERIC, BadRequest, YtCodedError
+from ..errors import GENERIC, NO_SUCH_TABLET, BadRequest, YtCodedError
 from .common import (
     Rows,
     Rowset,
@@ -60,6 +60,10 @@ class TableCommands:
         self.tablet_states.require_cells(path_of(p))
         infos = self.cluster.get_tablet_infos(path_of(p))
         wanted = [int(i) for i in p.get("tablet_indexes") or range(len(infos))]
+        for index in wanted:
+            if not 0 <= index < len(infos):  # the mount info's words (`TTableMountInfo::GetTabletByIndexOrThrow`)
+                raise YtCodedError(NO_SUCH_TABLET, f"Invalid tablet index for table {path_of(p)}: expected in range "
+                                                   f"[0,{len(infos) - 1}], got {index}")
         return {"tablets": [{"total_row_count": infos[i].total_row_count,
                              "trimmed_row_count": infos[i].trimmed_row_count,
                              "barrier_timestamp": 0, "last_write_timestamp": 0} for i in wanted]}

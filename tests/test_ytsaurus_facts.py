@@ -414,6 +414,24 @@ def test_unmounted_tablets_refuse_rows_with_1702_and_tablet_infos_with_a_generic
     assert {s.status for s in standin.served if s.command == "get_tablet_infos"} >= {200, 400}
 
 
+def test_advance_consumer_needs_no_registration_and_refuses_only_a_negative_offset(standin: StandinProxy,
+                                                                                    standin_cluster: Cluster) -> None:
+    """`yt/yt/client/queue_client/consumer_client.cpp`: the client-side advance writes the consumer's row with no
+    registration and no check of the partition index against the queue; only a negative offset is refused."""
+    root = f"//tmp/advance{uuid.uuid4().hex[:12]}"
+    standin_cluster.create("table", f"{root}/queue", recursive=True, attributes={"dynamic": True, "schema": [
+        {"name": "data", "type": "string"}]})
+    standin_cluster.create_consumer(f"{root}/consumer")
+    client = yt.YtClient(proxy=standin.address, token=STANDIN_TOKEN)
+
+    client.advance_consumer(f"{root}/consumer", f"{root}/queue", 5, None, 3, client_side=True)
+    with pytest.raises(YtError, match="cannot be negative"):
+        client.advance_consumer(f"{root}/consumer", f"{root}/queue", 0, None, -1, client_side=True)
+
+    assert standin_cluster.list_queue_consumer_registrations(queue_path=f"{root}/queue") == []
+    assert standin_cluster.get_consumer_offsets(f"{root}/consumer", f"{root}/queue") == {5: 3}
+
+
 @pytest.fixture(scope="module")
 def granted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandinProxy, str, str]]:
     """A stand-in whose queue is the owners' (no inherited read), with the team's consumers on it."""

@@ -474,7 +474,7 @@ class TestPermissionsByConsumerAndByQueue:
         assert [t["total_row_count"] for t in team.get_tablet_infos(queue, [0])["tablets"]] == [5]
         assert yt.http_helpers.get_user_name(client=team) == "team"
 
-    @pytest.mark.parametrize("denied", ["get_schema", "select_rows", "register", "advance_by_a_reader"])
+    @pytest.mark.parametrize("denied", ["get_schema", "select_rows", "register", "trim", "advance_by_a_reader"])
     def test_without_a_right_the_call_is_refused_with_901_naming_the_permission_and_the_node(
             self, granted, denied: str) -> None:
         proxy, queue, consumer = granted
@@ -484,6 +484,7 @@ class TestPermissionsByConsumerAndByQueue:
             "select_rows": (lambda: list(team.select_rows(f"* FROM [{queue}]", **WIRE)), "read", queue),
             "register": (lambda: team.register_queue_consumer(queue, consumer, vital=False),
                          "register_queue_consumer", queue),
+            "trim": (lambda: team.trim_rows(queue, 0, 1), "write", queue),
             "advance_by_a_reader": (lambda: reader.advance_consumer(consumer, queue, 0, None, 1, client_side=True),
                                     "write", consumer),
         }[denied]

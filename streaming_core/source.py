@@ -224,8 +224,13 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         """Each partition's end moved back to where its rows reach `max_bytes` (`streaming_core.admission`)."""
         if self._has_cumulative is None:
             self._has_cumulative = CUMULATIVE_DATA_WEIGHT in self._table_schema(self.cluster).names
-        return {p: byte_capped_end(self.cluster, self.options.path, p, begin[p], e, max_bytes, self._has_cumulative)
-                for p, e in end.items()}
+        try:
+            return {p: byte_capped_end(self.cluster, self.options.path, p, begin[p], e, max_bytes,
+                                       self._has_cumulative) for p, e in end.items()}
+        except AccessDeniedError as e:  # the probes read the queue: a stream granted only its consumer cannot
+            log.warning("byte_cap_needs_read_on_the_queue", queue=self.options.path, max_bytes=max_bytes,
+                        reason=str(e))
+            return end
 
     def _beyond_end(self, upper: dict[int, int], **offsets: dict[int, int]) -> None:
         """`BeyondQueueEndError` for the first partition where one of `offsets` (last read rows, by whose they are:

@@ -501,19 +501,22 @@ class TestPermissionsByConsumerAndByQueue:
         the query, since the queue's `@schema` is not the team's to read."""
         proxy, queue, _ = granted
         monkeypatch.setenv("YT_TOKEN", TEAM_TOKEN)
-        source = YtDataSource({"path": queue, "consumer_path": STREAM_CONSUMER, "cluster": proxy.uri})
+        source = YtDataSource({"path": queue, "consumer_path": STREAM_CONSUMER, "cluster": proxy.uri,
+                               "max_bytes_per_partition": "1000"})
         with pytest.raises(AccessDeniedError, match=r'"read" permission for node //home/owners/queue.*\.schema\('):
             source.schema()
 
         with structlog.testing.capture_logs() as logs:
             reader = source.streamReader(StructType().add("data", "string"))
         start = reader.initialOffset()
-        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        with structlog.testing.capture_logs() as planned:
+            end = reader.latestOffset(start, reader.getDefaultReadLimit())
         read = [d for part in reader.partitions(start, end) for batch in pickle.loads(pickle.dumps(reader)).read(part)
                 for d in batch.column("data").to_pylist()]
         reader.commit(end)
 
         assert read == [f"row-{i}" for i in range(5)]
         assert "queue_read_through_consumer_only" in {e["event"] for e in logs}
+        assert "byte_cap_needs_read_on_the_queue" in {e["event"] for e in planned}
         with connect(proxy.uri, token=STANDIN_TOKEN) as root:
             assert root.get_consumer_offsets(STREAM_CONSUMER, queue) == {0: 5}

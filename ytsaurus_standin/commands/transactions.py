@@ -16,7 +16,8 @@ transaction (`lookup_rows`, `select_rows` naming its id) see its snapshot, the s
 YTsaurus reads them (`yt/yt/ytlib/api/native/transaction.cpp`: `LookupRows` and `SelectRows` delegated with
 `options.Timestamp = GetReadTimestamp()`): neither rows committed by others since it started nor its own writes. The
 stand-in keeps, for each commit made while an older transaction lives, what the rows it wrote held before it (sorted
-tables' rows, consumer rows) and each appended tablet's row count before it (`Snapshots`).
+tables' rows, consumer rows) and each appended tablet's row count before it (`snapshot_rows`,
+`snapshot_row_count`).
 """
 
 
@@ -126,7 +127,8 @@ class TransactionCommands:
 
     def _init_tablet_rules(self) -> None:
         """The state YTsaurus' tablet rules need: commit versions, row locks, and what each commit overwrote while an
-        older transaction lived (`_before`: consumer offsets, sorted rows, tablet row counts, by `Snapshot` key)."""
+        older transaction lived (`_before`, keyed `("offset", consumer, queue, partition)`, `("row", path, key)`,
+        `("tablet", path, tablet index)`)."""
         self._tablet_writes: dict[str, TabletWrites] = {}
         self._version = 0
         self._committed_at: dict[RowLock, int] = {}

@@ -11,11 +11,10 @@ skip every row written later below it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 
 from .cluster import BeyondQueueEndError, Cluster, ConflictError, TabletInfo, TrimmedRowsError
-from .cluster.base import REGISTRATION_POLL_SECONDS
+from .cluster.base import wait_for_registration
 from .log import get_logger
 
 log = get_logger(__name__)
@@ -99,15 +98,9 @@ def planned_moves(committed: Mapping[int, int], target: Mapping[int, int], *,
 def registration_seen(cluster: Cluster, queue_path: str, consumer_path: str) -> bool:
     """Whether the consumer's registration for the queue is seen, waiting out a fresh one: a YTsaurus proxy lists a
     registration only after its cache's refresh (`Cluster.registration_visible_within_seconds`), and says so here."""
-    deadline = time.monotonic() + cluster.registration_visible_within_seconds
-    waiting = False
-    while not cluster.list_queue_consumer_registrations(queue_path, consumer_path):
-        if time.monotonic() >= deadline:
-            return False
-        if not waiting:
-            waiting = True
-            log.info("waiting_for_consumer_registration", queue=queue_path, consumer=consumer_path,
-                     at_most_seconds=cluster.registration_visible_within_seconds,
-                     reason="a fresh registration is seen after the cluster's registration cache refresh")
-        time.sleep(REGISTRATION_POLL_SECONDS)
-    return True
+    return wait_for_registration(
+        lambda: bool(cluster.list_queue_consumer_registrations(queue_path, consumer_path)),
+        cluster.registration_visible_within_seconds,
+        lambda: log.info("waiting_for_consumer_registration", queue=queue_path, consumer=consumer_path,
+                         at_most_seconds=cluster.registration_visible_within_seconds,
+                         reason="a fresh registration is seen after the cluster's registration cache refresh"))

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceWriter
 from pyspark.sql.types import StructType
 
 from .cluster import connect
+from .cluster.errors import AccessDeniedError
 from .foreach_batch import install_foreach_batch_guard
 from .options import (
     FORMAT,
@@ -62,7 +63,15 @@ class YtDataSource(DataSource):
         options = self._source_options(streaming=streaming)
         with connect(options.cluster) as cluster:
             check_readable(cluster, options, streaming=streaming)
-            arrow = read_schema(cluster.get_schema(options.path), type_v3=options.parsing_type_v3)
+            try:
+                table_schema = cluster.get_schema(options.path)
+            except AccessDeniedError as e:
+                if not streaming:
+                    raise
+                raise AccessDeniedError(f"{e}. A stream granted the queue through its consumer only (read on the "
+                                        f"consumer, no right on the queue) names the columns it reads: "
+                                        f"spark.readStream.format('yt').schema('data string, n long')") from None
+            arrow = read_schema(table_schema, type_v3=options.parsing_type_v3)
         schema = spark_schema(arrow)
         if options.include_service_columns:
             service = StructType().add(SRC_TABLET_INDEX, "long", False).add(SRC_ROW_INDEX, "long", False)

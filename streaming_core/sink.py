@@ -38,7 +38,7 @@ from pyspark.sql.types import StructType
 from . import insert_failure, sink_producer
 from .cluster import Cluster, SchemaError, TableSchema, connect
 from .cluster.base import MAP_NODE, ORDERED, SORTED, STATIC, TABLE, require_kind
-from .cluster.errors import ZombieEpochError, on_executor
+from .cluster.errors import ConflictError, ZombieEpochError, on_executor
 from .cluster.schema import is_composite, to_arrow_table
 from .log import get_logger
 from .options import SinkOptions
@@ -335,7 +335,8 @@ def batch_committed(options: SinkOptions, batch_id: int) -> bool:
 def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int) -> bool:
     """Transactional commit: staged rows + marker in one transaction, at most once per (query, batch).
 
-    Returns False when the batch was committed before (a replay), in which case nothing is written.
+    Returns False when the batch was committed before (a replay), or by another attempt while this one committed, in
+    which case nothing is written.
     """
     options = plan.options
     key = commit_key(options, batch_id)
@@ -345,14 +346,22 @@ def commit_batch(plan: SinkPlan, parts: list[WrittenPart | None], batch_id: int)
         check_transaction_size(cluster, options.path, sum(p.rows for p in parts if p), batch_id)
         cluster.create(TABLE, log_path, recursive=True, ignore_existing=True,
                        attributes={"dynamic": True, "schema": COMMIT_LOG_SCHEMA})
-        with cluster.transaction() as tx:
-            if tx.lookup_rows(log_path, [key]):
-                log.info("sink_batch_already_committed", query=key["query"], batch_id=batch_id, path=options.path)
-                done = False
-            else:
-                rows = sum(tx.publish_table(path, options.path) for path in staged)
-                tx.insert_rows(log_path, [{**key, "rows": rows, "committed_at": time.time()}])
-                done = True
+        try:
+            with cluster.transaction() as tx:
+                if tx.lookup_rows(log_path, [key]):
+                    log.info("sink_batch_already_committed", query=key["query"], batch_id=batch_id, path=options.path)
+                    done = False
+                else:
+                    rows = sum(tx.publish_table(path, options.path) for path in staged)
+                    tx.insert_rows(log_path, [{**key, "rows": rows, "committed_at": time.time()}])
+                    done = True
+        except ConflictError:
+            # The lookup reads the transaction's start snapshot (YTsaurus' tablet transactions do): another attempt of
+            # this batch that committed since shows only as a row lock conflict on the marker (1700) at commit.
+            if not cluster.lookup_rows(log_path, [key]):
+                raise
+            log.info("sink_batch_committed_meanwhile", query=key["query"], batch_id=batch_id, path=options.path)
+            done = False
         drop_staging(cluster, plan.staging_root)  # what it held is published now, or orphaned by a killed attempt
     return done
 

@@ -36,8 +36,8 @@ from .cluster import (
     connect,
 )
 from .cluster.base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, SORTED, STATIC, require_kind
-from .cluster.errors import on_executor
-from .cluster.schema import CUMULATIVE_DATA_WEIGHT, is_composite
+from .cluster.errors import AccessDeniedError, on_executor
+from .cluster.schema import CUMULATIVE_DATA_WEIGHT, TableSchema, is_composite
 from .consumer import advance_consumer, registration_seen
 from .log import get_logger
 from .offsets import (
@@ -48,10 +48,10 @@ from .offsets import (
     from_consumer,
     removed_partitions,
 )
-from .options import INCLUDE_SERVICE_COLUMNS, SourceOptions
+from .options import INCLUDE_SERVICE_COLUMNS, SRC_ROW_INDEX, SRC_TABLET_INDEX, SourceOptions
 from .phase_timing import TaskClock, current_batch_id, record_read
 from .tuning import max_bytes_in_force, max_rows_in_force, read_tuning
-from .types import arrow_schema_for_spark, conform
+from .types import arrow_schema_for_spark, conform, yt_schema
 
 log = get_logger(__name__)
 
@@ -72,6 +72,9 @@ class TabletRange(InputPartition):
     #: the columns read as YSON (composite columns without `parsing_type_v3`), decided where the batch is planned, so
     #: that no read task asks the cluster for the table's schema again.
     yson_columns: frozenset[str] = frozenset()
+    #: the table's schema as planned (for a stream granted the queue through its consumer only, the columns it names):
+    #: the read task's, so that it asks the cluster for no schema (None for a whole table).
+    table_schema: TableSchema | None = None
 
 
 class _ClusterReader:
@@ -81,7 +84,7 @@ class _ClusterReader:
         self.options = options
         self.schema = schema
         self._cluster: Cluster | None = None
-        self._yson: frozenset[str] | None = None
+        self._schema: TableSchema | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_cluster": None}
@@ -92,12 +95,25 @@ class _ClusterReader:
             self._cluster = connect(self.options.cluster)
         return self._cluster
 
+    def _table_schema(self) -> TableSchema:
+        """The table's YT schema, asked of the cluster once per reader (where batches are planned): its `@schema`, or,
+        for a stream whose user may not read the queue (granted it through its consumer only), the columns the query
+        named (`readStream.schema(...)`) as YT types."""
+        if self._schema is None:
+            try:
+                self._schema = self.cluster.get_schema(self.options.path)
+            except AccessDeniedError:
+                if self._consumer_path() is None:
+                    raise
+                named = StructType([f for f in self.schema.fields if f.name not in (SRC_TABLET_INDEX, SRC_ROW_INDEX)])
+                self._schema = TableSchema.from_yt(yt_schema(named, type_v3=self.options.parsing_type_v3))
+        return self._schema
+
     def _yson_columns(self) -> frozenset[str]:
-        """The table's columns read as YSON, asked of the cluster once per reader (where batches are planned)."""
-        if self._yson is None:
-            self._yson = frozenset() if self.options.parsing_type_v3 else frozenset(
-                c.name for c in self.cluster.get_schema(self.options.path).columns if is_composite(c.type_v3))
-        return self._yson
+        """The columns read as YSON (composite columns without `parsing_type_v3`)."""
+        if self.options.parsing_type_v3:
+            return frozenset()
+        return frozenset(c.name for c in self._table_schema().columns if is_composite(c.type_v3))
 
     def _consumer_path(self) -> str | None:
         """The consumer a stream reads through (its readers' access comes from its registration); None for batches."""
@@ -117,6 +133,7 @@ class _ClusterReader:
                     self.options.path, partition.tablet_index, partition.lower, partition.upper,
                     max_rows=READ_BATCH_ROWS, max_bytes=READ_BATCH_BYTES,
                     service_columns=self.options.include_service_columns, consumer_path=self._consumer_path(),
+                    schema=partition.table_schema,
                 )
             for batch in clock.timed(batches):
                 started = time.perf_counter()
@@ -137,7 +154,8 @@ class YtBatchReader(_ClusterReader, DataSourceReader):
         yson = self._yson_columns()
         if info.kind != ORDERED:
             return [TabletRange(None, 0, 0, yson_columns=yson)]
-        return [TabletRange(t.tablet_index, t.trimmed_row_count, t.total_row_count, yson_columns=yson)
+        return [TabletRange(t.tablet_index, t.trimmed_row_count, t.total_row_count, yson_columns=yson,
+                            table_schema=self._table_schema())
                 for t in self.cluster.get_tablet_infos(self.options.path)]
 
 
@@ -217,9 +235,14 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
     def _byte_capped(self, begin: dict[int, int], end: dict[int, int], max_bytes: int) -> dict[int, int]:
         """Each partition's end moved back to where its rows reach `max_bytes` (`streaming_core.admission`)."""
         if self._has_cumulative is None:
-            self._has_cumulative = CUMULATIVE_DATA_WEIGHT in self.cluster.get_schema(self.options.path).names
-        return {p: byte_capped_end(self.cluster, self.options.path, p, begin[p], e, max_bytes, self._has_cumulative)
-                for p, e in end.items()}
+            self._has_cumulative = CUMULATIVE_DATA_WEIGHT in self._table_schema().names
+        try:
+            return {p: byte_capped_end(self.cluster, self.options.path, p, begin[p], e, max_bytes,
+                                       self._has_cumulative) for p, e in end.items()}
+        except AccessDeniedError as e:  # the probes read the queue: a stream granted only its consumer cannot
+            log.warning("byte_cap_needs_read_on_the_queue", queue=self.options.path, max_bytes=max_bytes,
+                        reason=str(e))
+            return end
 
     def _beyond_end(self, upper: dict[int, int], **offsets: dict[int, int]) -> None:
         """`BeyondQueueEndError` for the first partition where one of `offsets` (last read rows, by whose they are:
@@ -272,9 +295,9 @@ class YtStreamReader(_ClusterReader, DataSourceStreamReader, SupportsTriggerAvai
         upper = last_rows(tablets)
         last = self._parse(end, len(upper)).partitions  # planned before tablets were removed: refused
         self._beyond_end(upper, checkpoint=last)  # a batch planned on another queue, replayed
-        yson = self._yson_columns()
-        ranges = [TabletRange(p, begin[p] + 1, e + 1, yson_columns=yson) for p, e in sorted(last.items())
-                  if e > begin[p]]
+        yson, schema = self._yson_columns(), self._table_schema()
+        ranges = [TabletRange(p, begin[p] + 1, e + 1, yson_columns=yson, table_schema=schema)
+                  for p, e in sorted(last.items()) if e > begin[p]]
         trimmed = {t.tablet_index: t.trimmed_row_count for t in tablets}
         for r in ranges:
             if r.tablet_index is not None and r.lower < trimmed.get(r.tablet_index, 0):
@@ -346,8 +369,17 @@ def trimmed_error(options: SourceOptions, batch: TabletRange, trimmed: int) -> T
 def check_readable(cluster: Cluster, options: SourceOptions, *, streaming: bool) -> None:
     """Fail at `load()` with a clear message if the table or the consumer registration is wrong."""
     kinds = (ORDERED,) if streaming else (ORDERED, SORTED, STATIC)
-    info = require_kind(cluster, options.path, *kinds)
-    if options.include_service_columns and info.kind != ORDERED:
+    try:
+        info = require_kind(cluster, options.path, *kinds)
+    except AccessDeniedError as e:
+        if not streaming:
+            raise
+        # Granted the queue through its consumer only (YTsaurus' `pull_consumer` needs read on the consumer and a
+        # registration, not read on the queue): the registration below is the check that holds.
+        log.info("queue_read_through_consumer_only", queue=options.path, consumer=options.consumer_path,
+                 reason=str(e))
+        info = None
+    if options.include_service_columns and info is not None and info.kind != ORDERED:
         raise ValueError(f"option {INCLUDE_SERVICE_COLUMNS!r} applies to queues (ordered dynamic tables); "
                          f"{options.path} is a {info.kind} table")
     if streaming and not registration_seen(cluster, options.path, options.consumer_path):

@@ -119,6 +119,19 @@ def test_queue_reshard_adds_partitions_that_keep_every_row(opsd: Run, cluster: C
     assert cluster.get(f"{queue}/@tablet_state") == "mounted"
 
 
+def test_queue_trim_then_reshard_to_fewer_partitions_at_once_waits_for_ytsaurus_to_detach_the_trimmed_chunks(
+        opsd: Run, cluster: Cluster, job: tuple[str, str]) -> None:
+    """YTsaurus refuses to reshard away a tablet whose trimmed rows' chunks are still attached ("Some chunks of tablet
+    ... are not fully trimmed", `tablet.cpp`): right after the trim they are, and the reshard waits them out."""
+    queue, _ = job
+
+    ok(opsd("queue", "trim", queue, "--partition", "1", "--count", "100"))
+    ok(opsd("queue", "reshard", queue, "--tablets", "1"))
+
+    assert [i.total_row_count for i in cluster.get_tablet_infos(queue)] == [100]
+    assert cluster.get(f"{queue}/@tablet_state") == "mounted"
+
+
 def write_config(path: Path, uri: str, queue: str, consumer: str, checkpoint: str) -> Path:
     path.write_text(json.dumps({"cluster": uri, "pipelines": [
         {"name": "copy", "source": {"path": queue, "options": {"consumer_path": consumer}},

@@ -15,9 +15,12 @@ import yt.wrapper as yt
 from opsd.checks.desync.apply import apply
 from opsd.checks.desync.decide import HealDecision, HealOutcome
 from streaming_core.cluster import Cluster, ClusterError, ConflictError
-from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION
+from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION, ORDERED
+from streaming_core.cluster.ytsaurus import YtsaurusCluster
 from streaming_core.cluster.ytsaurus.client import client_config
 from streaming_core.consumer import advance_consumer
+from streaming_core.options import SinkOptions
+from streaming_core.sink import SinkPlan, commit_batch, commit_key, commit_log_path
 from tests.support.cluster import make_queue
 from tests.support.standin import STANDIN_TOKEN
 from ytsaurus_standin import StandinProxy
@@ -169,3 +172,62 @@ class TestRowsPerTablet:
 
         assert standin_cluster.select_rows(f"{root}/sorted") == []
         assert [t.total_row_count for t in standin_cluster.get_tablet_infos(f"{root}/queue")] == [len(half)] * 2
+
+
+class TestReadsInsideATabletTransaction:
+    """`yt/yt/ytlib/api/native/transaction.cpp`: a tablet transaction's `LookupRows` and `SelectRows` read at its
+    start timestamp (`options.Timestamp = GetReadTimestamp()`), not the latest commit."""
+
+    def test_lookup_and_select_inside_a_tablet_transaction_see_its_start_timestamp(
+            self, proxy_client: yt.YtClient, standin_cluster: Cluster, queue: tuple[str, str]) -> None:
+        q, _ = queue
+        table = f"{q}_sorted"
+        standin_cluster.create("table", table, attributes={"dynamic": True, "schema": [
+            {"name": "k", "type": "int64", "sort_order": "ascending"}, {"name": "v", "type": "string"}]})
+        standin_cluster.insert_rows(table, [{"k": 1, "v": "old"}, {"k": 3, "v": "gone later"}])
+        tx = proxy_client.start_transaction(type="tablet", sticky=True)
+        # committed by others after the transaction started
+        standin_cluster.insert_rows(table, [{"k": 1, "v": "new"}, {"k": 2, "v": "added"}])
+        standin_cluster.delete_rows(table, [{"k": 3}])
+        standin_cluster.insert_rows(q, [{"data": "late", "n": 99}], tablet_index=0)
+
+        with proxy_client.Transaction(transaction_id=tx):
+            looked_up = list(proxy_client.lookup_rows(table, [{"k": 1}, {"k": 2}, {"k": 3}]))
+            selected = list(proxy_client.select_rows(f"* FROM [{table}]"))
+            queue_rows = list(proxy_client.select_rows(f"* FROM [{q}] WHERE [$tablet_index] = 0"))
+        proxy_client.abort_transaction(tx)
+
+        assert looked_up == selected == [{"k": 1, "v": "old"}, {"k": 3, "v": "gone later"}]
+        assert [r["n"] for r in queue_rows] == list(range(20))
+        assert standin_cluster.lookup_rows(table, [{"k": 1}, {"k": 2}, {"k": 3}]) == [
+            {"k": 1, "v": "new"}, {"k": 2, "v": "added"}]
+        assert len(standin_cluster.select_rows(table)) == 2
+
+    def test_the_exactly_once_commit_of_a_batch_another_attempt_committed_meanwhile_is_a_replay(
+            self, standin: StandinProxy, standin_cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The sink's commit looks its marker up inside its transaction, at the start snapshot: a concurrent attempt
+        of the same batch that commits first is not seen there, and shows as 1700 at commit; the batch is then
+        committed once, and this attempt is a replay that wrote nothing."""
+        target = f"//tmp/eo{uuid.uuid4().hex[:12]}/target"
+        make_queue(standin_cluster, target)
+        monkeypatch.setenv("YT_TOKEN", STANDIN_TOKEN)
+        options = SinkOptions.parse({"path": target, "cluster": standin.uri, "transactional": "true",
+                                     "queryname": "eo"}, {})
+        plan = SinkPlan(options, standin_cluster.get_schema(target), ORDERED, staging_root=f"{target}_staging")
+        real = YtsaurusCluster.transaction
+        raced: list[bool] = []
+
+        def transaction_overtaken_by_another_attempt(self: YtsaurusCluster) -> Any:
+            tx = real(self)
+            if not raced:  # the other attempt, started and committed after this one
+                raced.append(False)
+                raced[0] = commit_batch(plan, [], 7)
+            return tx
+
+        monkeypatch.setattr(YtsaurusCluster, "transaction", transaction_overtaken_by_another_attempt)
+        with structlog.testing.capture_logs() as logs:
+            done = commit_batch(plan, [], 7)
+
+        assert raced == [True] and done is False
+        assert [e["event"] for e in logs if e["event"].startswith("sink_batch")] == ["sink_batch_committed_meanwhile"]
+        assert standin_cluster.lookup_rows(commit_log_path(options), [commit_key(options, 7)])[0]["rows"] == 0

@@ -7,6 +7,7 @@ Every test is named after the fact it proves (the source file that states it is 
 from __future__ import annotations
 
 import io
+import pickle
 import sys
 import threading
 import time
@@ -18,23 +19,30 @@ import pytest
 import structlog.testing
 import yt.wrapper as yt
 import yt.yson as yson
+from pyspark.sql.types import StructType
 from yt.common import YtError
 
 from opsd.checks.lag.collect import written_at
 from opsd.cli import main
 from streaming_core.cluster import Cluster, connect
+from streaming_core.cluster.errors import AccessDeniedError
 from streaming_core.cluster.ytsaurus.client import WIRE, default_client_factory
 from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
+from streaming_core.datasource import YtDataSource
 from streaming_core.options import SourceOptions
 from streaming_core.source import check_readable
-from tests.support.standin import STANDIN_TOKEN, SteppedClock
+from tests.support.standin import SESSION_REGISTRATION_DELAY_SECONDS, STANDIN_TOKEN, SteppedClock
 from tests.support.wait import registered_and_seen, wait_until
 from ytsaurus_standin import StandinProxy
 from ytsaurus_standin.commands.tables import PULL_STORE_ROWS
 from ytsaurus_standin.queue_agent import AUTOMATIC_TRIMMING_ON
-from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
+from ytsaurus_standin.registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache, RegistrationCaches
 
 SCHEMA_VIOLATION = 307
+#: Tokens of users other than root: a team granted read and write on its consumer only, and a reader of nothing.
+TEAM_TOKEN, READER_TOKEN = "team-token-5fJq", "reader-token-8kWz"
+#: The team's consumer a stream reads through.
+STREAM_CONSUMER = "//home/team/stream"
 
 
 @pytest.fixture(scope="module")
@@ -238,6 +246,39 @@ class TestRegistrationsAreCachedPerProxy:
             assert clock() - registered >= REGISTRATION_DELAY_SECONDS
             assert [e["event"] for e in logs] == ["yt_registration_not_visible_yet"]
 
+    def test_each_proxy_refreshes_its_registration_cache_on_its_own_schedule(self) -> None:
+        stored: set[tuple[str, str]] = set()
+        now = [0.0]
+        caches = RegistrationCaches(lambda: set(stored), delay_seconds=10.0, clock=lambda: now[0])
+        caches.add_proxies(["p0", "p1", "p2"])
+        assert caches.delays() == {None: 10.0, "p0": 10.0, "p1": pytest.approx(10 * 5 / 6),
+                                   "p2": pytest.approx(10 * 4 / 6)}
+
+        stored.add(("//q", "//c"))
+        caches.observe()
+        now[0] = 7.0
+        assert [caches.of(p).visible("//q", "//c") for p in ("p0", "p1", "p2", None)] == [False, False, True, False]
+        now[0] = 10.0
+        assert all(caches.of(p).visible("//q", "//c") for p in ("p0", "p1", "p2", None))
+
+    def test_through_the_wire_one_proxy_sees_a_registration_another_does_not_see_yet(self, tmp_path) -> None:
+        delay = 2.0
+        with StandinProxy(tmp_path, registration_delay_seconds=delay) as proxy, connect(proxy.uri) as cluster:
+            queue, consumer = "//tmp/q", "//tmp/c"
+            cluster.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+                {"name": "data", "type": "string"}]})
+            cluster.create_consumer(consumer)
+            slowest, quickest = (connect(proxy.uri_of(a)) for a in (proxy.proxies[0], proxy.proxies[-1]))
+            cluster.register_queue_consumer(queue, consumer)
+            registered = time.monotonic()
+
+            wait_until(lambda: quickest.list_queue_consumer_registrations(queue_path=queue), 2 * delay,
+                       "the quickest proxy to see the registration")
+            assert slowest.list_queue_consumer_registrations(queue_path=queue) == []
+            wait_until(lambda: slowest.list_queue_consumer_registrations(queue_path=queue), 2 * delay,
+                       "the slowest proxy to see the registration")
+            assert time.monotonic() - registered >= delay
+
     def test_the_source_waits_out_a_fresh_registration_with_a_message(self, tmp_path) -> None:
         with StandinProxy(tmp_path, registration_delay_seconds=1.0) as proxy, connect(proxy.uri) as cluster:
             queue, consumer = "//tmp/q", "//tmp/c"
@@ -253,6 +294,59 @@ class TestRegistrationsAreCachedPerProxy:
 
             [waited] = [e for e in logs if e["event"] == "waiting_for_consumer_registration"]
             assert waited["consumer"] == consumer and "registration cache" in waited["reason"]
+
+
+class TestReshardToFewerTablets:
+    """`yt/yt/server/master/tablet_server/tablet_manager.cpp` `ReshardTableImpl`: an ordered table resharded to fewer
+    tablets appends the removed tablets' chunks to the last tablet that stays; `tablet.cpp` `ValidateReshardRemove`
+    refuses a removed tablet whose trimmed rows' chunks are still attached ("Some chunks of tablet ... are not fully
+    trimmed"), which they are for a moment after a trim."""
+
+    @pytest.fixture
+    def queue(self, standin_cluster: Cluster) -> str:
+        path = f"//tmp/reshard{uuid.uuid4().hex[:12]}"
+        standin_cluster.create("table", path, recursive=True, attributes={"dynamic": True, "tablet_count": 3,
+                                                                          "schema": [{"name": "n", "type": "int64"}]})
+        for tablet, rows in enumerate((2, 3, 4)):
+            standin_cluster.insert_rows(path, [{"n": tablet * 10 + i} for i in range(rows)], tablet_index=tablet)
+        return path
+
+    def test_reshard_to_fewer_tablets_appends_the_removed_rows_to_the_last_and_refuses_attached_trimmed_chunks(
+            self, standin: StandinProxy, standin_cluster: Cluster, queue: str) -> None:
+        client = yt.YtClient(proxy=standin.address, token=STANDIN_TOKEN)
+        client.trim_rows(queue, 2, 1)
+
+        def resharded() -> bool:
+            client.unmount_table(queue, sync=True)
+            try:
+                client.reshard_table(queue, tablet_count=2, sync=True)
+                return True
+            except YtError as err:
+                assert "Some chunks of tablet" in str(err) and "are not fully trimmed" in str(err), err
+                refusals.append(err)
+                return False
+            finally:
+                client.mount_table(queue, sync=True)
+
+        refusals: list[YtError] = []
+        wait_until(resharded, 30, "the trimmed chunks to be detached")
+
+        assert refusals, "a reshard right after the trim is refused"
+        assert [(t.total_row_count, t.trimmed_row_count) for t in standin_cluster.get_tablet_infos(queue)] == [
+            (2, 0), (6, 0)]
+        last = [n for batch in standin_cluster.read_tablet(queue, 1, 0, 6) for n in batch.column("n").to_pylist()]
+        assert last == [10, 11, 12, 21, 22, 23]
+
+    def test_the_backend_trims_then_reshards_at_once_waiting_out_the_attached_chunks(
+            self, standin_cluster: Cluster, queue: str) -> None:
+        standin_cluster.trim_rows(queue, 2, 4)
+
+        with structlog.testing.capture_logs() as logs:
+            standin_cluster.reshard(queue, 2)
+
+        assert [e["event"] for e in logs if e["event"].startswith("yt_reshard")] == [
+            "yt_reshard_waiting_for_trimmed_chunks"]
+        assert [t.total_row_count for t in standin_cluster.get_tablet_infos(queue)] == [2, 3]
 
 
 def test_the_queue_agent_trims_only_where_enable_automatic_trimming_is_on(tmp_path) -> None:
@@ -340,3 +434,112 @@ def test_unmounted_tablets_refuse_rows_with_1702_and_tablet_infos_with_a_generic
         mount.join()
         assert [t.total_row_count for t in counters] == [1, 0]
         assert {s.status for s in standin.served if s.command == "get_tablet_infos"} >= {200, 400}
+
+
+
+def test_advance_consumer_needs_no_registration_and_refuses_only_a_negative_offset(standin: StandinProxy,
+                                                                                    standin_cluster: Cluster) -> None:
+    """`yt/yt/client/queue_client/consumer_client.cpp`: the client-side advance writes the consumer's row with no
+    registration and no check of the partition index against the queue; only a negative offset is refused."""
+    root = f"//tmp/advance{uuid.uuid4().hex[:12]}"
+    standin_cluster.create("table", f"{root}/queue", recursive=True, attributes={"dynamic": True, "schema": [
+        {"name": "data", "type": "string"}]})
+    standin_cluster.create_consumer(f"{root}/consumer")
+    client = yt.YtClient(proxy=standin.address, token=STANDIN_TOKEN)
+
+    client.advance_consumer(f"{root}/consumer", f"{root}/queue", 5, None, 3, client_side=True)
+    with pytest.raises(YtError, match="cannot be negative"):
+        client.advance_consumer(f"{root}/consumer", f"{root}/queue", 0, None, -1, client_side=True)
+
+    assert standin_cluster.list_queue_consumer_registrations(queue_path=f"{root}/queue") == []
+    assert standin_cluster.get_consumer_offsets(f"{root}/consumer", f"{root}/queue") == {5: 3}
+
+
+@pytest.fixture(scope="module")
+def granted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandinProxy, str, str]]:
+    """A stand-in whose queue is the owners' (no inherited read), with the team's consumers on it."""
+    with StandinProxy(tmp_path_factory.mktemp("acl"), token=STANDIN_TOKEN,
+                      users={TEAM_TOKEN: "team", READER_TOKEN: "reader"},
+                      registration_delay_seconds=SESSION_REGISTRATION_DELAY_SECONDS) as proxy, \
+            connect(proxy.uri, token=STANDIN_TOKEN) as root:
+        queue, consumer = "//home/owners/queue", "//home/team/consumer"
+        root.create("table", queue, recursive=True, attributes={"dynamic": True, "schema": [
+            {"name": "data", "type": "string"}]})
+        root.set("//home/owners/@inherit_acl", False)
+        root.set("//home/owners/@acl", [{"action": "allow", "subjects": ["owners"], "permissions": ["read"]}])
+        root.create_consumer(consumer, recursive=True)
+        root.set(f"{consumer}/@acl", [
+            {"action": "allow", "subjects": ["team"], "permissions": ["read", "write"]}])
+        root.insert_rows(queue, [{"data": f"row-{i}"} for i in range(5)])
+        registered_and_seen(root, queue, consumer)
+        root.set("//home/team/@acl", [{"action": "allow", "subjects": ["team"], "permissions": ["write"]}])
+        root.create_consumer(STREAM_CONSUMER)
+        root.set(f"{STREAM_CONSUMER}/@acl", [
+            {"action": "allow", "subjects": ["team"], "permissions": ["read", "write"]}])
+        registered_and_seen(root, queue, STREAM_CONSUMER)
+        yield proxy, queue, consumer
+
+
+class TestPermissionsByConsumerAndByQueue:
+    """`yt/yt/ytlib/api/native/client_impl.cpp`: `DoPullConsumer` checks read on the consumer and its registration,
+    then pulls the queue unauthenticated; `DoRegisterQueueConsumer` checks `register_queue_consumer` on the queue;
+    reading the queue itself (`get @schema`, `select_rows`) needs read on the queue. A team granted the queue through
+    its consumer only pulls and advances it, and reads nothing else of the queue."""
+
+    def test_pull_consumer_needs_read_on_the_consumer_and_no_right_on_the_queue(self, granted) -> None:
+        proxy, queue, consumer = granted
+        team = yt.YtClient(proxy=proxy.address, token=TEAM_TOKEN)
+
+        pulled = list(team.pull_consumer(consumer, queue, 0, 0, **WIRE))
+        team.advance_consumer(consumer, queue, 0, None, 2, client_side=True)
+
+        assert [r["data"] for r in pulled] == [f"row-{i}" for i in range(5)]
+        assert [t["total_row_count"] for t in team.get_tablet_infos(queue, [0])["tablets"]] == [5]
+        assert yt.http_helpers.get_user_name(client=team) == "team"
+
+    @pytest.mark.parametrize("denied", ["get_schema", "select_rows", "register", "trim", "advance_by_a_reader"])
+    def test_without_a_right_the_call_is_refused_with_901_naming_the_permission_and_the_node(
+            self, granted, denied: str) -> None:
+        proxy, queue, consumer = granted
+        team, reader = (yt.YtClient(proxy=proxy.address, token=t) for t in (TEAM_TOKEN, READER_TOKEN))
+        call, permission, node = {
+            "get_schema": (lambda: team.get(f"{queue}/@schema"), "read", "//home/owners/queue"),
+            "select_rows": (lambda: list(team.select_rows(f"* FROM [{queue}]", **WIRE)), "read", queue),
+            "register": (lambda: team.register_queue_consumer(queue, consumer, vital=False),
+                         "register_queue_consumer", queue),
+            "trim": (lambda: team.trim_rows(queue, 0, 1), "write", queue),
+            "advance_by_a_reader": (lambda: reader.advance_consumer(consumer, queue, 0, None, 1, client_side=True),
+                                    "write", consumer),
+        }[denied]
+
+        with pytest.raises(YtError) as refused:
+            call()
+
+        assert refused.value.contains_code(901), refused.value
+        assert f'"{permission}" permission for node {node}' in str(refused.value)
+
+    def test_a_stream_reads_through_its_consumer_only_with_the_columns_it_names(self, granted, monkeypatch) -> None:
+        """The source asks nothing of the queue that needs read on it: its tablet counters (no permission), the pull
+        and the consumer's offsets (read on the consumer), the advance (write on the consumer); the columns come from
+        the query, since the queue's `@schema` is not the team's to read."""
+        proxy, queue, _ = granted
+        monkeypatch.setenv("YT_TOKEN", TEAM_TOKEN)
+        source = YtDataSource({"path": queue, "consumer_path": STREAM_CONSUMER, "cluster": proxy.uri,
+                               "max_bytes_per_partition": "1000"})
+        with pytest.raises(AccessDeniedError, match=r'"read" permission for node //home/owners/queue.*\.schema\('):
+            source.schema()
+
+        with structlog.testing.capture_logs() as logs:
+            reader = source.streamReader(StructType().add("data", "string"))
+        start = reader.initialOffset()
+        with structlog.testing.capture_logs() as planned:
+            end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        read = [d for part in reader.partitions(start, end) for batch in pickle.loads(pickle.dumps(reader)).read(part)
+                for d in batch.column("data").to_pylist()]
+        reader.commit(end)
+
+        assert read == [f"row-{i}" for i in range(5)]
+        assert "queue_read_through_consumer_only" in {e["event"] for e in logs}
+        assert "byte_cap_needs_read_on_the_queue" in {e["event"] for e in planned}
+        with connect(proxy.uri, token=STANDIN_TOKEN) as root:
+            assert root.get_consumer_offsets(STREAM_CONSUMER, queue) == {0: 5}

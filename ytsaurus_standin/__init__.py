@@ -58,11 +58,13 @@ class StandinProxy:
     (a proxy may refuse `arrow`). `ca_bundle`: the CA's PEM file, named in `uri`. `auto_trim_seconds`: trim queues
     by their `@auto_trim_config` every that many seconds (None: never). `proxies`: how many proxies stand behind the
     balancer (1: every request meets the proxy that holds its transactions). `registration_delay_seconds`: how long
-    after `register_queue_consumer` the proxies still answer "not registered" (`registrations.RegistrationCache`;
-    YTsaurus' 10 s by default). `tablet_state_seconds`: how long a mount or an unmount stays in progress, and twice
-    that a remount's mount caches stale (`tablets.TabletStates`). `clock`: the seconds the proxies' delays
-    (registrations, mounts) are measured in (monotonic by default; a test may move it on instead of waiting). A
-    context manager: started on enter, stopped on exit.
+    after `register_queue_consumer` the slowest proxy still answers "not registered", each proxy on a schedule of
+    its own (`registrations.RegistrationCaches`; YTsaurus' 10 s by default). `tablet_state_seconds`: how long a mount
+    or an unmount stays in progress, and twice that a remount's mount caches stale (`tablets.TabletStates`). `clock`:
+    the seconds the proxies' delays (registrations, mounts) are measured in (monotonic by default; a test may move it
+    on instead of waiting). `users`: tokens of users other than `root` (whose token is `token`), and the user each
+    names: what they may do is what the nodes' `@acl` grant them (`acl`). A context manager: started on enter,
+    stopped on exit.
     """
 
     def __init__(self, root: str | Path, *, token: str | None = None, tls: tuple[str, str] | None = None,
@@ -71,7 +73,7 @@ class StandinProxy:
                  auto_trim_seconds: float | None = None, proxies: int = PROXIES,
                  registration_delay_seconds: float = REGISTRATION_DELAY_SECONDS,
                  tablet_state_seconds: float = STATE_CHANGE_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, users: dict[str, str] | None = None) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -80,10 +82,11 @@ class StandinProxy:
         commands = Commands(str(self.root), cluster_name, registration_delay_seconds=registration_delay_seconds,
                             tablet_state_seconds=tablet_state_seconds, clock=clock)
         self.state = ProxyState(commands=commands, token=token, heavy_proxies=[], tls=tls is not None,
-                                input_formats=input_formats)
+                                input_formats=input_formats, users=dict(users or {}))
         self._proxies = [StandinServer((host, 0), self.state, context) for _ in range(proxies)]
         self.proxies = [server.address for server in self._proxies]
         self.state.heavy_proxies.extend(self.proxies)
+        commands.registration_caches.add_proxies(self.proxies)
         balancer = StandinServer((host, port), self.state, context, tuple(server.pool for server in self._proxies))
         self._servers = [balancer, *self._proxies]
         self.address = balancer.address

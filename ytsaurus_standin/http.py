@@ -36,6 +36,7 @@ import yt.yson as yson
 from streaming_core.cluster.errors import ClusterError
 from streaming_core.cluster.ytsaurus.wire import arrow_insert, encode_wire, load_rows
 
+from .acl import ROOT
 from .commands import Commands, Rowset, Tabular, check_format_attributes
 from .commands.common import transaction_id_of
 from .errors import AUTHENTICATION_ERROR, GENERIC, UNAVAILABLE, BadRequest, error_object, from_exception
@@ -90,6 +91,8 @@ class ProxyState:
     heavy_proxies: list[str]
     tls: bool
     input_formats: tuple[str, ...] = ("yson", "json", "arrow")
+    #: Tokens of users other than `root`, and whom each names (their permissions: `acl`).
+    users: dict[str, str] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     served: list[Served] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -148,9 +151,10 @@ class Handler(BaseHTTPRequestHandler):
         if parts == ["ping"]:
             return self._json(200, {})
         if parts == ["auth", "whoami"]:
-            if not self._authenticated():
+            login = self._user()
+            if login is None:
                 return self._unauthenticated("whoami")
-            return self._json(200, {"login": "root"})
+            return self._json(200, {"login": login})
         if len(parts) == 3 and parts[:2] == ["api", "v4"]:
             return self._command(parts[2], body)
         if parts[:2] == ["api", "v3"]:
@@ -160,7 +164,8 @@ class Handler(BaseHTTPRequestHandler):
     def _command(self, name: str, body: bytes) -> None:
         # the handler lives as long as its keep-alive connection
         self._input_format_name = self._request_path = self._transaction = None
-        if not self._authenticated():
+        user = self._user()
+        if user is None:
             return self._unauthenticated(name)
         entry = self.state.commands.handlers.get(name)
         if entry is None:
@@ -181,7 +186,7 @@ class Handler(BaseHTTPRequestHandler):
                 args.append(_node_format(params, "input_format").loads_node(_decompress(self, body)))
             elif descriptor.input_type == "binary":
                 args.append(_decompress(self, body))
-            result = self.state.commands.call(name, *args)
+            result = self.state.commands.call(name, *args, proxy=self._pool.address, user=user)
             self._pool.follow(name, params, result)
             if name == "start_transaction":
                 self._transaction = str(result["transaction_id"])
@@ -222,10 +227,16 @@ class Handler(BaseHTTPRequestHandler):
         wanted = role[0] if isinstance(role, list) else role
         return list(self.state.heavy_proxies) if wanted in (None, PROXY_ROLE) else []
 
-    def _authenticated(self) -> bool:
-        if self.state.token is None:
-            return True
-        return self.headers.get("Authorization", "") == f"OAuth {self.state.token}"
+    def _user(self) -> str | None:
+        """The user the request's token names (`root` for the stand-in's own token, or for any request when it has
+        none), None when the token is missing or unknown."""
+        given = self.headers.get("Authorization", "")
+        users = {f"OAuth {token}": user for token, user in self.state.users.items()}
+        if given in users:
+            return users[given]
+        if self.state.token is None or given == f"OAuth {self.state.token}":
+            return ROOT
+        return None
 
     def _unauthenticated(self, command: str) -> None:
         given = "Authorization" in self.headers

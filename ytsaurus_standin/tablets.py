@@ -5,6 +5,12 @@ that ask `sync` poll `@tablet_state`), and a remount leaves the proxies' mount c
 commands answer "no such tablet" (1701) until the cache catches up. An unmounted table's rows are neither read nor
 written (`select_rows` / `lookup_rows` / inserts: 1702), and `get_tablet_infos` goes to the tablets' cells, which an
 unmounted tablet has none of: a generic error, not 1702 (`client_dynamic_tables_impl.cpp`).
+
+Trimming is asynchronous too: `trim_rows` moves a tablet's trimmed row count at once, but the chunks of the trimmed
+rows are detached later, by the tablet node, while the tablet is mounted. A reshard to fewer tablets refuses a tablet
+it would drop while they are attached (`yt/yt/server/master/tablet_server/tablet.cpp` `ValidateReshardRemove`:
+"Some chunks of tablet ... are not fully trimmed"), so "trim, then reshard at once" fails. Here a tablet's trimmed
+chunks are detached once it has been mounted for `change_seconds` since the trimmed row count was first seen.
 """
 
 from __future__ import annotations
@@ -31,13 +37,36 @@ class TabletStates:
         self._clock = clock
         self._lock = threading.Lock()
         self._changes: dict[str, tuple[str, float]] = {}  # path -> (the state asked for, when)
+        #: (path, tablet) -> (the trimmed row count seen, when its chunks' detach started; inf: at the next mount)
+        self._trims: dict[tuple[str, int], tuple[int, float]] = {}
 
     def unmount(self, path: str) -> None:
         self._change(path, UNMOUNTED)
+        self._retime_trims(path, lambda since, now: float("inf") if now - since < self.change_seconds else since)
 
     def mount(self, path: str) -> None:
         if self.state(path) != MOUNTED:
             self._change(path, MOUNTED)
+        self._retime_trims(path, lambda since, now: now if since == float("inf") else since)
+
+    def _retime_trims(self, path: str, retime: Callable[[float, float], float]) -> None:
+        now, path = self._clock(), normalize_path(path)
+        with self._lock:
+            for key, (count, since) in self._trims.items():
+                if key[0] == path:
+                    self._trims[key] = (count, retime(since, now))
+
+    def trimmed_chunks_attached(self, path: str, tablet_index: int, trimmed_row_count: int) -> bool:
+        """Whether chunks of the tablet's trimmed rows are still attached: a trimmed row count seen for the first time
+        starts their detach (at once while mounted, at the next mount otherwise)."""
+        key, now = (normalize_path(path), tablet_index), self._clock()
+        mounted = self.state(path) == MOUNTED
+        with self._lock:
+            count, since = self._trims.get(key, (0, float("-inf")))
+            if trimmed_row_count != count:
+                count, since = trimmed_row_count, now if mounted else float("inf")
+                self._trims[key] = (count, since)
+        return count > 0 and now - since < self.change_seconds
 
     def _change(self, path: str, target: str) -> None:
         with self._lock:

@@ -14,7 +14,8 @@ state that another process would need.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,23 @@ QUEUE_PRODUCERS_SINCE = "24.1"
 PULL_ROWS = 1000
 #: How often a registration not seen yet (`Cluster.registration_visible_within_seconds`) is looked for again.
 REGISTRATION_POLL_SECONDS = 0.25
+
+
+def wait_for_registration(attempt: Callable[[], bool], within_seconds: float, on_wait: Callable[[], None]) -> bool:
+    """Try `attempt()` until it says the registration was seen (True), every `REGISTRATION_POLL_SECONDS` for at most
+    `within_seconds` (a YTsaurus proxy sees a fresh registration only after its cache's refresh); `on_wait()` once,
+    before the first wait. Returns whether it was seen. The one wait for a fresh registration: the source's and the
+    CLI's look at the registrations and the YTsaurus backend's pulls go through it."""
+    deadline = time.monotonic() + within_seconds
+    waiting = False
+    while not attempt():
+        if time.monotonic() >= deadline:
+            return False
+        if not waiting:
+            waiting = True
+            on_wait()
+        time.sleep(REGISTRATION_POLL_SECONDS)
+    return True
 
 #: Node types, as YTsaurus names them (`@type`).
 MAP_NODE = "map_node"
@@ -244,9 +262,12 @@ class Cluster(abc.ABC):
         self, path: str, tablet_index: int, lower: int, upper: int, *,
         columns: Sequence[str] | None = None, max_rows: int = READ_BATCH_ROWS,
         max_bytes: int = READ_BATCH_BYTES, service_columns: bool = False, consumer_path: str | None = None,
+        schema: TableSchema | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Rows `[lower, upper)` of one tablet, in row-index order, as batches of at most `max_rows`
         rows and about `max_bytes` bytes. `service_columns` prepends `$tablet_index` and `$row_index`.
+        `schema`: the queue's columns as the reader knows them, for a reader that may not read the queue's `@schema`
+        (one granted the queue through its consumer only; None: the queue's own).
 
         With `consumer_path` the rows are read through that consumer, as its readers are authorized (YTsaurus:
         `pull_consumer`, which needs read access to the consumer and its registration for the queue, not to the

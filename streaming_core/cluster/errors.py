@@ -80,6 +80,11 @@ class NotRegisteredError(ClusterError):
     """The consumer is not registered for the queue."""
 
 
+class AccessDeniedError(ClusterError):
+    """The user lacks a permission on a node (YTsaurus' `AuthorizationError`, 901, other than a consumer not
+    registered): the message names the user, the permission and the node."""
+
+
 class InvalidUriError(ClusterError):
     """A cluster URI that names no known backend."""
 

@@ -23,6 +23,7 @@ moment (`NO_SUCH_TABLET`).
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import threading
 import time
@@ -35,8 +36,9 @@ import yt.yson as yson
 from streaming_core.cluster.embedded import EmbeddedCluster
 from streaming_core.cluster.errors import NoSuchPathError
 
+from ..acl import ROOT, SERVING_USER, Permissions
 from ..queue_agent import QueueAgent
-from ..registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache
+from ..registrations import REGISTRATION_DELAY_SECONDS, RegistrationCache, RegistrationCaches
 from ..tablets import STATE_CHANGE_SECONDS, TabletStates
 from .common import MAP_NODE_TYPE, Descriptor, PendingTransaction, Rowset, Tabular, check_format_attributes
 from .consumers import ConsumerCommands
@@ -46,6 +48,9 @@ from .tables import TableCommands
 from .transactions import TransactionCommands
 
 __all__ = ["Commands", "Descriptor", "Rowset", "Tabular", "check_format_attributes"]
+
+#: The address of the proxy serving the command under way (None: called directly, by no proxy).
+SERVING_PROXY: contextvars.ContextVar[str | None] = contextvars.ContextVar("serving_proxy", default=None)
 
 
 class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommands, TransactionCommands):
@@ -58,10 +63,11 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
         self.root = Path(root)
         self.cluster = EmbeddedCluster(root)
         self.cluster_name = cluster_name
-        self.registration_cache = RegistrationCache(
+        self.registration_caches = RegistrationCaches(
             lambda: [(r.queue_path, r.consumer_path) for r in self.cluster.list_queue_consumer_registrations()],
             delay_seconds=registration_delay_seconds, clock=clock)
         self.queue_agent = QueueAgent(self.cluster, cluster_name)
+        self.permissions = Permissions(self.cluster)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}
         self.tablet_states = TabletStates(tablet_state_seconds, clock=clock)
@@ -71,8 +77,9 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
         for descriptor, handler in self._table():
             self.handlers[descriptor.name] = (descriptor, handler)
 
-    def call(self, name: str, params: dict[str, Any], *args: Any) -> Any:
-        """Run a command, with an object-id path (`#<id>`, as readers lock and read by id) resolved to its node."""
+    def call(self, name: str, params: dict[str, Any], *args: Any, proxy: str | None = None, user: str = ROOT) -> Any:
+        """Run a command as the proxy at `proxy` serves it (its registration cache) for `user` (its permissions, see
+        `acl`), with an object-id path (`#<id>`, as readers lock and read by id) resolved to its node."""
         path = params.get("path")
         if path is not None and str(path).startswith("#"):
             node_id, _, rest = str(path)[1:].partition("/")
@@ -81,7 +88,18 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
             resolved = yson.to_yson_type(self._paths[node_id] + ("/" + rest if rest else ""))
             resolved.attributes = dict(getattr(path, "attributes", {}) or {})
             params = {**params, "path": resolved}
-        return self.handlers[name][1](params, *args)
+        serving, serving_user = SERVING_PROXY.set(proxy), SERVING_USER.set(user)
+        try:
+            self.permissions.require_command(name, params)
+            return self.handlers[name][1](params, *args)
+        finally:
+            SERVING_PROXY.reset(serving)
+            SERVING_USER.reset(serving_user)
+
+    @property
+    def registration_cache(self) -> RegistrationCache:
+        """The registration cache of the proxy serving the command under way."""
+        return self.registration_caches.of(SERVING_PROXY.get())
 
     def node_id(self, path: str) -> str:
         """A node's stable id (`@id`), from its path."""

@@ -1,8 +1,8 @@
 """The consumer commands of the stand-in.
 
-Registrations are answered from the proxy's `RegistrationCache` (`registrations.py`), as YTsaurus answers them: a
-fresh registration is missing from `list_queue_consumer_registrations` and refused by `pull_consumer` (901, "not
-registered") until the cache's delay has passed.
+Registrations are answered from the serving proxy's `RegistrationCache` (`registrations.py`), as YTsaurus answers
+them: a fresh registration is missing from `list_queue_consumer_registrations` and refused by `pull_consumer` (901,
+"not registered") until that proxy's delay has passed.
 """
 
 
@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from streaming_core.cluster.embedded import normalize_path
 from streaming_core.cluster.errors import NotRegisteredError
+
+from ..acl import REMOVE, SERVING_USER
+from ..errors import GENERIC, YtCodedError
+from .transactions import _Ledger
 
 
 class ConsumerCommands:
@@ -22,11 +27,15 @@ class ConsumerCommands:
         self.cluster.register_queue_consumer(
             str(p["queue_path"]), str(p["consumer_path"]), vital=bool(p.get("vital")),
             partitions=None if partitions is None else [int(x) for x in partitions])
-        self.registration_cache.observe()
+        self.registration_caches.observe()
 
     def unregister(self, p: Mapping[str, Any]) -> None:
+        """Remove on the queue or on the consumer (`DoUnregisterQueueConsumer`)."""
+        queue, consumer = str(p["queue_path"]), str(p["consumer_path"])
+        if not any(self.permissions.allowed(SERVING_USER.get(), REMOVE, path) for path in (queue, consumer)):
+            self.permissions.require(REMOVE, queue)
         self.cluster.unregister_queue_consumer(str(p["queue_path"]), str(p["consumer_path"]))
-        self.registration_cache.observe()
+        self.registration_caches.observe()
 
     def registrations(self, p: Mapping[str, Any]) -> list[dict[str, Any]]:
         found = self.cluster.list_queue_consumer_registrations(
@@ -42,7 +51,21 @@ class ConsumerCommands:
             raise NotRegisteredError(f"Consumer {consumer_path} is not registered for queue {queue_path}")
 
     def advance_consumer(self, p: Mapping[str, Any]) -> None:
-        args = (str(p["consumer_path"]), str(p["queue_path"]), int(p["partition_index"]),
-                None if p.get("old_offset") is None else int(p["old_offset"]), int(p["new_offset"]))
-        self._tablet_write(p, lambda tx: tx.advance_consumer(*args))
+        """The consumer's row written as YTsaurus' consumer client writes it (`consumer_client.cpp`): no registration
+        needed, the partition index not checked against the queue, only a negative offset refused (at the call);
+        compare-and-set at the call and row locks at commit (`transactions`)."""
+        consumer, queue, partition = str(p["consumer_path"]), str(p["queue_path"]), int(p["partition_index"])
+        old, new = None if p.get("old_offset") is None else int(p["old_offset"]), int(p["new_offset"])
+        if new < 0:
+            raise YtCodedError(GENERIC, f"Queue consumer offset {new} cannot be negative")
+        key = {"queue_cluster": self.cluster.name, "queue_path": normalize_path(queue), "partition_index": partition}
+
+        def write(tx: Any) -> None:
+            if isinstance(tx, _Ledger):
+                tx.advance_consumer(consumer, queue, partition, old, new)
+                return
+            current = tx.lookup_rows(consumer, [key])
+            tx.insert_rows(consumer, [{**key, "offset": new, "meta": current[0]["meta"] if current else None}])
+
+        self._tablet_write(p, write)
 

@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from streaming_core.cluster.base import FILE, LINK, MAP_NODE, QUEUE_PRODUCER, TABLE
 from streaming_core.cluster.errors import AlreadyExistsError, NoSuchPathError
+from streaming_core.cluster.schema import STAMPED_COLUMNS
 from streaming_core.cluster.yson_values import plain
 
 from ..errors import GENERIC, BadRequest, YtCodedError
@@ -137,7 +140,10 @@ class CypressCommands:
         self.tablet_states.require_rows(path)
 
     def reshard_table(self, p: Mapping[str, Any]) -> None:
-        """`reshard_table` of a whole ordered table to `tablet_count` tablets (`Cluster.reshard`), unmounted."""
+        """`reshard_table` of a whole ordered table to `tablet_count` tablets, unmounted, as YTsaurus' master reshards
+        it (`tablet_manager.cpp`, `ReshardTableImpl`): tablets below both counts keep their rows, added ones start
+        empty, and the rows of removed ones are appended to the last tablet that stays; a removed tablet whose trimmed
+        rows' chunks are still attached is refused (`TabletStates.trimmed_chunks_attached`)."""
         path = path_of(p)
         given = [name for name in ("pivot_keys", "first_tablet_index", "last_tablet_index", "uniform",
                                    "enable_slicing", "trimmed_row_counts") if p.get(name) is not None]
@@ -147,7 +153,21 @@ class CypressCommands:
         self._require_node(path)
         if self.tablet_states.state(path) != UNMOUNTED:
             raise YtCodedError(GENERIC, "Cannot reshard table since not all of its tablets are in \"unmounted\" state")
-        self.cluster.reshard(path, int(p["tablet_count"]))
+        count = int(p["tablet_count"])
+        removed = self.cluster.get_tablet_infos(path)[count:]
+        for info in removed:
+            if self.tablet_states.trimmed_chunks_attached(path, info.tablet_index, info.trimmed_row_count):
+                raise YtCodedError(GENERIC, f"Some chunks of tablet {self.node_id(f'{path}/{info.tablet_index}')} "
+                                            f"are not fully trimmed; such a tablet cannot participate in resharding")
+        moved = [batch for info in removed for batch in self.cluster.read_tablet(
+            path, info.tablet_index, info.trimmed_row_count, info.total_row_count)]
+        for info in removed:
+            self.cluster._trim_rows(path, info.tablet_index, info.total_row_count)
+        self.cluster.reshard(path, count)
+        if moved:
+            rows = pa.Table.from_batches(moved)
+            self.cluster.insert_rows(path, rows.drop_columns([c for c in STAMPED_COLUMNS if c in rows.column_names]),
+                                     tablet_index=count - 1)
 
     def _require_node(self, path: str) -> None:
         if not self.cluster.exists(path) and self._disk(path) is None:

@@ -16,7 +16,8 @@ from streaming_core.cluster.schema import ROW_INDEX, TABLET_INDEX, TableSchema, 
 from streaming_core.cluster.yson_values import plain
 
 from .. import query as ql
-from ..errors import GENERIC, BadRequest, YtCodedError
+from ..acl import READ
+from ..errors import GENERIC, NO_SUCH_TABLET, BadRequest, YtCodedError
 from .common import (
     Rows,
     Rowset,
@@ -47,6 +48,11 @@ def pull_bounds(p: Mapping[str, Any]) -> tuple[int, int]:
     return bounds[0], bounds[1]
 
 
+def _sortable(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    """A key to sort sorted-table keys by, nulls first (as YTsaurus orders them)."""
+    return tuple((value is not None, value) for value in key)
+
+
 class TableCommands:
     """Rows: tablet counters, trimming, selects, lookups, inserts and deletes, pulls, static tables and files."""
 
@@ -54,52 +60,70 @@ class TableCommands:
         self.tablet_states.require_cells(path_of(p))
         infos = self.cluster.get_tablet_infos(path_of(p))
         wanted = [int(i) for i in p.get("tablet_indexes") or range(len(infos))]
+        for index in wanted:
+            if not 0 <= index < len(infos):  # the mount info's words (`TTableMountInfo::GetTabletByIndexOrThrow`)
+                raise YtCodedError(NO_SUCH_TABLET, f"Invalid tablet index for table {path_of(p)}: expected in range "
+                                                   f"[0,{len(infos) - 1}], got {index}")
         return {"tablets": [{"total_row_count": infos[i].total_row_count,
                              "trimmed_row_count": infos[i].trimmed_row_count,
                              "barrier_timestamp": 0, "last_write_timestamp": 0} for i in wanted]}
 
     def trim_rows(self, p: Mapping[str, Any]) -> None:
-        self.cluster._trim_rows(path_of(p), int(p["tablet_index"]), int(p["trimmed_row_count"]))
+        """The trimmed row count moves at once; the trimmed rows' chunks are detached later (`TabletStates`)."""
+        path, tablet = path_of(p), int(p["tablet_index"])
+        self.cluster._trim_rows(path, tablet, int(p["trimmed_row_count"]))
+        self.tablet_states.trimmed_chunks_attached(path, tablet, self.cluster.get_tablet_infos(path)[tablet]
+                                                   .trimmed_row_count)
 
     def select_rows(self, p: Mapping[str, Any]) -> Rowset:
         try:
             q = ql.parse(str(p["query"]))
         except ql.QueryError as e:
             raise BadRequest(str(e)) from None
+        self.permissions.require(READ, q.path)
         info = self.cluster.node_info(q.path)
         self._require_mounted(q.path)
         schema = TableSchema.from_yt(info.attributes["schema"])
+        start = self.snapshot_start(p)
         if info.kind == ORDERED:
-            tables: Iterable[pa.Table] = self._queue_rows(q)
+            tables: Iterable[pa.Table] = self._queue_rows(q, start)
         elif info.kind == SORTED:
-            tables = [to_arrow_table(schema, self.cluster.select_rows(q.path), q.path)]
+            rows = self.snapshot_rows(start, q.path, schema.key_columns, self.cluster.select_rows(q.path))
+            tables = [to_arrow_table(schema, [rows[k] for k in sorted(rows, key=_sortable)], q.path)]
         else:
             raise BadRequest(f"{q.path}: select_rows reads dynamic tables; this one is static")
         return Rowset(schema, (selected(hybrid_timestamps(t), q) for t in tables))
 
-    def _queue_rows(self, q: ql.Query) -> Iterator[pa.Table]:
+    def _queue_rows(self, q: ql.Query, start: int | None) -> Iterator[pa.Table]:
+        """The queue's rows the query selects, as they stood at commit version `start` (None: now)."""
         infos = self.cluster.get_tablet_infos(q.path)
         tablet = q.equal(TABLET_INDEX)
         bounds = q.bounds(ROW_INDEX) or (0, float("inf"))
         picked = q.among(ROW_INDEX)
         for info in infos if tablet is None else infos[int(tablet):int(tablet) + 1]:
+            total = self.snapshot_row_count(start, q.path, info.tablet_index, info.total_row_count)
             if picked is not None:  # single rows (the source's byte cap probes them), not the range between
-                rows = self.cluster.read_rows_at(q.path, info.tablet_index, [int(r) for r in picked])
+                rows = self.cluster.read_rows_at(q.path, info.tablet_index, [int(r) for r in picked if int(r) < total])
                 yield rows.add_column(0, TABLET_INDEX, pa.repeat(pa.scalar(info.tablet_index, pa.int64()),
                                                                  rows.num_rows))
                 continue
             lower = max(info.trimmed_row_count, int(bounds[0]))
-            upper = min(info.total_row_count, bounds[1] + 1)
+            upper = min(total, bounds[1] + 1)
             if lower < upper:
                 for batch in self.cluster.read_tablet(q.path, info.tablet_index, lower, int(upper),
                                                       service_columns=True):
                     yield pa.Table.from_batches([batch])
 
     def lookup_rows(self, p: Mapping[str, Any], rows: Rows) -> Rowset:
+        """The rows of `rows`' keys, at the snapshot of the request's tablet transaction (its start) when it names
+        one, as YTsaurus reads them."""
         path = path_of(p)
         schema = self.cluster.get_schema(path)
         keys = input_table(key_schema(schema), rows).to_pylist()
-        return Rowset(schema, [to_arrow_table(schema, self.cluster.lookup_rows(path, keys), path)])
+        found = self.snapshot_rows(self.snapshot_start(p), path, schema.key_columns,
+                                   self.cluster.lookup_rows(path, keys))
+        wanted = (found.get(tuple(key[c] for c in schema.key_columns)) for key in keys)
+        return Rowset(schema, [to_arrow_table(schema, [row for row in wanted if row is not None], path)])
 
     def insert_rows(self, p: Mapping[str, Any], rows: Rows | pa.Table) -> None:
         """Rows parsed against the table's write schema (`TableSchema.writable`), as YTsaurus parses them: a YSON or

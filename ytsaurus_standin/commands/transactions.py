@@ -11,8 +11,13 @@ all or nothing; each call is also checked at once against a `TabletWrites` ledge
 - at most `MAX_ROWS_PER_TABLET_TRANSACTION` rows per tablet (a sorted table's rows merged by key first; a sorted
   table is one tablet here): 1717 "Transaction affects too many rows" at commit (`yt/yt/ytlib/api/native/
   transaction.cpp`, `TTabletCommitSession`).
-A write outside a transaction is a transaction of its own, started and committed by the call. Reads (`lookup_rows`,
-`select_rows`) see the last committed state, not the transaction's snapshot (see `docs/ytsaurus.md`).
+A write outside a transaction is a transaction of its own, started and committed by the call. Reads inside a tablet
+transaction (`lookup_rows`, `select_rows` naming its id) see its snapshot, the state at its start timestamp, as
+YTsaurus reads them (`yt/yt/ytlib/api/native/transaction.cpp`: `LookupRows` and `SelectRows` delegated with
+`options.Timestamp = GetReadTimestamp()`): neither rows committed by others since it started nor its own writes. The
+stand-in keeps, for each commit made while an older transaction lives, what the rows it wrote held before it (sorted
+tables' rows, consumer rows) and each appended tablet's row count before it (`snapshot_rows`,
+`snapshot_row_count`).
 """
 
 
@@ -20,13 +25,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION, Cluster
+from streaming_core.cluster.embedded import normalize_path
 from streaming_core.cluster.errors import ConflictError
 from streaming_core.cluster.schema import TABLET_INDEX
 from streaming_core.cluster.ytsaurus.errors import TRANSACTION_LOCK_CONFLICT
@@ -57,6 +63,8 @@ class TabletWrites:
     appended: Counter[tuple[str, int | None]] = field(default_factory=Counter)
     #: Consumer rows written: `(consumer, queue, partition)`.
     consumer_rows: set[tuple[str, str, int]] = field(default_factory=set)
+    #: Rows of sorted tables written (consumer rows included), by their key columns' values: what snapshots restore.
+    rows: set[RowLock] = field(default_factory=set)
 
     def rows_per_tablet(self) -> Counter[tuple[str, int | None]]:
         """Rows per tablet: appends as counted, a sorted table's distinct keys (one tablet each)."""
@@ -75,7 +83,9 @@ class _Ledger:
     def insert_rows(self, path: str, rows: pa.Table, *, tablet_index: int | None = None) -> None:
         keys = self._commands.cluster.get_schema(path).key_columns
         if keys:
-            self._writes.locks.update((path, tuple(r.values())) for r in rows.select(list(keys)).to_pylist())
+            written = {(path, tuple(r.values())) for r in rows.select(list(keys)).to_pylist()}
+            self._writes.locks.update(written)
+            self._writes.rows.update((normalize_path(path), key) for _, key in written)
         else:
             self._writes.appended[(path, tablet_index)] += rows.num_rows
 
@@ -91,7 +101,9 @@ class _Ledger:
 
     def delete_rows(self, path: str, keys: list[dict[str, Any]]) -> None:
         columns = self._commands.cluster.get_schema(path).key_columns
-        self._writes.locks.update((path, tuple(k[c] for c in columns)) for k in keys)
+        deleted = {(path, tuple(k[c] for c in columns)) for k in keys}
+        self._writes.locks.update(deleted)
+        self._writes.rows.update((normalize_path(path), key) for _, key in deleted)
 
     def advance_consumer(self, consumer: str, queue: str, partition: int, old_offset: int | None,
                          new_offset: int) -> None:
@@ -102,6 +114,8 @@ class _Ledger:
                                     f"offset {old_offset}, found offset {found}")
         self._writes.locks.add((consumer, (queue, partition)))
         self._writes.consumer_rows.add((consumer, queue, partition))
+        self._writes.rows.add((normalize_path(consumer),
+                               (self._commands.cluster.name, normalize_path(queue), partition)))
 
 
 class TransactionCommands:
@@ -112,11 +126,13 @@ class TransactionCommands:
     _lock: threading.Lock
 
     def _init_tablet_rules(self) -> None:
-        """The state YTsaurus' tablet rules need: commit versions, row locks, consumer offsets before each commit."""
+        """The state YTsaurus' tablet rules need: commit versions, row locks, and what each commit overwrote while an
+        older transaction lived (`_before`, keyed `("offset", consumer, queue, partition)`, `("row", path, key)`,
+        `("tablet", path, tablet index)`)."""
         self._tablet_writes: dict[str, TabletWrites] = {}
         self._version = 0
         self._committed_at: dict[RowLock, int] = {}
-        self._offsets_before: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
+        self._before: dict[Hashable, list[tuple[int, Any]]] = {}
         self._commit_lock = threading.RLock()
 
     def start_transaction(self, p: Mapping[str, Any]) -> Any:
@@ -125,9 +141,8 @@ class TransactionCommands:
         object_type = TABLET_TRANSACTION if kind == "tablet" else MASTER_TRANSACTION if parent is None else \
             NESTED_TRANSACTION
         tx = PendingTransaction(new_id(object_type), kind, parent)
-        with self._commit_lock:
-            start = self._version  # after any commit under way
-        with self._lock:
+        with self._commit_lock, self._lock:  # after any commit under way, and live before the next one
+            start = self._version
             if parent is not None and parent not in self._transactions:
                 raise no_such_transaction(parent)
             self._transactions[tx.id] = tx
@@ -164,12 +179,64 @@ class TransactionCommands:
                 write(self.cluster)
 
     def snapshot_offset(self, start: int, consumer: str, queue: str, partition: int) -> int:
-        """The consumer's offset as of commit version `start`: before the first commit after it, else the current."""
+        """The consumer's offset as of commit version `start`."""
+        return self._as_of(start, ("offset", consumer, queue, partition),
+                           lambda: self.cluster.get_consumer_offsets(consumer, queue).get(partition, 0))
+
+    def snapshot_start(self, p: Mapping[str, Any]) -> int | None:
+        """The commit version a read reads at: its tablet transaction's start, None outside one (the latest)."""
+        tx_id = transaction_id_of(p)
+        if tx_id is None:
+            return None
+        tx = self._pending(tx_id)
+        with self._lock:
+            writes = self._tablet_writes.get(tx.id)
+        return None if writes is None else writes.start
+
+    def snapshot_rows(self, start: int | None, path: str, key_columns: tuple[str, ...],
+                      rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
+        """A sorted table's `rows` read now, by key, as they stood at commit version `start` (None: as read): rows
+        committed since then restored to what they held, new ones gone."""
+        by_key = {tuple(r[c] for c in key_columns): r for r in rows}
+        if start is None:
+            return by_key
+        path = normalize_path(path)
         with self._commit_lock:
-            for version, before in self._offsets_before.get((consumer, queue, partition), []):
+            changed = [key for key in self._before if key[0] == "row" and key[1] == path]
+            for key in changed:
+                row = self._as_of(start, key, lambda k=key[2]: by_key.get(k))
+                by_key[key[2]] = row
+        return {key: row for key, row in by_key.items() if row is not None}
+
+    def snapshot_row_count(self, start: int | None, path: str, tablet_index: int, now: int) -> int:
+        """An ordered table's tablet's row count at commit version `start` (`now` read now; None: `now`)."""
+        if start is None:
+            return now
+        return self._as_of(start, ("tablet", normalize_path(path), tablet_index), lambda: now)
+
+    def _as_of(self, start: int, key: Hashable, current: Callable[[], Any]) -> Any:
+        """What `key` held at commit version `start`: before the first commit after it, else `current()`."""
+        with self._commit_lock:
+            for version, before in self._before.get(key, []):
                 if version > start:
                     return before
-            return self.cluster.get_consumer_offsets(consumer, queue).get(partition, 0)
+            return current()
+
+    def _state_before(self, writes: TabletWrites) -> dict[Hashable, Any]:
+        """What a commit is about to overwrite: the consumer offsets, sorted rows and tablet row counts it touches."""
+        before: dict[Hashable, Any] = {
+            ("offset", *row): self.cluster.get_consumer_offsets(row[0], row[1]).get(row[2], 0)
+            for row in writes.consumer_rows}
+        for path in {path for path, _ in writes.rows}:
+            columns = self.cluster.get_schema(path).key_columns
+            keys = [key for p, key in writes.rows if p == path]
+            found = {tuple(r[c] for c in columns): r
+                     for r in self.cluster.lookup_rows(path, [dict(zip(columns, key, strict=True)) for key in keys])}
+            before.update({("row", path, key): found.get(key) for key in keys})
+        for path in {path for path, _ in writes.appended}:
+            before.update({("tablet", normalize_path(path), info.tablet_index): info.total_row_count
+                           for info in self.cluster.get_tablet_infos(path)})
+        return before
 
     def _pending(self, tx_id: str | None) -> PendingTransaction:
         with self._lock:
@@ -206,23 +273,22 @@ class TransactionCommands:
                     raise YtCodedError(TOO_MANY_ROWS_IN_TRANSACTION, f"Transaction affects too many rows (table "
                                                                      f"{path}, tablet {tablet}: {rows} rows, limit "
                                                                      f"{MAX_ROWS_PER_TABLET_TRANSACTION})")
-            before = {row: self.cluster.get_consumer_offsets(row[0], row[1]).get(row[2], 0)
-                      for row in writes.consumer_rows}
+            with self._lock:
+                live = [w.start for w in self._tablet_writes.values()]
+            before = self._state_before(writes) if live else {}
             with self.cluster.transaction() as atomic:
                 for write in buffered:
                     write(atomic)
             self._version += 1
-            with self._lock:
-                live = [w.start for w in self._tablet_writes.values()]
             if not live:  # no transaction's snapshot is older than this commit: nothing to remember
                 self._committed_at.clear()
-                self._offsets_before.clear()
+                self._before.clear()
                 return
             for lock in writes.locks:
                 self._committed_at[lock] = self._version
-            for row, offset in before.items():
-                history = [e for e in self._offsets_before.get(row, []) if e[0] > min(live)]
-                self._offsets_before[row] = [*history, (self._version, offset)]
+            for key, value in before.items():
+                history = [e for e in self._before.get(key, []) if e[0] > min(live)]
+                self._before[key] = [*history, (self._version, value)]
 
     def _master_write(self, p: Mapping[str, Any], write: Callable[[Cluster], None]) -> None:
         tx_id = transaction_id_of(p)

@@ -52,8 +52,8 @@ class QueueMixin:
             "SELECT tablet, total, trimmed FROM tablets WHERE path=? ORDER BY tablet", (normalize_path(path),))]
 
     def read_tablet(self, path, tablet_index, lower, upper, *, columns=None, max_rows=READ_BATCH_ROWS,
-                    max_bytes=READ_BATCH_BYTES, service_columns=False,
-                    consumer_path=None) -> Iterator[pa.RecordBatch]:
+                    max_bytes=READ_BATCH_BYTES, service_columns=False, consumer_path=None,
+                    schema=None) -> Iterator[pa.RecordBatch]:
         path = normalize_path(path)
         conn = self._store.open()  # own connection: a generator may outlive this thread's other work
         try:

@@ -8,7 +8,6 @@ with a log line that says why, for `REGISTRATION_VISIBLE_WITHIN_SECONDS`; only t
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
@@ -21,11 +20,11 @@ from ..base import (
     ORDERED,
     PULL_ROWS,
     READ_BATCH_BYTES,
-    REGISTRATION_POLL_SECONDS,
     SORTED,
     TABLE,
     Registration,
     require_kind,
+    wait_for_registration,
 )
 from ..errors import SchemaError
 from ..schema import CONSUMER_SCHEMA
@@ -101,20 +100,25 @@ class ConsumerMixin:
         """`call()`, tried again while the proxy answers "not registered", for at most
         `registration_visible_within_seconds` (a registration the proxy's cache does not see yet); the YTsaurus
         error of the last try, or of any other failure, is raised as it came."""
-        deadline = time.monotonic() + self.registration_visible_within_seconds
-        waiting = False
-        while True:
+        results: list[T] = []
+        refusals: list[YtError] = []
+
+        def attempt() -> bool:
             try:
-                return call()
+                results.append(call())
             except YtError as err:
-                if not not_registered(err) or time.monotonic() >= deadline:
+                if not not_registered(err):
                     raise
-            if not waiting:
-                waiting = True
-                log.info("yt_registration_not_visible_yet", queue=queue_path, consumer=consumer_path,
-                         waiting_seconds=self.registration_visible_within_seconds,
-                         reason="YTsaurus proxies refresh their registration cache every 10 s")
-            time.sleep(REGISTRATION_POLL_SECONDS)
+                refusals.append(err)
+                return False
+            return True
+
+        if wait_for_registration(attempt, self.registration_visible_within_seconds, lambda: log.info(
+                "yt_registration_not_visible_yet", queue=queue_path, consumer=consumer_path,
+                waiting_seconds=self.registration_visible_within_seconds,
+                reason="YTsaurus proxies refresh their registration cache every 10 s")):
+            return results[-1]
+        raise refusals[-1]
 
     def advance_consumer(
         self, consumer_path: str, queue_path: str, partition_index: int, old_offset: int | None,

@@ -9,6 +9,7 @@ import yt.wrapper as yt
 from yt.common import YtError
 
 from ..errors import (
+    AccessDeniedError,
     AlreadyExistsError,
     AuthenticationError,
     ClusterError,
@@ -57,6 +58,8 @@ def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
             return error(message)
     if not_registered(err):
         return NotRegisteredError(message)
+    if err.contains_code(AUTHORIZATION_ERROR):
+        return AccessDeniedError(message)
     return ClusterError(message)
 
 

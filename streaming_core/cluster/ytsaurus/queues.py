@@ -6,6 +6,7 @@ wait for the mount, for at most the client's retry bound, as the client itself w
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -15,8 +16,8 @@ import pyarrow as pa
 from yt.common import YtError
 
 from ...log import get_logger
-from ..base import ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, TabletInfo, require_kind
-from ..errors import ClusterError, NoSuchPathError, TrimmedRowsError
+from ..base import MAX_TABLET_COUNT, ORDERED, READ_BATCH_BYTES, READ_BATCH_ROWS, TabletInfo, require_kind
+from ..errors import AccessDeniedError, ClusterError, NoSuchPathError, TrimmedRowsError
 from ..schema import ROW_INDEX, TABLET_INDEX, TableSchema
 from . import query as query_names
 from .client import WIRE_RAW, retry_seconds
@@ -37,6 +38,27 @@ def tablets_moving(err: YtError) -> bool:
     return err.is_tablet_not_mounted() or err.is_no_such_tablet() or err.is_tablet_in_intermediate_state()
 
 
+def chunks_not_trimmed(err: YtError) -> bool:
+    """YTsaurus' refusal to reshard away a tablet whose trimmed rows' chunks are still attached (`tablet.cpp`
+    `ValidateReshardRemove`, no code of its own): it passes once the tablet node has detached them."""
+    return bool(err.find_matching_error(predicate=lambda e: "are not fully trimmed" in e.message))
+
+
+def tablet_count_from_mount_info(client: Any, path: str) -> int:
+    """A table's tablet count without read on it: `get_tablet_infos` of an index past any table's is refused with
+    the count in its message, "Invalid tablet index for table ...: expected in range [0,N-1], got ..."
+    (`yt/yt/client/tablet_client/table_mount_cache.cpp`, `GetTabletByIndexOrThrow`)."""
+    try:
+        client.get_tablet_infos(path, [MAX_TABLET_COUNT])
+    except YtError as err:
+        refusal = err.find_matching_error(predicate=lambda e: "Invalid tablet index" in e.message)
+        found = refusal and re.search(r"expected in range \[0,\s*(-?\d+)\]", refusal.message)
+        if not found:
+            raise
+        return int(found.group(1)) + 1
+    raise ClusterError(f"{path}: tablet {MAX_TABLET_COUNT} is past YTsaurus' limit, yet was answered")
+
+
 class QueueMixin:
     """`get_tablet_infos`, `read_tablet`, `trim_rows` and `reshard` of `YtsaurusCluster` (appends: `insert_rows`)."""
 
@@ -45,15 +67,18 @@ class QueueMixin:
     _while_registration_is_fresh: Callable[..., Any]  # `ConsumerMixin`'s
 
     def get_tablet_infos(self, path: str) -> list[TabletInfo]:
+        """The tablets' counters. `get_tablet_infos` checks no permission, but the tablet count (`@tablet_count`) needs
+        read on the table: a reader granted the queue through its consumer only learns it from the mount info's
+        refusal of a tablet index past any table's (`tablet_count_from_mount_info`)."""
         try:
-            count = int(self.get(path + "/@tablet_count"))
+            count = self._tablet_count(path)
         except NoSuchPathError:
             require_kind(self, path, ORDERED)  # a table of another kind is named as such; else the path is missing
             raise
         counts = [count]  # the count read above; on a retry (a reshard meanwhile) the table's own again
 
         def infos_now() -> list[Any]:
-            tablets = counts.pop() if counts else int(self._client.get(path + "/@tablet_count"))
+            tablets = counts.pop() if counts else self._tablet_count(path)
             return self._client.get_tablet_infos(path, list(range(tablets)))["tablets"]
 
         infos = self._while_tablets_move(path, infos_now)
@@ -62,6 +87,13 @@ class QueueMixin:
                        trimmed_row_count=int(info["trimmed_row_count"]))
             for i, info in enumerate(infos)
         ]
+
+    def _tablet_count(self, path: str) -> int:
+        try:
+            return int(self.get(path + "/@tablet_count"))
+        except AccessDeniedError:
+            with self._errors(path):
+                return tablet_count_from_mount_info(self._client, path)
 
     def queue_agent_attribute(self, path: str, name: str) -> Any | None:
         """The Queue Agent's attribute (see `Cluster.queue_agent_attribute`); None where the cluster resolves no such
@@ -89,12 +121,14 @@ class QueueMixin:
         self, path: str, tablet_index: int, lower: int, upper: int, *,
         columns: Sequence[str] | None = None, max_rows: int = READ_BATCH_ROWS,
         max_bytes: int = READ_BATCH_BYTES, service_columns: bool = False, consumer_path: str | None = None,
+        schema: TableSchema | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Read in calls of at most `max_rows` rows (and `max_bytes`, through a consumer), so no response is
-        unbounded: through `consumer_path` with `pull_consumer` (authorized by the consumer's registration, as
-        SPYT reads), else with `select_rows` (read access to the queue table). Every response must start at the
-        row asked for and be contiguous: a gap is rows trimmed meanwhile."""
-        schema = self.get_schema(path)
+        unbounded: through `consumer_path` with `pull_consumer` (read access to the consumer and its registration,
+        as SPYT reads), else with `select_rows` (read access to the queue table). Every response must start at the
+        row asked for and be contiguous: a gap is rows trimmed meanwhile. With `schema` given, the queue's
+        `@schema` is not read (a reader granted the queue through its consumer only may not read it)."""
+        schema = schema or self.get_schema(path)
         if columns is not None:
             schema = TableSchema(tuple(schema.column(c) for c in columns))
         self._check_range(path, tablet_index, lower, upper)
@@ -190,10 +224,27 @@ class QueueMixin:
 
     def _reshard(self, path: str, tablet_count: int) -> None:
         """Unmount, `reshard_table` with `tablet_count`, mount, each waited for: YTsaurus reshards unmounted tablets
-        only. The table is mounted again even when the reshard fails, so a refused reshard leaves it usable."""
-        with self._errors(path):
-            self._client.unmount_table(path, sync=True)
-            try:
-                self._client.reshard_table(path, tablet_count=tablet_count, sync=True)
-            finally:
-                self._client.mount_table(path, sync=True)
+        only. The table is mounted again even when the reshard fails, so a refused reshard leaves it usable.
+
+        A tablet it removes is refused while the chunks of its trimmed rows are still attached (the tablet node
+        detaches them after a trim, while mounted: `chunks_not_trimmed`): the reshard is tried again, the table
+        mounted meanwhile, for at most the client's retry bound."""
+        deadline = time.monotonic() + retry_seconds()
+        waiting = False
+        while True:
+            with self._errors(path):
+                self._client.unmount_table(path, sync=True)
+                try:
+                    self._client.reshard_table(path, tablet_count=tablet_count, sync=True)
+                    return
+                except YtError as err:
+                    if not chunks_not_trimmed(err) or time.monotonic() >= deadline:
+                        raise
+                finally:
+                    self._client.mount_table(path, sync=True)
+            if not waiting:
+                waiting = True
+                log.info("yt_reshard_waiting_for_trimmed_chunks", path=path, tablet_count=tablet_count,
+                         at_most_seconds=retry_seconds(),
+                         reason="YTsaurus detaches a trimmed tablet's chunks after the trim, while it is mounted")
+            time.sleep(TABLETS_MOVING_POLL_SECONDS)

@@ -435,8 +435,8 @@ def main() -> None:
             print(f"{'2 (simulated, ' + what + ') tuner, cap ' + name.replace('_', ' ') + ' (s)':58} {seconds:>14.0f}")
         print(f"{'2 (simulated) drain_ratio' + label + ' (worse start)':58} {drain['drain_ratio' + label]:>14.3f} "
               f"{'<= 1.15':>10}")
-        print(f"{'2 (simulated) over_memory_batches' + label + ', tuned':58} {drain['over_memory_batches' + label]:>14} "
-              f"{'0' if known else '':>10}")
+        over = drain["over_memory_batches" + label]
+        print(f"{'2 (simulated) over_memory_batches' + label + ', tuned':58} {over:>14} {'0' if known else '':>10}")
     print(f"{'3 (simulated) settle_batches after a 10x rate step':58} {step['settle_batches']:>14} {'<= 10':>10}")
     print(f"{'4 (simulated) changes_per_100 at a steady rate':58} {steady['changes_per_100']:>14.2f} {'<= 2':>10}")
     print(f"{'5 (sink path, simulated proxy) default 50000 (rows/s)':58} {writes['default_rows_per_s']:>14,.0f}")

@@ -254,6 +254,9 @@ def simulated(cluster: Cluster, root: str, *, tuned: bool, cap: int | None, rate
     recorder = Recorder(Metrics(CollectorRegistry()), store)
     check = AutotuneCheck(recorder, PositionsCollector(cluster.uri), targets_for(cfg)) if tuned else None
     holder.append(Simulated(cluster, document, check, recorder, world, rate, backlog, random.Random(seed)))
+    if check is not None:  # as the runner does before a start: the query's status, the OOM verdict, the tuner
+        recorder.status.update("sim", trigger_interval_seconds=TRIGGER, backlog_rows=int(backlog * PARTITIONS))
+        check.run()
     return holder[0]
 
 
@@ -288,7 +291,6 @@ def scenario_drain(cluster: Cluster, fresh: Callable[[], str]) -> dict[str, Any]
         for name, start in (("too_small", ideal // 10), ("too_large", ideal * 10)):
             sim = simulated(cluster, fresh(), tuned=True, cap=start, rate=rate, backlog=BACKLOG_ROWS, seed=2,
                             world=world, memory_known=known)
-            sim.check.run()  # as the runner does before a start (the OOM check's verdict first, when it runs)
             tuned[name] = drain_seconds(sim)[0]
             over_memory += sim.over_memory
         ratios = {k: v / feasible[best_cap] for k, v in tuned.items()}

@@ -12,13 +12,16 @@ The model, per pool: peak = baseline + growth (+ Spark's execution memory, heap 
   distribution, not a point: its spread is the noise plus the fit's own uncertainty at the planned size, so noisy
   peaks (a heap peak depends on when the collector ran) and extrapolation widen the envelope instead of pulling
   the prediction down;
-- a pool may level off instead (direct memory holds a few of the source's bounded Arrow chunks at a time whatever
-  the batch; a sort spills once its buffers are full): beside the line, one hypothesis per size the pool was seen at
-  (below the largest) that the growth stops there, growth = base + slope x min(batch bytes, that size), each fitted
-  the same way. Each hypothesis weighs by its prior (`ModelSettings.line_prior` for the line, the rest shared) times
-  how well it explains the observations (its marginal likelihood), and the prediction is their mixture. A level
-  takes over only with evidence, batches past it that did not grow; without it the line's upper tail sets the
-  bound. A pool that died of a batch has no level below it: the line alone;
+- a pool need not grow on a line (direct memory holds a few of the source's bounded Arrow chunks at a time whatever
+  the batch; a sort spills once its buffers are full; a buffer may fill before anything grows): beside the line, for
+  each size the pool was seen at (below the largest, the last `_MAX_KNEES`), the hypothesis that the growth levels
+  off there, growth = base + slope x min(batch bytes, that size), and the one that it only starts there, base +
+  slope x max(0, batch bytes - that size), each fitted the same way with one noise (the best-explaining
+  hypothesis'). Each weighs by its prior (`ModelSettings.level_prior` shared by the levels, the rest by the growing
+  ones) times how well it explains the observations (its marginal likelihood), and the prediction is their mixture.
+  A level takes over only with evidence, batches past it that did not grow; without it the growing hypotheses' upper
+  tail sets the bound, and a late, steep growth is not averaged away by the flat part before it. A pool that died of
+  a batch has no level: every growing hypothesis is raised to reach the limit at that size;
 - Spark's execution memory (heap: sort, aggregation and join buffers) is predicted apart: it grows with the batch
   at the highest ratio seen in batches that did not spill, and stops at Spark's execution region (the memory
   manager grants no more: the operator spills);
@@ -337,8 +340,9 @@ def fit(observations: Sequence[Observation], limit_bytes: float, settings: Model
         levels = () if died else tuple((size, None) for size in sizes)
         knees = [(None, None), *((None, size) for size in sizes), *levels]
         fitted = [_fit_line(measured, limit_bytes, settings, prior, prior_base, *knee) for knee in knees]
-        noise = max(fitted, key=lambda f: f[-1])[2]  # the noise of the hypothesis that explains them best
-        fitted = [_fit_line(measured, limit_bytes, settings, prior, prior_base, *knee, noise) for knee in knees]
+        noise_variance = max(fitted, key=lambda f: f[-1])[2]  # of the hypothesis that explains them best
+        fitted = [_fit_line(measured, limit_bytes, settings, prior, prior_base, *knee, noise_variance)
+                  for knee in knees]
         grows = (1 - settings.level_prior) / (len(knees) - len(levels)) if levels else 1 / len(knees)
         priors = [settings.level_prior / len(levels) if levels_at is not None else grows for levels_at, _ in knees]
         top = max(f[-1] for f in fitted)
@@ -370,11 +374,12 @@ def _knee(batch_bytes: float, levels_at: float | None, rises_at: float | None) -
 
 
 def _fit_line(measured: Sequence[Observation], limit_bytes: float, settings: ModelSettings, prior: Prior,
-              prior_base: float, levels_at: float | None, rises_at: float | None, noise: float | None = None
-              ) -> tuple[float, float, float, tuple[float, float, float], float]:
+              prior_base: float, levels_at: float | None, rises_at: float | None,
+              noise_variance: float | None = None) -> tuple[float, float, float, tuple[float, float, float], float]:
     """The posterior line of the measured batches' growth against `_knee(batch bytes)`, in units of the
     limit (the normal equations stay well conditioned; the slope is bytes per byte either way): base, slope, noise
-    variance, (var base, cov, var slope), and the log of its marginal likelihood (how well it explains them)."""
+    variance (estimated from the residuals pooled with the prior's, unless given), (var base, cov, var slope), and
+    the log of its marginal likelihood (how well it explains them)."""
     newest = max(o.batch_id for o in measured)
     weights = [0.5 ** ((newest - o.batch_id) / settings.half_life_batches) for o in measured]
     x = [_knee(o.batch_bytes, levels_at, rises_at) / limit_bytes for o in measured]
@@ -382,8 +387,8 @@ def _fit_line(measured: Sequence[Observation], limit_bytes: float, settings: Mod
     noise_fraction = prior.noise_fraction
     mean0 = (prior_base / limit_bytes, prior.bytes_per_batch_byte)
     precision0 = (1.0 / _BASE_SPREAD ** 2, 1.0 / max(settings.slope_spread * prior.bytes_per_batch_byte, 1e-3) ** 2)
-    s2 = noise_fraction ** 2 if noise is None else noise
-    for _ in range(_FIT_ROUNDS if noise is None else 0):
+    s2 = noise_fraction ** 2 if noise_variance is None else noise_variance
+    for _ in range(_FIT_ROUNDS if noise_variance is None else 0):
         (a, k), cov = _posterior(x, y, weights, mean0, precision0, s2)
         squares = sum(w * (yi - a - k * xi) ** 2 for w, xi, yi in zip(weights, x, y, strict=True))
         s2 = (settings.noise_weight * noise_fraction ** 2 + squares) / (settings.noise_weight + sum(weights))

@@ -29,10 +29,11 @@ def shares(**seconds: float) -> PhaseShares:
     return PhaseShares("r", 3, 9, total, full, {p: s / total for p, s in full.items()}, largest, 1.0, "")
 
 
-def fast_capped(phases: PhaseShares | None) -> Facts:
-    """Batches far under the 10 s target that read their whole cap, with a backlog: the cap would be raised."""
+def fast_capped(phases: PhaseShares | None, interval: float | None = 10.0) -> Facts:
+    """Batches far under the target that read their whole cap, with a backlog: the cap would be raised. `interval`:
+    the processing-time trigger's (None: the default trigger, batches back to back)."""
     found = tuple(BatchSummary(i, 20_000, 10_000, 0.5 + 1e-4 * 10_000) for i in range(3))
-    return Facts("q", "apply", 10_000, None, found, trigger_interval_seconds=10.0, backlog_rows=1_000_000,
+    return Facts("q", "apply", 10_000, None, found, trigger_interval_seconds=interval, backlog_rows=1_000_000,
                  phases=phases)
 
 
@@ -59,8 +60,18 @@ def test_the_read_cap_is_raised_when_per_batch_costs_bind_and_the_reason_says_so
     ("sink_insert", TuneReason.INSERTS_BIND, "the sink's inserts"), ("read_wait", TuneReason.READS_BIND, "reads"),
     ("decode", TuneReason.DECODE_BINDS, "decoding"), ("transform", TuneReason.TRANSFORM_BINDS, "transformation")])
 def test_the_read_cap_is_not_raised_when_a_per_row_phase_binds(phase: str, reason: TuneReason, named: str):
-    held = decision(fast_capped(shares(planning=0.1, spark_other=0.1, **{phase: 0.8})), Knob.MAX_ROWS)
+    held = decision(fast_capped(shares(planning=0.1, spark_other=0.1, **{phase: 0.8}), interval=None), Knob.MAX_ROWS)
     assert held.direction == Direction.HOLD and held.reason == reason and named in reason.words
+
+
+def test_time_left_idle_until_the_next_trigger_is_a_per_batch_cost_that_larger_batches_spread():
+    """Under a 10 s processing-time trigger, batches of 1 s leave 9 s of each interval idle: with a backlog, fewer and
+    larger batches drain it sooner whichever per-row phase binds inside them; once they fill the interval, not."""
+    per_row = shares(planning=0.1, spark_other=0.1, transform=0.8)
+    assert binding(per_row, trigger_interval_seconds=10.0) == PER_BATCH_COSTS
+    assert binding(per_row, trigger_interval_seconds=0.35) == "transform"
+    raised = decision(fast_capped(per_row), Knob.MAX_ROWS)
+    assert raised.direction == Direction.UP and raised.reason == TuneReason.PER_BATCH_COSTS_BIND
 
 
 def writes(phases: PhaseShares | None, slowest: float) -> Facts:

@@ -13,7 +13,7 @@ from opsd.checks.autotune.check import AutotuneCheck
 from opsd.checks.autotune.check import targets_for as autotune_targets
 from opsd.checks.oom.check import OomCheck
 from opsd.checks.oom.collect import SparkRest, next_partitions, sample_bytes_per_row
-from opsd.checks.oom.evaluate import ModelSettings, PlannedBatch
+from opsd.checks.oom.evaluate import PlannedBatch
 from opsd.collect.positions import PositionsCollector
 from opsd.config.models import OpsdConfig
 from opsd.observe.progress import PartitionOffsets
@@ -87,8 +87,7 @@ def test_a_query_that_never_ran_starts_capped_by_the_models_safe_cap(yt, started
 
     def risk_at(rows: int) -> float:
         batch = PlannedBatch({("q", 0): rows, ("q", 1): rows}, verdict.batch.bytes_per_row, rows)
-        z = ModelSettings(confidence=verdict.confidence).z
-        return max(p.bound_at(batch.bytes, z) / p.limit_bytes for p in verdict.pools)
+        return max(p.bound_at(batch.bytes, verdict.confidence) / p.limit_bytes for p in verdict.pools)
 
     assert risk_at(cap) <= verdict.target_risk < risk_at(int(cap * 1.1) + 1)
     status = recorder.status.get("p")

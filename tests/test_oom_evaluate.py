@@ -2,6 +2,7 @@
 for the planned batch with its interval, the baselines, execution memory, the safe cap, the finding."""
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -54,12 +55,12 @@ def test_before_any_observation_the_conservative_prior_predicts_with_its_noise_o
 
 
 def test_batches_on_a_line_give_back_that_line_with_a_bound_above_it():
-    sizes = [10 * MB, 20 * MB, 40 * MB, 60 * MB, 80 * MB]
-    model = fit(_line(sizes), LIMIT)
-    assert model.base == pytest.approx(100 * MB, rel=0.05)
-    assert model.slope == pytest.approx(3.0, rel=0.02)
-    pool = _heap(_line(sizes), 100 * MB)
-    assert pool.predicted_peak_bytes == pytest.approx(400 * MB, rel=0.02)
+    model = fit(_line(WIDE), LIMIT)
+    assert model.line.base == pytest.approx(100 * MB, rel=0.05)
+    assert model.line.slope == pytest.approx(3.0, rel=0.02)
+    assert sum(g.weight for g in model.growths if g.levels_at is None) > 0.95  # no level explains a line
+    pool = _heap(_line(WIDE), 120 * MB)
+    assert pool.predicted_peak_bytes == pytest.approx(460 * MB, rel=0.02)
     assert pool.peak_low_bytes < pool.predicted_peak_bytes < pool.peak_bound_bytes
 
 
@@ -73,14 +74,14 @@ def test_noisy_peaks_widen_the_margin_instead_of_pulling_the_prediction_down(see
     clean, noisy = _heap(_line(sizes), 80 * MB), _heap(_line(sizes, noise=low), 80 * MB)
     truth = 100 * MB + 3.0 * 80 * MB
     assert noisy.peak_bound_bytes >= truth
-    assert noisy.peak_bound_bytes - noisy.predicted_peak_bytes > clean.peak_bound_bytes - clean.predicted_peak_bytes
+    assert noisy.model.line.spread(80 * MB) > clean.model.line.spread(80 * MB)
 
 
 def test_a_larger_batch_that_measured_a_lower_peak_does_not_make_the_next_one_look_safe():
     """The issue's case: a batch twice as large measured a lower peak than the one before it."""
     seen = [Observation(0, 20 * MB, 300 * MB), Observation(1, 40 * MB, 250 * MB), Observation(2, 80 * MB, 380 * MB)]
     pool = _heap(seen, 160 * MB)
-    assert pool.model.slope > 0
+    assert pool.model.line.slope > 0
     assert pool.peak_bound_bytes > 380 * MB + 0.5 * (380 - 250) * MB
 
 
@@ -110,13 +111,13 @@ def test_the_probability_of_passing_the_limit_is_a_half_where_the_expected_peak_
 def test_recent_batches_weigh_more_than_old_ones():
     old = [Observation(i, s, 50 * MB + 1.0 * s) for i, s in enumerate([10 * MB, 20 * MB, 30 * MB])]
     new = [Observation(100 + i, s, 50 * MB + 4.0 * s) for i, s in enumerate([10 * MB, 20 * MB, 30 * MB])]
-    assert fit(old + new, LIMIT, ModelSettings(half_life_batches=5)).slope == pytest.approx(4.0, rel=0.05)
+    assert fit(old + new, LIMIT, ModelSettings(half_life_batches=5)).line.slope == pytest.approx(4.0, rel=0.05)
 
 
 def test_batches_of_one_size_anchor_the_peak_and_leave_the_slope_to_the_prior():
     seen = [Observation(i, 10 * MB, 200 * MB) for i in range(5)]
     model = fit(seen, LIMIT, ModelSettings(heap=Prior(0.3, 8.0)))
-    assert model.slope == pytest.approx(8.0, rel=0.15)
+    assert model.line.slope == pytest.approx(8.0, rel=0.15)
     assert model.predict(10 * MB) == pytest.approx(200 * MB, rel=0.02)
     # Twice the size: the slope is the prior's guess, so the bound is wide.
     assert _heap(seen, 20 * MB).peak_bound_bytes > 200 * MB + 8.0 * 10 * MB
@@ -153,10 +154,14 @@ def test_execution_memory_stops_growing_at_sparks_execution_region():
     seen = [Observation(i, s, 80 * MB + 0.2 * s + 1.0 * s, execution_bytes=1.0 * s)
             for i, s in enumerate([10 * MB, 30 * MB, 60 * MB, 90 * MB, 120 * MB])]
     region = 127 * MB
-    small = _heap(seen, 60 * MB, execution_region_bytes=region)
-    big = _heap(seen, 400 * MB, execution_region_bytes=region)
+    loose = ModelSettings(slope_spread=4.0)  # the heap's own slope from the batches, not the prior's
+    small = _heap(seen, 60 * MB, loose, execution_region_bytes=region)
+    big = _heap(seen, 400 * MB, loose, execution_region_bytes=region)
     assert small.predicted_peak_bytes == pytest.approx(80 * MB + 0.2 * 60 * MB + 60 * MB, rel=0.05)
-    assert big.predicted_peak_bytes == pytest.approx(80 * MB + 0.2 * 400 * MB + region, rel=0.1)
+    # the line's growth plus the execution region: a level (no evidence against it at 0.2 bytes per byte) lowers
+    # the mixture's expectation, never the execution memory's stop
+    assert big.model.line.mean(400 * MB) + big.model.execution(400 * MB) == pytest.approx(
+        80 * MB + 0.2 * 400 * MB + region, rel=0.1)
     assert _heap(seen, 400 * MB).predicted_peak_bytes > big.predicted_peak_bytes + 200 * MB  # no region: no stop
     spilled = [*seen, Observation(3, 80 * MB, 80 * MB + 0.2 * 80 * MB + 50 * MB, execution_bytes=50 * MB,
                                   spilled=True)]
@@ -214,3 +219,52 @@ def test_a_batchs_usage_becomes_one_observation_per_pool_with_the_heaps_own_fact
     found = observations_of(7, 1000.0, usage, state_bytes=40.0)
     assert found["jvm_heap"] == Observation(7, 1000.0, 300.0, state_bytes=40.0, execution_bytes=120.0, spilled=True)
     assert found["python_worker"] == Observation(7, 1000.0, 900.0, baseline_bytes=450.0)
+
+
+DIRECT_LIMIT = 128 * MB
+LEVELLING = [12 * MB, 24 * MB, 48 * MB, 96 * MB, 192 * MB]
+#: A weak slope prior: the batches' own growth decides (what these tests are about), not the prior's slope.
+LOOSE = ModelSettings(slope_spread=4.0)
+
+
+def _direct(peaks, batch_bytes, settings=LOOSE):
+    """The direct pool's verdict for a batch of `batch_bytes` after batches of `LEVELLING` sizes with these peaks."""
+    seen = [Observation(i, s, p) for i, (s, p) in enumerate(zip(LEVELLING, peaks, strict=False))]
+    batch = PlannedBatch({("//q", 0): int(batch_bytes)}, 1.0, None)
+    return evaluate("q", batch, {"direct": DIRECT_LIMIT}, {"direct": seen}, settings=settings).pools[0]
+
+
+def test_a_pool_that_levels_off_is_predicted_at_its_level_not_on_its_line():
+    """Direct memory holds a few of the source's bounded chunks whatever the batch: batches past 48 MiB did not grow,
+    so a batch twice the largest is judged at that level; the line through the same peaks would cross the limit."""
+    flat = [24 * MB, 40 * MB, 56 * MB, 57 * MB, 56 * MB]
+    pool = _direct(flat, 384 * MB)
+    assert pool.risk < 0.7
+    assert max(pool.model.growths, key=lambda g: g.weight).levels_at == 48 * MB
+    assert pool.baseline_bytes + pool.model.line.mean(384 * MB) > pool.peak_bound_bytes
+
+
+def test_a_level_takes_over_only_with_batches_past_it_that_did_not_grow():
+    """Peaks that grew at every size seen give a level no evidence: the next, larger batch is judged on the growth."""
+    growing = [20 * MB, 36 * MB, 68 * MB]
+    assert _direct(growing, 96 * MB).risk >= 1.0
+    assert _direct(growing, 96 * MB, replace(LOOSE, level_prior=0.0)).risk == pytest.approx(
+        _direct(growing, 96 * MB).risk, rel=0.1)
+
+
+def test_a_pool_that_starts_growing_late_is_judged_by_its_late_growth():
+    """Flat, then steep: the line through every peak averages the steep part away; the growth past the knee does
+    not, so the next doubling is judged at risk."""
+    late = [30 * MB, 31 * MB, 70 * MB]
+    pool = _direct(late, 96 * MB)
+    assert pool.risk >= 1.0
+    assert pool.baseline_bytes + pool.model.line.mean(96 * MB) < DIRECT_LIMIT
+
+
+def test_a_pool_that_died_of_a_batch_has_no_level_below_it():
+    flat = [Observation(i, s, p) for i, (s, p) in enumerate(zip(LEVELLING[:4], [24 * MB, 40 * MB, 56 * MB, 57 * MB],
+                                                                strict=True))]
+    died = [*flat, Observation(4, 192 * MB, 0.0, failed=True)]
+    model = fit(died, DIRECT_LIMIT, LOOSE, pool="direct")
+    assert all(g.levels_at is None for g in model.growths)
+    assert all(g.mean(192 * MB) >= DIRECT_LIMIT * 0.99 for g in model.growths)

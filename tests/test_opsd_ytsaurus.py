@@ -28,7 +28,7 @@ from opsd.results.trim import TrimOutlook
 from streaming_core.cluster import connect
 from streaming_core.cluster.ytsaurus.queues import QUEUE_AGENT_CONFIG
 from streaming_core.session import CHECKPOINT_FILE_MANAGER
-from streaming_core.tuning import read_tuning
+from streaming_core.tuning import Tuning, read_tuning
 from tests.support.cluster import make_queue
 from tests.support.daemon import START_SECONDS, http_status, run_daemon
 from tests.support.ports import free_port
@@ -46,6 +46,9 @@ PIPELINE = "copy"
 WAIT_SECONDS = 150.0
 #: Rows the Queue Agent keeps of each partition below the vital consumer.
 RETAINED_ROWS = 30
+#: The tuner's bounds (not its defaults, so that a cap within them shows the config's were applied), low and high:
+#: rows per partition, bytes per partition (data weight), rows per insert call.
+ROW_BOUNDS, BYTE_BOUNDS, DYN_BATCH_BOUNDS = (10, 100_000), (2 << 20, 512 << 20), (2000, 80_000)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +87,10 @@ def daemon(standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
             "sink": {"format": "yt", "path": RESULT},
             "trigger": {"processing_time": "1 second"},
             "checkpoint_location": CHECKPOINT,
-            "autotune": {"mode": "apply", "min_rows_per_partition": 10, "max_rows_per_partition": 100_000},
+            "autotune": {"mode": "apply", "min_rows_per_partition": ROW_BOUNDS[0],
+                         "max_rows_per_partition": ROW_BOUNDS[1], "min_bytes_per_partition": BYTE_BOUNDS[0],
+                         "max_bytes_per_partition": BYTE_BOUNDS[1], "min_dyn_batch_size": DYN_BATCH_BOUNDS[0],
+                         "max_dyn_batch_size": DYN_BATCH_BOUNDS[1]},
         }],
     }
     config_file = work / "opsd.yaml"
@@ -115,6 +121,15 @@ def metrics(url: str) -> str:
         return response.read().decode()
 
 
+def assert_within_bounds(tuned: Tuning) -> None:
+    """Every cap the tuner wrote lies within the configured bounds (a row cap it wrote is not the option's 20)."""
+    assert tuned.max_rows_per_partition is None or (
+        ROW_BOUNDS[0] <= tuned.max_rows_per_partition <= ROW_BOUNDS[1] and tuned.max_rows_per_partition != 20), tuned
+    assert tuned.max_bytes_per_partition is None or (
+        BYTE_BOUNDS[0] <= tuned.max_bytes_per_partition <= BYTE_BOUNDS[1]), tuned
+    assert tuned.dyn_batch_size is None or DYN_BATCH_BOUNDS[0] <= tuned.dyn_batch_size <= DYN_BATCH_BOUNDS[1], tuned
+
+
 def test_a_pipeline_over_ytsaurus_delivers_and_every_check_reads_the_cluster(daemon, standin, capsys,
                                                                              monkeypatch) -> None:
     url, stderr, config_file = daemon
@@ -130,14 +145,12 @@ def test_a_pipeline_over_ytsaurus_delivers_and_every_check_reads_the_cluster(dae
         assert status(url)["desync"][QUEUE]["last_heal"]["outcome"] == "healed"
         # lag: the backlog of the queue as the cluster counts it
         assert status(url)["lag"]["backlog_rows"] == 0
-        # the auto-tuner wrote its decision in the tuning document the source reads through the stand-in, within
-        # its bounds: the byte cap (memory), the row cap (batch duration: which way depends on this machine's speed),
-        # or both; a row cap that does not bind stays in the options
+        # the auto-tuner wrote its decision in the tuning document the source reads through the stand-in: the byte
+        # cap (memory), the row cap (batch duration: which way depends on this machine's speed), or both, and
+        # whichever it wrote lies within the configured bounds; a row cap that does not bind stays in the options
         wait_until(lambda: (doc := read_tuning(cluster, f"{CONSUMER}_tuning")).reason.startswith("autotune:") and (
             doc.max_bytes_per_partition or doc.max_rows_per_partition), WAIT_SECONDS, "the tuner's cap in the document")
-        tuned = read_tuning(cluster, f"{CONSUMER}_tuning")
-        assert tuned.max_rows_per_partition is None or 10 <= tuned.max_rows_per_partition <= 100_000
-        assert tuned.max_rows_per_partition != 20
+        assert_within_bounds(read_tuning(cluster, f"{CONSUMER}_tuning"))
         # the trim forecast: the Queue Agent trims up to the vital consumer, keeping the retained rows, and never
         # deletes a row the query has not read (its own consumer holds them)
         wait_until(lambda: all(i.trimmed_row_count == i.total_row_count - RETAINED_ROWS
@@ -155,6 +168,8 @@ def test_a_pipeline_over_ytsaurus_delivers_and_every_check_reads_the_cluster(dae
     # OOM risk: the next batch judged from the Spark UI's peaks, with bytes per row sampled through the stand-in
     wait_until(lambda: 'pool="jvm_heap"' in metrics(url) and "opsd_oom_risk{" in metrics(url), WAIT_SECONDS,
                "opsd_oom_risk of the pipeline")
+    with connect(standin.uri, token=STANDIN_TOKEN) as cluster:  # later cycles kept their caps within bounds
+        assert_within_bounds(read_tuning(cluster, f"{CONSUMER}_tuning"))
     served = {s.command for s in standin.served}
     assert {"pull_consumer", "advance_consumer", "read_file", "list", "get_tablet_infos", "insert_rows",
             "set"} <= served, served

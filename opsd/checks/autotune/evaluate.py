@@ -9,9 +9,10 @@
 - whether the cap binds (the newest batch read its largest partition up to the cap: raising it reads more);
 - whether the last failure is an out-of-memory failure (`opsd.observe.failures.out_of_memory`);
 - what binds the batches (`binding`, from the phases check's shares, `opsd.observe.phases`): the per-batch costs
-  (planning, worker start, the commit, acknowledging, the rest of Spark's trigger: fewer, larger batches spread them)
-  when together they outweigh each per-row phase, else the largest per-row phase (waiting for reads, decoding, the
-  transformation, the sink's inserts); None until a batch was measured;
+  (planning, worker start, the commit, acknowledging, the rest of Spark's trigger, and under a processing-time
+  trigger the time left idle until the next tick: fewer, larger batches spread them) when together they outweigh
+  each per-row phase, else the largest per-row phase (waiting for reads, decoding, the transformation, the sink's
+  inserts); None until a batch was measured;
 - the sink's insert calls: slow (the slowest call over `slow_call_seconds`), troubled (retries, or the last failure
   was an insert call's: `opsd.observe.failures.insert_call_failed`; a task that failed elsewhere, in the source or
   a transform, is no evidence about the rows per call), full (calls carry on average at least half the rows per
@@ -45,13 +46,16 @@ PER_BATCH = (PLANNING, WORKER_START, COMMIT, ACKNOWLEDGE, SPARK_OTHER)
 PER_BATCH_COSTS = "per_batch_costs"
 
 
-def binding(phases: PhaseShares | None) -> str | None:
-    """What binds the batches (see the module docstring); None when no batch was measured."""
+def binding(phases: PhaseShares | None, trigger_interval_seconds: float | None = None) -> str | None:
+    """What binds the batches (see the module docstring); None when no batch was measured. Under a processing-time
+    trigger, the time the batches left their intervals idle is a per-batch cost too: the next batch starts only at
+    the next tick, so fewer, larger batches spread it like the others."""
     if phases is None or phases.duration_seconds <= 0:
         return None
     per_row = {p: phases.seconds[p] for p in PHASES if p not in PER_BATCH}
     largest = max(per_row, key=lambda p: per_row[p])
-    return PER_BATCH_COSTS if sum(phases.seconds[p] for p in PER_BATCH) >= per_row[largest] else largest
+    idle = max(0.0, (trigger_interval_seconds or 0.0) * phases.batches - phases.duration_seconds)
+    return PER_BATCH_COSTS if sum(phases.seconds[p] for p in PER_BATCH) + idle >= per_row[largest] else largest
 
 
 @dataclass(frozen=True)
@@ -146,4 +150,5 @@ def evaluate_write(facts: Facts, settings: AutotuneSettings) -> WriteEvaluation:
 
 
 def evaluate(facts: Facts, settings: AutotuneSettings) -> Evaluation:
-    return Evaluation(facts, evaluate_rows(facts, settings), evaluate_write(facts, settings), binding(facts.phases))
+    return Evaluation(facts, evaluate_rows(facts, settings), evaluate_write(facts, settings),
+                      binding(facts.phases, facts.trigger_interval_seconds))

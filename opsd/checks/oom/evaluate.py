@@ -12,6 +12,16 @@ The model, per pool: peak = baseline + growth (+ Spark's execution memory, heap 
   distribution, not a point: its spread is the noise plus the fit's own uncertainty at the planned size, so noisy
   peaks (a heap peak depends on when the collector ran) and extrapolation widen the envelope instead of pulling
   the prediction down;
+- a pool need not grow on a line (direct memory holds a few of the source's bounded Arrow chunks at a time whatever
+  the batch; a sort spills once its buffers are full; a buffer may fill before anything grows): beside the line, for
+  each size the pool was seen at (below the largest, the last `_MAX_KNEES`), the hypothesis that the growth levels
+  off there, growth = base + slope x min(batch bytes, that size), and the one that it only starts there, base +
+  slope x max(0, batch bytes - that size), each fitted the same way with one noise (the best-explaining
+  hypothesis'). Each weighs by its prior (`ModelSettings.level_prior` shared by the levels, the rest by the growing
+  ones) times how well it explains the observations (its marginal likelihood), and the prediction is their mixture.
+  A level takes over only with evidence, batches past it that did not grow; without it the growing hypotheses' upper
+  tail sets the bound, and a late, steep growth is not averaged away by the flat part before it. A pool that died of
+  a batch has no level: every growing hypothesis is raised to reach the limit at that size;
 - Spark's execution memory (heap: sort, aggregation and join buffers) is predicted apart: it grows with the batch
   at the highest ratio seen in batches that did not spill, and stops at Spark's execution region (the memory
   manager grants no more: the operator spills);
@@ -19,7 +29,8 @@ The model, per pool: peak = baseline + growth (+ Spark's execution memory, heap 
   at that batch's size (the failure is blamed on the size), and any batch as large is predicted at the limit at
   least.
 
-The envelope is the upper bound of the peak at `confidence` (one-sided); risk = that bound / the pool's limit, so
+The envelope is the upper bound of the peak at `confidence` (one-sided, the mixture's quantile); risk = that bound /
+the pool's limit, so
 1.0 means the next batch may run out of the pool with probability 1 - confidence or more. `exceed_probability` is
 the model's probability that the peak passes the limit. Before any observation the prior alone predicts, a
 conservative point guess with the prior noise only. The largest safe `max_rows_per_partition` is the cap under
@@ -34,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 
 from opsd.config.thresholds import OOM_CONFIDENCE, OOM_HALF_LIFE_BATCHES, OOM_RISK_TARGET
@@ -52,6 +63,14 @@ _FIT_ROUNDS = 4  # the noise and the line are estimated in turn; they settle in 
 #: base to their level and leave the slope to the prior (and a local fit's base is free).
 _BASE_SPREAD = 1.0
 _NORMAL = NormalDist()
+#: Sizes a pool may level off or start to grow at that the fit weighs (the largest seen below the largest batch):
+#: bounds its cost.
+_MAX_KNEES = 4
+#: Steps of a mixture's quantile (Newton's, each at least a bisection's) and of the largest safe batch (bisection).
+_QUANTILE_ROUNDS, _SEARCH_ROUNDS = 60, 40
+_QUANTILE_TOLERANCE = 1e-6
+#: A hypothesis weighing less than this moves no quantile the model reports: left out of the peak's distribution.
+_NEGLIGIBLE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -109,9 +128,13 @@ class ModelSettings:
     confidence: float = OOM_CONFIDENCE
     #: The slope's prior standard deviation, as a fraction of the prior slope: how soon the batches' own growth
     #: outweighs the prior (their spread in size must lift the growth out of the noise first).
-    slope_spread: float = 0.5
+    slope_spread: float = 0.25
     #: How many observations the prior noise weighs as.
     noise_weight: float = 2.0
+    #: The prior probability that a pool levels off at one of the sizes it was seen at (shared by them); the rest is
+    #: shared by the line and the sizes it may start to grow at. This and `slope_spread` are the first row of
+    #: `python -m bench.oom_risk --sweep` on the tune half of the recordings (`bench/recordings/oom_risk-sweep.txt`).
+    level_prior: float = 0.5
     #: A batch held as Java objects and copies (heap: its peaks depend on when the collector ran, the noisiest), as
     #: Arrow buffers (direct: at most a partition's bytes at once), as pandas copies (a Python worker), serialized
     #: once (results: exact sizes); direct memory and results start near empty.
@@ -131,35 +154,72 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
-class PeakModel:
-    """growth = base + slope x batch bytes (+ execution memory: min(execution_ratio x bytes, execution_cap)), with
-    the fit's uncertainty: `noise` (sd of one batch's peak about the line) and `covariance` = (var base, cov, var
-    slope); `died_at_bytes`: the smallest batch that died of the pool. `observations`: how many it was fitted from."""
+class Growth:
+    """One hypothesis of a pool's growth: base + slope x batch bytes (a line), or x min(batch bytes, `levels_at`)
+    (it levels off), or x max(0, batch bytes - `rises_at`) (it grows only past that size), with its fit's
+    uncertainty: `noise` (sd of one batch's peak about it) and `covariance` = (var base, cov, var slope); `weight`:
+    its posterior probability among the pool's hypotheses."""
 
     base: float
     slope: float
-    observations: int
     noise: float = 0.0
     covariance: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    weight: float = 1.0
+    levels_at: float | None = None
+    rises_at: float | None = None
+
+    def x(self, batch_bytes: float) -> float:
+        """What the slope multiplies at `batch_bytes`."""
+        return _knee(batch_bytes, self.levels_at, self.rises_at)
+
+    def mean(self, batch_bytes: float) -> float:
+        return self.base + self.slope * self.x(batch_bytes)
+
+    def spread(self, batch_bytes: float) -> float:
+        """Standard deviation of a batch's peak: the noise and the fit's uncertainty at `batch_bytes`."""
+        x = self.x(batch_bytes)
+        var_base, cov, var_slope = self.covariance
+        return math.sqrt(self.noise ** 2 + max(0.0, var_base + 2 * x * cov + x ** 2 * var_slope))
+
+
+@dataclass(frozen=True)
+class PeakModel:
+    """growth = the mixture of `growths` (+ execution memory: min(execution_ratio x bytes, execution_cap));
+    `died_at_bytes`: the smallest batch that died of the pool. `observations`: how many it was fitted from."""
+
+    growths: tuple[Growth, ...]
+    observations: int
     execution_ratio: float = 0.0
     execution_cap: float | None = None
     died_at_bytes: float | None = None
 
+    @property
+    def line(self) -> Growth:
+        """The hypothesis that the pool keeps growing (never levels off)."""
+        return next(g for g in self.growths if g.levels_at is None and g.rises_at is None)
+
+    def execution(self, batch_bytes: float) -> float:
+        execution = self.execution_ratio * batch_bytes
+        return execution if self.execution_cap is None else min(execution, self.execution_cap)
+
     def predict(self, batch_bytes: float) -> float:
         """The expected growth of a batch of `batch_bytes` above the pool's baseline."""
-        execution = self.execution_ratio * batch_bytes
-        if self.execution_cap is not None:
-            execution = min(execution, self.execution_cap)
-        return self.base + self.slope * batch_bytes + execution
-
-    def spread(self, batch_bytes: float) -> float:
-        """Standard deviation of a batch's peak at `batch_bytes`: the noise and the fit's uncertainty there."""
-        var_base, cov, var_slope = self.covariance
-        fitted = var_base + 2 * batch_bytes * cov + batch_bytes ** 2 * var_slope
-        return math.sqrt(self.noise ** 2 + max(0.0, fitted))
+        return sum(g.weight * g.mean(batch_bytes) for g in self.growths) + self.execution(batch_bytes)
 
     def dies(self, batch_bytes: float) -> bool:
         return self.died_at_bytes is not None and batch_bytes >= self.died_at_bytes
+
+    def peak(self, batch_bytes: float, floor: float, limit: float) -> tuple[tuple[float, float, float], ...]:
+        """The peak's distribution: (weight, mean, sd) per hypothesis, standing on `floor`; a batch as large as one
+        that died is at the pool's `limit` at least."""
+        execution = self.execution(batch_bytes)
+        found = []
+        for g in self.growths:
+            if g.weight < _NEGLIGIBLE:
+                continue
+            mean = floor + g.mean(batch_bytes) + execution
+            found.append((g.weight, max(mean, limit) if self.dies(batch_bytes) else mean, g.spread(batch_bytes)))
+        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -210,13 +270,9 @@ class PoolRisk:
         """The peak's upper bound over the limit."""
         return min(MAX_RISK, max(0.0, self.peak_bound_bytes / self.limit_bytes))
 
-    def bound_at(self, batch_bytes: float, z: float) -> float:
-        """The peak's upper bound, `z` standard deviations over the expected peak, for a batch of `batch_bytes`
-        (what the safe cap is found by)."""
-        mean = self.baseline_bytes + self.model.predict(batch_bytes)
-        if self.model.dies(batch_bytes):
-            mean = max(mean, self.limit_bytes)
-        return mean + z * self.model.spread(batch_bytes)
+    def bound_at(self, batch_bytes: float, confidence: float) -> float:
+        """The peak's upper bound at `confidence` for a batch of `batch_bytes` (what the safe cap is found by)."""
+        return quantile(self.model.peak(batch_bytes, self.baseline_bytes, self.limit_bytes), confidence)
 
 
 @dataclass(frozen=True)
@@ -277,44 +333,75 @@ def fit(observations: Sequence[Observation], limit_bytes: float, settings: Model
     `execution_region_bytes`: the most execution memory Spark's memory manager grants (heap)."""
     prior = settings.prior(pool)
     prior_base = prior.base_fraction * max(0.0, limit_bytes - baseline_bytes)
-    noise_fraction = prior.noise_fraction
     measured = [o for o in observations if not o.failed]
-    if measured:
-        a, k, s2, cov = _fit_line(measured, limit_bytes, settings, prior, prior_base)
-    else:
-        a, k, s2, cov = prior_base / limit_bytes, prior.bytes_per_batch_byte, noise_fraction ** 2, (0.0, 0.0, 0.0)
     died = [o for o in observations if o.failed]
-    for o in died:  # it needed the pool's limit at least: the growth per byte was higher than the line says
-        need = _growth(o, limit_bytes) / limit_bytes
-        x = o.batch_bytes / limit_bytes
-        if x > 0 and a + k * x < need:
-            k = (need - a) / x
+    if measured:
+        sizes = sorted({o.batch_bytes for o in measured})[:-1][-_MAX_KNEES:]
+        levels = () if died else tuple((size, None) for size in sizes)
+        knees = [(None, None), *((None, size) for size in sizes), *levels]
+        fitted = [_fit_line(measured, limit_bytes, settings, prior, prior_base, *knee) for knee in knees]
+        noise_variance = max(fitted, key=lambda f: f[-1])[2]  # of the hypothesis that explains them best
+        fitted = [_fit_line(measured, limit_bytes, settings, prior, prior_base, *knee, noise_variance)
+                  for knee in knees]
+        grows = (1 - settings.level_prior) / (len(knees) - len(levels)) if levels else 1 / len(knees)
+        priors = [settings.level_prior / len(levels) if levels_at is not None else grows for levels_at, _ in knees]
+        top = max(f[-1] for f in fitted)
+        weights = [p * math.exp(f[-1] - top) for p, f in zip(priors, fitted, strict=True)]
+        growths = [_in_bytes(a, k, s2, cov, limit_bytes, w / sum(weights), *knee)
+                   for (a, k, s2, cov, _), w, knee in zip(fitted, weights, knees, strict=True)]
+    else:
+        growths = [Growth(prior_base, prior.bytes_per_batch_byte, prior.noise_fraction * limit_bytes)]
+    for o in died:  # it needed the pool's limit at least: the growth per byte was higher than the lines say
+        need = _growth(o, limit_bytes)
+        growths = [replace(g, slope=(need - g.base) / g.x(o.batch_bytes)) if g.x(o.batch_bytes) > 0 and
+                   g.mean(o.batch_bytes) < need else g for g in growths]
     ratio, cap = _execution(measured, execution_region_bytes if pool == HEAP else None)
-    return PeakModel(a * limit_bytes, k, len(observations), math.sqrt(s2) * limit_bytes,
-                     (cov[0] * limit_bytes ** 2, cov[1] * limit_bytes, cov[2]), ratio, cap,
-                     min((o.batch_bytes for o in died), default=None))
+    return PeakModel(tuple(growths), len(observations), ratio, cap, min((o.batch_bytes for o in died), default=None))
+
+
+def _in_bytes(a: float, k: float, s2: float, cov: tuple[float, float, float], limit_bytes: float, weight: float,
+              levels_at: float | None, rises_at: float | None) -> Growth:
+    """A hypothesis fitted in units of the limit (base, noise variance, covariance), in bytes."""
+    return Growth(a * limit_bytes, k, math.sqrt(s2) * limit_bytes,
+                  (cov[0] * limit_bytes ** 2, cov[1] * limit_bytes, cov[2]), weight, levels_at, rises_at)
+
+
+def _knee(batch_bytes: float, levels_at: float | None, rises_at: float | None) -> float:
+    """What a hypothesis' slope multiplies: the batch's bytes, up to where it levels off, past where it rises."""
+    if levels_at is not None:
+        return min(batch_bytes, levels_at)
+    return batch_bytes if rises_at is None else max(0.0, batch_bytes - rises_at)
 
 
 def _fit_line(measured: Sequence[Observation], limit_bytes: float, settings: ModelSettings, prior: Prior,
-              prior_base: float) -> tuple[float, float, float, tuple[float, float, float]]:
-    """The posterior line of the measured batches' growth in units of the limit (the normal equations stay well
-    conditioned; the slope is bytes per byte either way): base, slope, noise variance, (var base, cov, var slope)."""
+              prior_base: float, levels_at: float | None, rises_at: float | None,
+              noise_variance: float | None = None) -> tuple[float, float, float, tuple[float, float, float], float]:
+    """The posterior line of the measured batches' growth against `_knee(batch bytes)`, in units of the
+    limit (the normal equations stay well conditioned; the slope is bytes per byte either way): base, slope, noise
+    variance (estimated from the residuals pooled with the prior's, unless given), (var base, cov, var slope), and
+    the log of its marginal likelihood (how well it explains them)."""
     newest = max(o.batch_id for o in measured)
     weights = [0.5 ** ((newest - o.batch_id) / settings.half_life_batches) for o in measured]
-    x = [o.batch_bytes / limit_bytes for o in measured]
+    x = [_knee(o.batch_bytes, levels_at, rises_at) / limit_bytes for o in measured]
     y = [_growth(o, limit_bytes) / limit_bytes for o in measured]
     noise_fraction = prior.noise_fraction
     mean0 = (prior_base / limit_bytes, prior.bytes_per_batch_byte)
     precision0 = (1.0 / _BASE_SPREAD ** 2, 1.0 / max(settings.slope_spread * prior.bytes_per_batch_byte, 1e-3) ** 2)
-    s2 = noise_fraction ** 2
-    for _ in range(_FIT_ROUNDS):
+    s2 = noise_fraction ** 2 if noise_variance is None else noise_variance
+    for _ in range(_FIT_ROUNDS if noise_variance is None else 0):
         (a, k), cov = _posterior(x, y, weights, mean0, precision0, s2)
         squares = sum(w * (yi - a - k * xi) ** 2 for w, xi, yi in zip(weights, x, y, strict=True))
         s2 = (settings.noise_weight * noise_fraction ** 2 + squares) / (settings.noise_weight + sum(weights))
+    (a, k), cov = _posterior(x, y, weights, mean0, precision0, s2)
+    squares = sum(w * (yi - a - k * xi) ** 2 for w, xi, yi in zip(weights, x, y, strict=True))
+    shrink = precision0[0] * (a - mean0[0]) ** 2 + precision0[1] * (k - mean0[1]) ** 2
+    det = cov[0] * cov[2] - cov[1] ** 2  # the posterior's over the prior's: how much the data had to pin down
+    evidence = -0.5 * (squares / s2 + shrink + sum(weights) * math.log(2 * math.pi * s2)
+                       - math.log(det * precision0[0] * precision0[1]))
     if k < 0:  # peaks that fall as batches grow are noise: the level at the batches' centre, flat
         centre = sum(w * xi for w, xi in zip(weights, x, strict=True)) / sum(weights)
         a, k = a + k * centre, 0.0
-    return a, k, s2, cov
+    return a, k, s2, cov, evidence
 
 
 def evaluate(query: str, batch: PlannedBatch, limits: Mapping[str, float],
@@ -342,8 +429,8 @@ def evaluate(query: str, batch: PlannedBatch, limits: Mapping[str, float],
         pools.append(_judge(pool, limit, floor, model, batch.bytes, settings,
                             None if last is None or last.failed else last.peak_bytes))
     partitions = len(batch.rows_per_partition)
-    cap = safe_max_rows_per_partition(pools, partitions, batch.bytes_per_row, target_risk, settings)
     allowed = safe_batch_bytes(pools, target_risk, settings) if partitions else None
+    cap = safe_rows_per_partition(allowed, partitions, batch.bytes_per_row)
     safe_bytes = None if allowed is None else max(0, math.floor(allowed / partitions / batch.arrow_per_weight))
     return Evaluation(query, batch, tuple(pools), target_risk, cap, settings.confidence, safe_bytes)
 
@@ -352,18 +439,16 @@ def safe_batch_bytes(pools: Iterable[PoolRisk], target_risk: float, settings: Mo
                      ) -> float | None:
     """The largest batch (Arrow bytes) that keeps each pool's bound <= target x its limit; 0 when even an empty batch
     is over it; None when no pool bounds the batch."""
-    allowed = [_largest_batch(pool, target_risk * pool.limit_bytes, settings.z) for pool in pools]
+    allowed = [_largest_batch(pool, target_risk * pool.limit_bytes, settings.confidence) for pool in pools]
     return min((a for a in allowed if a is not None), default=None)
 
 
-def safe_max_rows_per_partition(pools: Iterable[PoolRisk], partitions: int, bytes_per_row: float,
-                                target_risk: float, settings: ModelSettings = ModelSettings()) -> int | None:
-    """The largest cap whose full batch (every partition at the cap) keeps each pool's bound <= target x its limit;
-    0 when even an empty batch is over it; None when no partition is known or no pool bounds the batch."""
-    if partitions <= 0 or bytes_per_row <= 0:
+def safe_rows_per_partition(allowed: float | None, partitions: int, bytes_per_row: float) -> int | None:
+    """The largest cap whose full batch (every partition at the cap) stays within `allowed` batch bytes (the safe
+    batch); 0 when even an empty batch is over it; None when no partition is known or no pool bounds the batch."""
+    if allowed is None or partitions <= 0 or bytes_per_row <= 0:
         return None
-    allowed = safe_batch_bytes(pools, target_risk, settings)
-    return None if allowed is None else max(0, math.floor(allowed / (bytes_per_row * partitions)))
+    return max(0, math.floor(allowed / (bytes_per_row * partitions)))
 
 
 def finding(evaluation: Evaluation) -> str | None:
@@ -416,28 +501,50 @@ def _posterior(x: Sequence[float], y: Sequence[float], weights: Sequence[float],
     return (cov[0] * b0 + cov[1] * b1, cov[1] * b0 + cov[2] * b1), cov
 
 
+def quantile(peak: Sequence[tuple[float, float, float]], level: float) -> float:
+    """The `level` quantile of a mixture of normals, (weight, mean, sd) each: Newton's steps inside a bisection
+    bracket."""
+    if len(peak) == 1:
+        _, mean, sd = peak[0]
+        return mean + _NORMAL.inv_cdf(level) * sd
+    low = min(m - 10 * sd for _, m, sd in peak)
+    high = max(m + 10 * sd for _, m, sd in peak)
+    guess = max(peak)[1]
+    for _ in range(_QUANTILE_ROUNDS):
+        below = _cdf(peak, guess) - level
+        low, high = (guess, high) if below < 0 else (low, guess)
+        density = sum(w * _NORMAL.pdf((guess - m) / sd) / sd for w, m, sd in peak if sd > 0)
+        step = guess - below / density if density > 0 else low - 1
+        step = step if low < step < high else (low + high) / 2
+        if abs(step - guess) <= _QUANTILE_TOLERANCE * (high - low + abs(guess)):
+            return step
+        guess = step
+    return guess
+
+
+def _cdf(peak: Sequence[tuple[float, float, float]], value: float) -> float:
+    return sum(w * (_NORMAL.cdf((value - m) / sd) if sd > 0 else float(value >= m)) for w, m, sd in peak)
+
+
 def _judge(pool: str, limit: float, floor: float, model: PeakModel, batch_bytes: float, settings: ModelSettings,
            observed: float | None) -> PoolRisk:
-    mean = floor + model.predict(batch_bytes)
-    spread = model.spread(batch_bytes)
-    if model.dies(batch_bytes):
-        mean = max(mean, limit)
-    bound, low = mean + settings.z * spread, max(0.0, mean - settings.z * spread)
-    exceed = (1.0 - _NORMAL.cdf((limit - mean) / spread)) if spread > 0 else float(mean >= limit)
-    return PoolRisk(pool, limit, mean, observed, model, bound, low, exceed, floor)
+    peak = model.peak(batch_bytes, floor, limit)
+    mean = sum(w * m for w, m, _ in peak)
+    bound, low = quantile(peak, settings.confidence), max(0.0, quantile(peak, 1 - settings.confidence))
+    return PoolRisk(pool, limit, mean, observed, model, bound, low, 1.0 - _cdf(peak, limit), floor)
 
 
-def _largest_batch(pool: PoolRisk, allowed: float, z: float) -> float | None:
+def _largest_batch(pool: PoolRisk, allowed: float, confidence: float) -> float | None:
     """The largest batch bytes whose bound stays <= `allowed`; None when no batch size reaches it."""
-    if pool.bound_at(0.0, z) > allowed:
+    if pool.bound_at(0.0, confidence) > allowed:
         return 0.0
     high = max(pool.limit_bytes, 1.0)
-    while pool.bound_at(high, z) <= allowed:
+    while pool.bound_at(high, confidence) <= allowed:
         high *= 2
         if high > 1e18:
             return None
     low = 0.0
-    for _ in range(64):
+    for _ in range(_SEARCH_ROUNDS):
         middle = (low + high) / 2
-        low, high = (middle, high) if pool.bound_at(middle, z) <= allowed else (low, middle)
+        low, high = (middle, high) if pool.bound_at(middle, confidence) <= allowed else (low, middle)
     return low

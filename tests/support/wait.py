@@ -6,6 +6,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from yt.wrapper.http_driver import HeavyProxyProvider
+
+from streaming_core.cluster.ytsaurus import YtsaurusCluster
+from streaming_core.cluster.ytsaurus.client import pinned_client
+
 T = TypeVar("T")
 
 
@@ -23,8 +28,19 @@ def wait_until(condition: Callable[[], T], timeout: float, what: str | Callable[
 
 
 def registered_and_seen(cluster: Any, queue: str, consumer: str, **options: Any) -> None:
-    """Register the consumer and wait until the cluster lists it: a YTsaurus proxy (and the stand-in) sees a fresh
-    registration only after its registration cache's refresh (`Cluster.registration_visible_within_seconds`)."""
+    """Register the consumer and wait until every proxy lists it: a YTsaurus proxy (and the stand-in's) sees a fresh
+    registration only after its own registration cache's refresh (`Cluster.registration_visible_within_seconds`),
+    each on a schedule of its own, so one that lists it says nothing of the others."""
     cluster.register_queue_consumer(queue, consumer, **options)
-    wait_until(lambda: cluster.list_queue_consumer_registrations(queue_path=queue, consumer_path=consumer),
+    proxies = each_proxy(cluster)
+    wait_until(lambda: all(p.list_queue_consumer_registrations(queue_path=queue, consumer_path=consumer)
+                           for p in proxies),
                cluster.registration_visible_within_seconds + 5, f"the registration of {consumer} for {queue}")
+
+
+def each_proxy(cluster: Any) -> list[Any]:
+    """A client pinned to each heavy proxy `/hosts` lists, for a cluster of the YTsaurus backend; else the cluster."""
+    if not isinstance(cluster, YtsaurusCluster):
+        return [cluster]
+    return [pinned_client(proxy, cluster._client_factory, cluster._token, cluster._config)
+            for proxy in HeavyProxyProvider(cluster._client)._discover_heavy_proxies()]

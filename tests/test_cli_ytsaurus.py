@@ -21,7 +21,7 @@ from tests.support.checkpoint import write_checkpoint
 from tests.support.cli import Run
 from tests.support.sink import ordered_rows
 from tests.support.standin import STANDIN_TOKEN
-from tests.support.wait import wait_until
+from tests.support.wait import seen_by_every_proxy
 from ytsaurus_standin import StandinProxy
 
 #: Heals in a row.
@@ -72,8 +72,7 @@ def test_queue_consumer_and_table_are_made_filled_and_registered(opsd: Run, clus
     assert [i.total_row_count for i in cluster.get_tablet_infos(queue)] == [20, 25]
     assert [r["data"] for r in ordered_rows(cluster, queue)[20:25]] == [f"s{i}" for i in range(5)]
     assert cluster.get_consumer_offsets(consumer, queue) == {}
-    # a proxy lists a fresh registration after its cache's refresh
-    wait_until(lambda: cluster.list_queue_consumer_registrations(queue_path=queue), 10, "the registration listed")
+    seen_by_every_proxy(cluster, queue)  # each proxy lists a fresh registration after its own cache's refresh
     [registration] = cluster.list_queue_consumer_registrations(queue_path=queue)
     assert (registration.consumer_path, registration.vital) == (consumer, True)
     assert [(c["name"], c.get("sort_order")) for c in cluster.get(f"{yt_root}/sorted/@schema")] == [

@@ -32,10 +32,16 @@ def registered_and_seen(cluster: Any, queue: str, consumer: str, **options: Any)
     registration only after its own registration cache's refresh (`Cluster.registration_visible_within_seconds`),
     each on a schedule of its own, so one that lists it says nothing of the others."""
     cluster.register_queue_consumer(queue, consumer, **options)
+    seen_by_every_proxy(cluster, queue, consumer)
+
+
+def seen_by_every_proxy(cluster: Any, queue: str, consumer: str | None = None) -> None:
+    """Wait until every proxy lists a registration of `queue` (of `consumer`, if named)."""
     proxies = each_proxy(cluster)
     wait_until(lambda: all(p.list_queue_consumer_registrations(queue_path=queue, consumer_path=consumer)
                            for p in proxies),
-               cluster.registration_visible_within_seconds + 5, f"the registration of {consumer} for {queue}")
+               cluster.registration_visible_within_seconds + 5, f"the registration of {consumer or 'a consumer'} "
+                                                                f"for {queue}")
 
 
 def each_proxy(cluster: Any) -> list[Any]:

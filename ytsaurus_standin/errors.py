@@ -43,14 +43,19 @@ TABLET_NOT_MOUNTED = 1702
 #: The native client's `TooManyRowsInTransaction` (a tablet's rows in one transaction past the limit).
 TOO_MANY_ROWS_IN_TRANSACTION = 1717
 UNAVAILABLE = 105
+#: Cypress' `ConcurrentTransactionLockConflict` (`yt/yt/client/cypress_client/public.h`): a lock another transaction
+#: holds (`yt/yt/server/master/cypress_server/cypress_manager.cpp`, `CheckLock`).
+CONCURRENT_TRANSACTION_LOCK_CONFLICT = 402
 
 
 class YtCodedError(ClusterError):
-    """An error with a YTsaurus code of its own (no such transaction, an injected fault)."""
+    """An error with a YTsaurus code of its own (no such transaction, an injected fault), and the attributes YTsaurus
+    puts into it (a lock conflict's `winner_transaction`)."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, **attributes: Any) -> None:
         super().__init__(message)
         self.code = code
+        self.attributes = attributes
 
 
 class BadRequest(ClusterError):
@@ -81,4 +86,4 @@ def from_exception(err: Exception, command: str) -> dict[str, Any]:
     else:
         message = str(err)
     return error_object(GENERIC, f"Error executing command {command}",
-                        inner=[error_object(code, message)])
+                        inner=[error_object(code, message, **getattr(err, "attributes", {}))])

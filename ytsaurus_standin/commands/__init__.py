@@ -34,7 +34,6 @@ from typing import Any
 import yt.yson as yson
 
 from streaming_core.cluster.embedded import EmbeddedCluster
-from streaming_core.cluster.errors import NoSuchPathError
 
 from ..acl import ROOT, SERVING_USER, Permissions
 from ..queue_agent import QueueAgent
@@ -70,7 +69,13 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
         self.permissions = Permissions(self.cluster)
         self._transactions: dict[str, PendingTransaction] = {}
         self._paths: dict[str, str] = {}
+        #: Disk nodes' ids (checkpoint files): by path, the id and the object it was given to (device, inode, link).
+        self._disk_ids: dict[str, tuple[str, tuple[int, int, bool]]] = {}
         self.tablet_states = TabletStates(tablet_state_seconds, clock=clock)
+        self.clock = clock
+        #: Called with each command's name and parameters after it was served: a test's hostile writer acting between
+        #: two calls of a reader.
+        self.after_call: list[Callable[[str, dict[str, Any]], None]] = []
         self._lock = threading.Lock()
         self._init_tablet_rules()
         self.handlers: dict[str, tuple[Descriptor, Callable[..., Any]]] = {}
@@ -83,15 +88,16 @@ class Commands(CypressCommands, TableCommands, ConsumerCommands, ProducerCommand
         path = params.get("path")
         if path is not None and str(path).startswith("#"):
             node_id, _, rest = str(path)[1:].partition("/")
-            if node_id not in self._paths:
-                raise NoSuchPathError(f"{path}: no such object")
-            resolved = yson.to_yson_type(self._paths[node_id] + ("/" + rest if rest else ""))
+            resolved = yson.to_yson_type(self.object_path(node_id) + ("/" + rest if rest else ""))
             resolved.attributes = dict(getattr(path, "attributes", {}) or {})
             params = {**params, "path": resolved}
         serving, serving_user = SERVING_PROXY.set(proxy), SERVING_USER.set(user)
         try:
             self.permissions.require_command(name, params)
-            return self.handlers[name][1](params, *args)
+            result = self.handlers[name][1](params, *args)
+            for hook in self.after_call:
+                hook(name, params)
+            return result
         finally:
             SERVING_PROXY.reset(serving)
             SERVING_USER.reset(serving_user)

@@ -57,12 +57,17 @@ class Tabular:
 
 @dataclass
 class PendingTransaction:
-    """A transaction the proxy holds between calls: its kind, parent and the writes it applies at commit."""
+    """A transaction the proxy holds between calls: its kind, parent and the writes it applies at commit; a master
+    transaction's `timeout` (seconds since its last ping, None: never expires), `deadline` (on the stand-in's clock)
+    and the attributes it was started with (`title`)."""
 
     id: str
     kind: str
     parent: str | None
     writes: list[Callable[[Any], None]] = field(default_factory=list)
+    timeout: float | None = None
+    deadline: float = float("inf")
+    attributes: dict[str, Any] = field(default_factory=dict)
 
 
 

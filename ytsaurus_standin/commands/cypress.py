@@ -15,10 +15,11 @@ from streaming_core.cluster.schema import STAMPED_COLUMNS
 from streaming_core.cluster.yson_values import plain
 
 from ..errors import GENERIC, BadRequest, YtCodedError
+from ..locks import EXCLUSIVE, MODES, Lock
 from ..queue_agent import ATTRIBUTES as QUEUE_AGENT_ATTRIBUTES
 from ..queue_agent import DYNAMIC_CONFIG_PATH
 from ..tablets import UNMOUNTED
-from .common import new_id, path_of, v4_value
+from .common import new_id, path_of, transaction_id_of, v4_value
 
 
 class CypressCommands:
@@ -32,7 +33,8 @@ class CypressCommands:
             return v4_value(p, self.queue_agent.dynamic_config)
         disk = self._disk(path)
         if disk is not None and not self._in_tree(path):
-            return v4_value(p, self._disk_attrs(disk, path) if "/@" in path else None)
+            return v4_value(p, _filtered(self._disk_attrs(disk, path), p) if path.endswith("/@") else
+                            self._disk_attrs(disk, path) if "/@" in path else None)
         node_path, _, attr = path.partition("/@")
         if attr in QUEUE_AGENT_ATTRIBUTES:
             return v4_value(p, self.queue_agent.attribute(node_path, attr))
@@ -41,7 +43,7 @@ class CypressCommands:
             return v4_value(p, extra[attr])
         value = self.cluster.get(path)
         if attr == "" and "/@" in path:
-            value = {**value, **extra}
+            value = _filtered({**value, **extra}, p)
         return v4_value(p, value)
 
     def _computed_attrs(self, path: str) -> dict[str, Any]:
@@ -108,6 +110,7 @@ class CypressCommands:
         path = path_of(p)
         disk = self._disk(path)
         if disk is not None and not self._in_tree(path):
+            self.locks.check_write(_node_of(path), transaction_id_of(p))
             if disk.is_dir():
                 for child in sorted(disk.rglob("*"), reverse=True):
                     child.rmdir() if child.is_dir() else child.unlink()
@@ -115,6 +118,7 @@ class CypressCommands:
             else:
                 disk.unlink()
             return
+        self.locks.check_write(_node_of(path), transaction_id_of(p))
         self.cluster.remove(path, recursive=bool(p.get("recursive")), force=bool(p.get("force")))
 
     def move(self, p: Mapping[str, Any]) -> Any:
@@ -122,9 +126,36 @@ class CypressCommands:
         return {"node_id": new_id()}
 
     def lock(self, p: Mapping[str, Any]) -> Any:
-        path = path_of(p)
+        """A Cypress lock of the request's master transaction (`locks`): `mode` exclusive by default, shared with a
+        `child_key` or `attribute_key`, or snapshot; a conflict with a concurrent transaction is 402."""
+        path = _node_of(path_of(p))
         self._require_node(path)
-        return {"lock_id": new_id(), "node_id": self.node_id(path), "revision": 1}
+        tx_id = transaction_id_of(p)
+        mode = str(p.get("mode") or EXCLUSIVE)
+        if tx_id is None:
+            raise YtCodedError(GENERIC, f"Cannot take a lock for node {path} outside of a transaction")
+        if mode not in MODES:
+            raise BadRequest(f"lock mode {mode!r}: expected one of {', '.join(MODES)}")
+        if p.get("waitable"):
+            raise BadRequest("the stand-in takes no waitable locks")
+        if self._pending(tx_id).kind == "tablet":
+            raise YtCodedError(GENERIC, f"Cannot take a Cypress lock in tablet transaction {tx_id}")
+        key = next(((kind, str(p[f"{kind}_key"])) for kind in ("child", "attribute") if p.get(f"{kind}_key")), None)
+        lock_id = new_id()
+        self.locks.take(path, Lock(lock_id, tx_id, mode, key))
+        return {"lock_id": lock_id, "node_id": self.node_id(path), "revision": 1}
+
+    def object_path(self, node_id: str) -> str:
+        """The path of the object `#node_id` names: a resolve error when there is none, or when a disk node's id
+        names an object no longer at its path (removed, or replaced by another node, a link say), as an object id
+        in YTsaurus names that object and never another."""
+        path = self._paths.get(node_id)
+        if path is None:
+            raise NoSuchPathError(f"#{node_id}: no such object")
+        known = self._disk_ids.get(path)
+        if known is not None and known[0] == node_id and _identity(self._disk_path(path), known[1][2]) != known[1]:
+            raise NoSuchPathError(f"#{node_id}: no such object")
+        return path
 
     def mount(self, p: Mapping[str, Any]) -> None:
         path = path_of(p)
@@ -178,13 +209,26 @@ class CypressCommands:
         size = disk.stat().st_size if disk.is_file() else 0
         # A symbolic link below the root is a Cypress link: `&` after its name reads the link itself.
         node_type = LINK if node_path.endswith("&") and disk.is_symlink() else MAP_NODE if disk.is_dir() else FILE
-        attrs = {"type": node_type, "id": self.node_id(node_path),
+        attrs = {"type": node_type, "id": self._disk_object_id(node_path.removesuffix("&"), disk,
+                                                               node_type == LINK),
                  "uncompressed_data_size": size, "compressed_data_size": size}
         if attr == "":
             return attrs
         if attr not in attrs:
             raise NoSuchPathError(f"{node_path}: no attribute {attr!r}")
         return attrs[attr]
+
+    def _disk_object_id(self, path: str, disk: Path, link: bool) -> str:
+        """The id of the disk node at `path`: the same while the same object is there (a link itself when `link`,
+        else what the path leads to), a new one for another object."""
+        identity = _identity(disk, link)
+        known = self._disk_ids.get(path)
+        if known is not None and known[1] == identity:
+            return known[0]
+        node_id = new_id()
+        self._disk_ids[path] = (node_id, identity)
+        self._paths[node_id] = path
+        return node_id
 
     def _in_tree(self, path: str) -> bool:
         return self.cluster.exists(path.partition("/@")[0])
@@ -210,3 +254,24 @@ class CypressCommands:
         target = self._disk_path(path)
         return target if target.exists() and target.name != "" and target != self.root else None
 
+
+
+def _identity(disk: Path, link: bool) -> tuple[int, int, bool] | None:
+    """Which object is at `disk` (device, inode, whether a link is meant), None when nothing is."""
+    try:
+        found = disk.stat(follow_symlinks=not link)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino, link
+
+
+def _node_of(path: str) -> str:
+    """The node a path names, as locks are kept: without a trailing `&` or `/`."""
+    return path.partition("/@")[0].removesuffix("&").rstrip("/")
+
+
+def _filtered(attributes: dict[str, Any], p: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes a `get` of `.../@` asked for (its `attributes` filter, as `TSupportsAttributes::DoGetAttribute`
+    writes only those), all of them without one."""
+    wanted = p.get("attributes")
+    return attributes if wanted is None else {k: v for k, v in attributes.items() if k in {str(a) for a in wanted}}

@@ -23,6 +23,7 @@ tables' rows, consumer rows) and each appended tablet's row count before it (`sn
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
@@ -35,9 +36,12 @@ from streaming_core.cluster.base import MAX_ROWS_PER_TABLET_TRANSACTION, Cluster
 from streaming_core.cluster.embedded import normalize_path
 from streaming_core.cluster.errors import ConflictError
 from streaming_core.cluster.schema import TABLET_INDEX
+from streaming_core.cluster.yson_values import plain
 from streaming_core.cluster.ytsaurus.errors import TRANSACTION_LOCK_CONFLICT
 
+from ..acl import ROOT
 from ..errors import TOO_MANY_ROWS_IN_TRANSACTION, YtCodedError
+from ..locks import Locks
 from .common import (
     MASTER_TRANSACTION,
     NESTED_TRANSACTION,
@@ -122,6 +126,7 @@ class TransactionCommands:
     """Master and tablet transactions: writes buffered per transaction, applied at commit."""
 
     cluster: Any
+    clock: Callable[[], float]
     _transactions: dict[str, PendingTransaction]
     _lock: threading.Lock
 
@@ -134,41 +139,60 @@ class TransactionCommands:
         self._committed_at: dict[RowLock, int] = {}
         self._before: dict[Hashable, list[tuple[int, Any]]] = {}
         self._commit_lock = threading.RLock()
+        self.locks = Locks(self._ancestors, self.describe_transaction)
+
+    def _ancestors(self, tx_id: str) -> set[str]:
+        with self._lock:
+            return self._ancestry(tx_id)
 
     def start_transaction(self, p: Mapping[str, Any]) -> Any:
-        parent = transaction_id_of(p, "parent_id")
         kind = str(p.get("type") or "master")
+        # The client names a master transaction's parent as the request's `transaction_id`.
+        parent = transaction_id_of(p, "parent_id") or (None if kind == "tablet" else transaction_id_of(p))
         object_type = TABLET_TRANSACTION if kind == "tablet" else MASTER_TRANSACTION if parent is None else \
             NESTED_TRANSACTION
-        tx = PendingTransaction(new_id(object_type), kind, parent)
+        # A master transaction lives `timeout` milliseconds past its last ping (the client always sends one); the
+        # stand-in keeps tablet transactions until they end.
+        timeout = None if kind == "tablet" or p.get("timeout") is None else int(p["timeout"]) / 1000
+        tx = PendingTransaction(new_id(object_type), kind, parent, timeout=timeout,
+                                attributes=plain(p.get("attributes") or {}))
         with self._commit_lock, self._lock:  # after any commit under way, and live before the next one
+            self._expire_due()
             start = self._version
             if parent is not None and parent not in self._transactions:
                 raise no_such_transaction(parent)
+            tx.attributes["start_time"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            self._ping(tx)
             self._transactions[tx.id] = tx
             if kind == "tablet":
                 self._tablet_writes[tx.id] = TabletWrites(start)
         return {"transaction_id": tx.id}
 
     def ping_transaction(self, p: Mapping[str, Any]) -> None:
-        self._pending(transaction_id_of(p))
+        """Prolong the transaction's life by its timeout (an expired one is gone: 11000, as for any other unknown
+        id); `ping_ancestor_transactions` pings its ancestors too."""
+        tx = self._pending(transaction_id_of(p))
+        with self._lock:
+            for tx_id in self._ancestry(tx.id) if p.get("ping_ancestor_transactions") else {tx.id}:
+                self._ping(self._transactions[tx_id])
 
     def abort_transaction(self, p: Mapping[str, Any]) -> None:
         tx_id = transaction_id_of(p)
         with self._lock:
-            if self._transactions.pop(tx_id, None) is None:
+            self._expire_due()
+            if tx_id not in self._transactions:
                 raise no_such_transaction(tx_id)
-            self._tablet_writes.pop(tx_id or "", None)
-            for child in [t.id for t in self._transactions.values() if t.parent == tx_id]:
-                self._transactions.pop(child, None)
+            self._end(str(tx_id))
 
     def commit_transaction(self, p: Mapping[str, Any]) -> None:
         tx_id = transaction_id_of(p)
         with self._lock:
+            self._expire_due()
             tx = self._transactions.pop(tx_id, None)
             if tx is None:
                 raise no_such_transaction(tx_id)
             writes = self._tablet_writes.pop(tx.id, None)
+            self.locks.release(tx.id, to=tx.parent)
             if tx.parent is not None:
                 self._transactions[tx.parent].writes.extend(tx.writes)
                 return
@@ -240,10 +264,55 @@ class TransactionCommands:
 
     def _pending(self, tx_id: str | None) -> PendingTransaction:
         with self._lock:
+            self._expire_due()
             tx = self._transactions.get(tx_id or "")
         if tx is None:
             raise no_such_transaction(tx_id)
         return tx
+
+    def _ping(self, tx: PendingTransaction) -> None:
+        if tx.timeout is not None:
+            tx.deadline = self.clock() + tx.timeout
+
+    def _expire_due(self) -> None:
+        """Abort every master transaction whose timeout passed since its last ping, as YTsaurus' transaction lease
+        tracker does (`yt/yt/server/lib/transaction_server/transaction_lease_tracker.cpp`). Under `_lock`."""
+        now = self.clock()
+        for tx_id in [t.id for t in self._transactions.values() if t.deadline < now]:
+            if tx_id in self._transactions:
+                self._end(tx_id)
+
+    def _end(self, tx_id: str) -> None:
+        """Drop a transaction that aborts or expires, with its nested ones and every lock they hold. Under `_lock`."""
+        for child in [t.id for t in self._transactions.values() if t.parent == tx_id]:
+            self._end(child)
+        self._transactions.pop(tx_id, None)
+        self._tablet_writes.pop(tx_id, None)
+        self.locks.release(tx_id)
+
+    def _ancestry(self, tx_id: str) -> set[str]:
+        """The transaction and its ancestors (those whose locks it never conflicts with). Under `_lock`."""
+        found: set[str] = set()
+        current: str | None = tx_id
+        while current is not None and current not in found:
+            found.add(current)
+            parent = self._transactions.get(current)
+            current = parent.parent if parent is not None else None
+        return found
+
+    def describe_transaction(self, tx_id: str) -> dict[str, Any]:
+        """A transaction as a lock conflict names its winner (`TTransaction::GetErrorDescription`: id, start time,
+        owner, timeout, title)."""
+        with self._lock:
+            tx = self._transactions.get(tx_id)
+        if tx is None:
+            return {"id": tx_id}
+        described = {"id": tx.id, "start_time": tx.attributes.get("start_time"), "owner": ROOT}
+        if tx.timeout is not None:
+            described["timeout"] = int(tx.timeout * 1000)
+        if "title" in tx.attributes:
+            described["title"] = tx.attributes["title"]
+        return described
 
     def _tablet_write(self, p: Mapping[str, Any], write: Callable[[Any], None]) -> None:
         """Check `write` against the request's tablet transaction and buffer it there, or commit it as a transaction

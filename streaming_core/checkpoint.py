@@ -45,6 +45,8 @@ OFFSETS_VERSION = "v1"
 NO_OFFSET = "-"
 #: The largest checkpoint file read: Spark's offsets and commits files take a few kilobytes (one line per source).
 MAX_FILE_BYTES = 8 * 1024 * 1024
+#: A YTsaurus object id: four hexadecimal parts (`yt/yt/core/misc/guid.h`).
+_OBJECT_ID = re.compile(r"[0-9a-f]{1,8}(-[0-9a-f]{1,8}){3}")
 #: The name of a batch file as Spark writes it: the batch id (a JVM long) in ASCII decimal digits, no sign, no
 #: leading zero.
 _BATCH_NAME = re.compile(r"0|[1-9][0-9]{0,18}")
@@ -122,7 +124,9 @@ class CypressFiles:
     """A checkpoint in Cypress on YTsaurus (SPYT's `YtFileSystem` writes file nodes), through a `YtClient`.
 
     As on local disk, below the location nothing is followed: every folder and file is looked at as itself first
-    (`//...&/@type`), and a Cypress link is refused; only file nodes are read.
+    (`//...&/@`, its type and its id in one call), a Cypress link is refused, only file nodes are read, and what is
+    read or listed is the object looked at, by its id (`#<id>`, each name below resolved from its folder's id): a
+    node swapped for a link after the look is gone for that id, never followed.
 
     Errors are the local files' own: a file that is gone (Spark removes old batches while it runs) is
     `FileNotFoundError`, any other failure of the cluster a `ClusterError` naming the path.
@@ -137,25 +141,28 @@ class CypressFiles:
         with _cypress_errors(path):
             if not self.client.exists(path):
                 return []
-            self._require_unlinked(folder, MAP_NODE)
-            return sorted(str(name) for name in self.client.list(path))
+            return sorted(str(name) for name in self.client.list(self._node(folder, MAP_NODE)))
 
     def read(self, path: str, limit: int) -> bytes:
         with _cypress_errors(f"{self.root}/{path}"):
-            self._require_unlinked(path, FILE)
-            return self.client.read_file(f"{self.root}/{path}").read(limit)
+            return self.client.read_file(self._node(path, FILE)).read(limit)
 
-    def _require_unlinked(self, path: str, node_type: str) -> None:
-        """Each node of `path` below the root read as itself (`&`, so that a link is not followed to its target): a
-        link is refused as a symbolic link is on local disk (`OSError` ELOOP), and the last must be a `node_type`."""
+    def _node(self, path: str, node_type: str) -> str:
+        """The object id path (`#<id>`) of the node at `path` below the root, each node read as itself (`&`, so that a
+        link is not followed to its target) below the id of the one above it: a link is refused as a symbolic link is
+        on local disk (`OSError` ELOOP), and the last must be a `node_type`."""
         node, found = self.root, None
         for name in [part for part in path.split("/") if part]:
-            node = f"{node}/{name}"
-            found = self.client.get(f"{node}&/@type")
+            attributes = self.client.get(f"{node}/{name}&/@", attributes=["type", "id"])
+            found, node_id = str(attributes.get("type")), str(attributes.get("id"))
             if found == LINK:
                 raise OSError(errno.ELOOP, "a Cypress link, not followed")
+            if not _OBJECT_ID.fullmatch(node_id):
+                raise OSError(errno.EINVAL, "a node without an object id")
+            node = f"#{node_id}"
         if found != node_type:
             raise OSError(errno.EISDIR if node_type == FILE else errno.ENOTDIR, f"not a {node_type} node")
+        return node
 
     def remove(self, path: str) -> None:
         with _cypress_errors(f"{self.root}/{path}"):

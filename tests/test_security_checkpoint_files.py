@@ -131,3 +131,51 @@ def test_a_linked_cypress_offsets_folder_is_refused(cypress_job) -> None:
 
     with pytest.raises(OSError, match="link"):
         read_checkpoint("yt:///cp", files=files)
+
+
+@pytest.fixture
+def after_call(standin) -> Iterator[list]:
+    """The stand-in's hooks run after each command it serves (a hostile writer between two calls of the reader)."""
+    hooks = standin.state.commands.after_call
+    yield hooks
+    hooks.clear()
+
+
+def swap_once(hooks: list, looked_at: str, swap, look: int = 1) -> None:
+    """Run `swap` once, right after the reader's `look`-th look at the node `looked_at` as itself
+    (`...looked_at&/@...`)."""
+    def hook(name: str, params: dict) -> None:
+        path = str(params.get("path", ""))
+        if name == "get" and "&/@" in path and path.partition("&/@")[0].endswith(looked_at):
+            looks.append(path)
+            if len(looks) == look:
+                swap()
+
+    looks: list[str] = []
+    hooks.append(hook)
+
+
+def test_a_cypress_batch_file_swapped_for_a_link_after_its_look_is_not_followed(cypress_job, after_call) -> None:
+    files, location, private = cypress_job
+    batch = location / "offsets" / "1"
+    swap_once(after_call, "offsets/1", lambda: (batch.unlink(), batch.symlink_to(private / "secret")))
+
+    with pytest.raises(CheckpointError, match=r"offsets/1: cannot be read") as error:
+        read_checkpoint("yt:///cp", files=files)
+    assert batch.is_symlink() and SECRET not in str(error.value)
+
+
+def test_a_cypress_offsets_folder_swapped_for_a_link_after_its_look_is_not_followed(cypress_job, after_call) -> None:
+    files, location, private = cypress_job
+    (private / "1").write_text((location / "offsets" / "1").read_text())  # a batch file that would read well
+    read_after_the_swap: list[str] = []
+
+    def swap() -> None:
+        shutil.rmtree(location / "offsets")
+        (location / "offsets").symlink_to(private)
+        after_call.append(lambda name, params: name == "read_file" and read_after_the_swap.append(params["path"]))
+
+    swap_once(after_call, "offsets", swap, look=2)  # the reader listed offsets/ and looks at it again to read 1
+    with pytest.raises((CheckpointError, OSError)):
+        read_checkpoint("yt:///cp", files=files)
+    assert (location / "offsets").is_symlink() and read_after_the_swap == []

@@ -183,7 +183,8 @@ def _cypress_errors(path: str) -> Iterator[None]:
         raise translate_error(err, path, None) from None
 
 
-def _yt_client(uri: str) -> Any:
+def yt_client(uri: str) -> Any:
+    """A `YtClient` for a resolved YTsaurus URI, configured as the backend configures its own."""
     from .cluster.ytsaurus.client import default_client_factory  # ytsaurus-client only when a real cluster is used
 
     proxy, config = yt_proxy(uri)
@@ -191,7 +192,7 @@ def _yt_client(uri: str) -> Any:
 
 
 def checkpoint_files(location: str, cluster_uri: str | None = None, *,
-                     yt_client: Callable[[str], Any] = _yt_client) -> CheckpointFiles:
+                     yt_client: Callable[[str], Any] = yt_client) -> CheckpointFiles:
     """The files of `location` (see the module docstring); `cluster_uri` resolves `yt:///` paths."""
     parsed = urlparse(location)
     if parsed.scheme in ("", "file"):

@@ -76,23 +76,32 @@ def test_yt_paths_on_the_embedded_cluster_are_files_under_its_root(tmp_path: Pat
 
 
 class FakeCypress:
-    """The `YtClient` calls the Cypress reader makes: exists, get (a node's own `&/@type`), list, read_file."""
+    """The `YtClient` calls the Cypress reader makes: exists, get (a node's own `&/@` type and id), list and read_file
+    (by object id path, `#<id>/...`)."""
 
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files
+        self.ids: dict[str, str] = {}
 
     def exists(self, path: str) -> bool:
         return any(name.startswith(path + "/") for name in self.files)
 
-    def get(self, path: str) -> str:
-        node = path.removesuffix("&/@type")
-        return "file" if node in self.files else "map_node"
+    def get(self, path: str, attributes: list[str]) -> dict[str, str]:
+        node = self._resolve(path.removesuffix("&/@"))
+        node_id = f"{len(self.ids) + 1:x}-0-12f-0"
+        self.ids[node_id] = node
+        return {"type": "file" if node in self.files else "map_node", "id": node_id}
 
     def list(self, path: str) -> list[str]:
+        path = self._resolve(path)
         return [name[len(path) + 1:] for name in self.files if name.rsplit("/", 1)[0] == path]
 
     def read_file(self, path: str) -> io.BytesIO:
-        return io.BytesIO(self.files[path].encode())
+        return io.BytesIO(self.files[self._resolve(path)].encode())
+
+    def _resolve(self, path: str) -> str:
+        node_id, _, rest = path.removeprefix("#").partition("/")
+        return self.ids[node_id] + (f"/{rest}" if rest else "") if path.startswith("#") else path
 
 
 def test_yt_paths_on_ytsaurus_are_cypress_files_read_through_the_client() -> None:

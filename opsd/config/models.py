@@ -450,6 +450,13 @@ class WatchConfig(_Model):
         return self
 
 
+def _cypress_folder(path: str) -> str:
+    """A Cypress folder given as an absolute path (`//name/...`), without a trailing `/`."""
+    if not path.startswith("//") or path.rstrip("/") == "/" or any(c in path for c in "@&*[]{}\\"):
+        raise ValueError(f"{path!r}: expected a Cypress folder such as //tmp/opsd-claims (no @ & * [ ] {{ }} \\)")
+    return path.rstrip("/")
+
+
 class OpsdConfig(_Model):
     """The whole file."""
 
@@ -463,6 +470,10 @@ class OpsdConfig(_Model):
     pipelines: list[PipelineConfig] = Field(min_length=1, description="the queries to run")
     watch: list[WatchConfig] = Field(
         default_factory=list, description="queries run elsewhere whose checkpoints opsd watches (desync, lag)")
+    claims_root: Annotated[str, AfterValidator(_cypress_folder)] = Field(
+        "//tmp/opsd-claims", description="on YTsaurus, the Cypress folder of the consumers' claim nodes, locked by "
+                                         "each pipeline while opsd runs (every opsd of a cluster names the same one; "
+                                         "needs write permission)")
 
     @model_validator(mode="after")
     def _unique_names(self) -> OpsdConfig:

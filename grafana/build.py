@@ -344,6 +344,8 @@ def overview_rows() -> tuple[Row, ...]:
                       Target(f"sum by (query, exception) "
                              f"(increase(opsd_query_failures_total{{{Q}}}[$__rate_interval]))",
                              "{{query}} {{exception}}"),
+                      Target(f"increase(opsd_claims_lost_total{{{Q}}}[$__rate_interval])",
+                             "{{query}} {{kind}} claim lost"),
                   )),
             silence_panel(Q, width=12),
         )),
@@ -439,10 +441,11 @@ def pipeline_rows() -> tuple[Row, ...]:
             boolean_panel("Failed permanently", "1 when opsd stopped the query for good (a config or code error).",
                           f"opsd_query_failed_permanently{{{P}}}", "failed", runbook="OpsdQueryFailedPermanently"),
             silence_panel(P, width=8),
-            Panel("Terminations, failures by exception", "Lifecycle events per interval.", (
+            Panel("Terminations, failures by exception", "Lifecycle events per interval; a claim lost stops opsd.", (
                 Target(f"increase(opsd_query_terminations_total{{{P}}}[$__rate_interval])", "{{query}} terminations"),
                 Target(f"sum by (query, exception) (increase(opsd_query_failures_total{{{P}}}[$__rate_interval]))",
                        "{{query}} {{exception}}"),
+                Target(f"increase(opsd_claims_lost_total{{{P}}}[$__rate_interval])", "{{query}} {{kind}} claim lost"),
             ), width=8, runbook="OpsdQueryFailures"),
             Panel("Last batch id", "Id of the last micro-batch that reported progress.", (
                 Target(f"opsd_last_batch_id{{{P}}}", "{{query}}"),

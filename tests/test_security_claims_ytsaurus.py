@@ -15,15 +15,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog.testing
 import yaml
 import yt.wrapper as yt
+from prometheus_client import CollectorRegistry
 
 from opsd.config.claims import LOCK_NAME, TITLE_PREFIX, ClaimError, claimed, claims
 from opsd.config.load import load_config
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.runtime.daemon import LostClaims
+from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster.ytsaurus.claims import ClaimTiming
 from tests.support.daemon import OPSD
 from tests.support.standin import SteppedClock
-from tests.support.wait import wait_until
 from ytsaurus_standin import StandinProxy
 
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(60)]
@@ -35,6 +40,10 @@ HOLD = """
 import sys
 from opsd.config.claims import claimed
 from opsd.config.load import load_config
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.runtime.daemon import LostClaims
+from opsd.telemetry.metrics import Metrics
 with claimed(load_config(sys.argv[1]), sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()
@@ -123,25 +132,25 @@ def test_the_claim_of_an_opsd_that_died_ends_with_its_transaction_timeout(
         assert {c.kind for c in held} == {"checkpoint location", "consumer"}
 
 
-def test_a_claim_lost_while_held_is_reported_once_and_can_be_taken_by_another(
+def test_a_claim_lost_while_held_stops_the_daemon_counted_once_and_another_may_take_it(
         proxy, first: Path, tmp_path: Path) -> None:
-    lost: list[str] = []
-    reported = threading.Event()
-
-    def on_lost(claim) -> None:
-        lost.append(claim.kind)
-        reported.set()
-
+    stop = threading.Event()
+    lost, recorder = LostClaims(stop), Recorder(Metrics(CollectorRegistry()), StatusStore())
+    lost.count_in(recorder)
     admin = yt.YtClient(proxy=proxy.uri.removeprefix("yt://"), config={"proxy": {"retries": {"enable": False}}})
-    with claimed(load_config(first), first, on_lost, timing=QUICK) as held:
+    with structlog.testing.capture_logs() as logs, claimed(load_config(first), first, lost, timing=QUICK) as held:
         checkpoint = next(c for c in held if c.kind == "checkpoint location")
-        node_locks = proxy.state.commands.locks.of(checkpoint.node)
-        admin.abort_transaction(node_locks[0].transaction)  # an administrator aborts the claim's transaction
-        wait_until(reported.is_set, 10, "the lost claim reported")
+        [holding] = proxy.state.commands.locks.of(checkpoint.node)
+        admin.abort_transaction(holding.transaction)  # an administrator aborts the claim's transaction
+        assert stop.wait(10), "the daemon told to stop"
         second = second_config(proxy, tmp_path, "cp-a", "other")
         with claimed(load_config(second), second):
             pass
-    assert lost == ["checkpoint location"]
+    assert [c.kind for c in lost.lost] == ["checkpoint location"]
+    assert recorder.metrics.registry.get_sample_value(
+        "opsd_claims_lost_total", {"query": "a", "kind": "checkpoint location"}) == 1
+    [event] = [e for e in logs if e["event"] == "claim_lost"]
+    assert event["query"] == "a" and event["what"] == checkpoint.what
 
 
 def test_a_crafted_title_of_the_holder_is_shown_escaped_and_bounded(proxy, first: Path) -> None:

@@ -61,9 +61,10 @@ class StandinProxy:
     after `register_queue_consumer` the slowest proxy still answers "not registered", each proxy on a schedule of
     its own (`registrations.RegistrationCaches`; YTsaurus' 10 s by default). `tablet_state_seconds`: how long a mount
     or an unmount stays in progress, and twice that a remount's mount caches stale (`tablets.TabletStates`). `clock`:
-    the seconds the proxies' delays (registrations, mounts) are measured in (monotonic by default; a test may move it
-    on instead of waiting). `users`: tokens of users other than `root` (whose token is `token`), and the user each
-    names: what they may do is what the nodes' `@acl` grant them (`acl`). A context manager: started on enter,
+    the seconds the proxies' delays (registrations, mounts) and master transactions' timeouts are measured in
+    (monotonic by default; a test may move it on instead of waiting). `users`: tokens of users other than `root`
+    (whose token is `token`), and the user each names: what they may do is what the nodes' `@acl` grant them
+    (`acl`). A context manager: started on enter,
     stopped on exit.
     """
 

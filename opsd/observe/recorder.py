@@ -225,6 +225,10 @@ class Recorder:
         self.record_crash_loop(query, crash_loop)
         log.warning("query_restarted", query=query, restarts=restarts, crash_loop=crash_loop)
 
+    def record_claim_lost(self, query: str, kind: str) -> None:
+        """A claim of the pipeline on YTsaurus (its checkpoint location or consumer) was lost while opsd ran."""
+        self.metrics.claims_lost.labels(query=query, kind=kind).inc()
+
     def record_permanent_failure(self, query: str, exception_class: str, message: str) -> None:
         """The runner stopped the query for good: its failure cannot pass by restarting."""
         self.status.update(query, permanent_failure=message, exception_class=exception_class, error=message)

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import structlog
 
-from opsd.config.claims import claimed
+from opsd.config.claims import Claim, claimed
 from opsd.config.load import load_config
 from opsd.doctor.advice import Naming
 from opsd.doctor.diagnose import resume_findings
 from opsd.observe.failures import Failure
+from opsd.observe.recorder import Recorder
 from opsd.runtime.lifecycle import running, session_for
 from opsd.runtime.preflight import Problem, preflight
 from opsd.telemetry.logs import configure_logging
@@ -46,15 +47,46 @@ def stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
             signal.signal(s, handler)
 
 
+class LostClaims:
+    """The daemon's answer to a claim on YTsaurus lost while it runs (`claimed`'s `on_lost`, called from a pinger
+    thread): another opsd may hold the checkpoint location or consumer by now, so this one must not move it any more.
+    The loss is logged (`claim_lost`), counted (`opsd_claims_lost_total`, once a recorder is there) and `stop` is set:
+    the daemon stops gracefully (the running batches finish, no heal or seek starts) and exits with 1; its restart
+    claims again, or is refused naming the holder."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.lost: list[Claim] = []
+        self._recorder: Recorder | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, claim: Claim) -> None:
+        log.error("claim_lost", query=claim.pipeline, kind=claim.kind, what=claim.what, action="stopping")
+        with self._lock:
+            self.lost.append(claim)
+            recorder = self._recorder
+        if recorder is not None:
+            recorder.record_claim_lost(claim.pipeline, claim.kind)
+        self.stop.set()
+
+    def count_in(self, recorder: Recorder) -> None:
+        """Count losses in `recorder` from now on, and those before it."""
+        with self._lock:
+            self._recorder, before = recorder, list(self.lost)
+        for claim in before:
+            recorder.record_claim_lost(claim.pipeline, claim.kind)
+
+
 def run(config_path: str | Path, stop: threading.Event | None = None, log_level: str | None = None) -> int:
     """Run every pipeline of the config until SIGTERM/SIGINT (or `stop`), or until all have finished.
 
     The signal handlers are in place before Spark starts, so a SIGTERM during start-up is a clean exit too. Each
     pipeline's checkpoint location and consumer are claimed against other opsd processes first
-    (`opsd.config.claims`: a `ClaimError` names both pipelines).
+    (`opsd.config.claims`: a `ClaimError` names both pipelines); a claim lost while running stops the daemon
+    (`LostClaims`).
     On the way out the running micro-batches finish (see `opsd.runtime.lifecycle`). Exit code: 1 when a
-    pipeline gave up or failed for good, or Spark's driver JVM died (the process must be restarted: the tuner's
-    cuts are in the tuning documents, so the restart starts from them), 130 after Ctrl-C (SIGINT), else 0.
+    pipeline gave up or failed for good, a claim was lost, or Spark's driver JVM died (the process must be restarted:
+    the tuner's cuts are in the tuning documents, so the restart starts from them), 130 after Ctrl-C (SIGINT), else 0.
     """
     config = load_config(config_path)
     if log_level is not None:
@@ -62,9 +94,11 @@ def run(config_path: str | Path, stop: threading.Event | None = None, log_level:
     configure_logging(config.logging.level, json_lines=config.logging.json_lines(sys.stderr),
                       levels=config.logging.levels)
     stop = stop or threading.Event()
+    lost = LostClaims(stop)
     in_main = threading.current_thread() is threading.main_thread()
     with stop_on_signals(stop) if in_main else contextlib.nullcontext([]) as received, \
-            claimed(config, config_path), running(config) as app:
+            claimed(config, config_path, lost), running(config) as app:
+        lost.count_in(app.monitor.recorder)
         for name, problems in preflight(config, app.spark).items():
             if problems:
                 log.error("pipeline_preflight_failed", query=name, problems=[str(p) for p in problems])
@@ -76,8 +110,10 @@ def run(config_path: str | Path, stop: threading.Event | None = None, log_level:
     gave_up = [s.name for s in app.runner.supervisors if s.gave_up]
     failed = [s.name for s in app.runner.supervisors if s.permanent_failure]
     gone = app.runner.driver_gone()
-    log.info("opsd_stopped", gave_up=gave_up, failed_permanently=failed, spark_driver_gone=gone)
-    if gave_up or failed or gone:
+    claims_lost = [claim.pipeline for claim in lost.lost]
+    log.info("opsd_stopped", gave_up=gave_up, failed_permanently=failed, spark_driver_gone=gone,
+             claims_lost=claims_lost)
+    if gave_up or failed or gone or claims_lost:
         return 1
     return 128 + signal.SIGINT if signal.SIGINT in received else 0
 

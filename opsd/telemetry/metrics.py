@@ -108,6 +108,12 @@ METRIC_DEFINITIONS: tuple[MetricDefinition, ...] = (
     ),
     MetricDefinition("opsd_query_restarts_total", _C, "Times opsd restarted the query after a failure.", _Q),
     MetricDefinition(
+        "opsd_claims_lost_total", _C,
+        "Claims on YTsaurus (a checkpoint location's or a consumer's) that the pipeline lost while opsd ran: the "
+        "claim's transaction expired or was aborted, so another opsd may hold it; opsd stops.",
+        ("query", "kind"),
+    ),
+    MetricDefinition(
         "opsd_query_crash_loop", _G,
         "1 while the query's restart backoff is at its cap (a crash loop).",
         _Q,
@@ -433,6 +439,7 @@ class Metrics:
         self.query_terminations: Family = made["opsd_query_terminations_total"]
         self.query_failures: Family = made["opsd_query_failures_total"]
         self.query_restarts: Family = made["opsd_query_restarts_total"]
+        self.claims_lost: Family = made["opsd_claims_lost_total"]
         self.query_crash_loop: Family = made["opsd_query_crash_loop"]
         self.query_failed_permanently: Family = made["opsd_query_failed_permanently"]
         self.query_stalled: Family = made["opsd_query_stalled"]

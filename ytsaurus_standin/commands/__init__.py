@@ -11,6 +11,9 @@ snapshot, row lock conflicts and the per-tablet row limit at commit: see `transa
 committed state. A master transaction keeps its
 `write_table` / `write_file` data until the outermost transaction commits (a nested one hands its writes to its
 parent); Cypress calls inside it (create, remove, set) apply at once — a simplification no caller here relies on.
+Its Cypress locks (`lock`: exclusive, shared, snapshot) conflict with a concurrent transaction's as YTsaurus' do (402,
+see `locks`), and end with it; it expires `timeout` after its last ping, on the stand-in's clock. An object id path
+(`#<id>`) names one node: a checkpoint file replaced by another node (a link) is gone for its old id.
 Cypress file nodes (checkpoints that SPYT's file system writes) are files under the embedded cluster's root, as
 the embedded cluster maps `yt:///` paths for Spark.
 

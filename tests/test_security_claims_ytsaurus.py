@@ -26,13 +26,17 @@ from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.runtime.daemon import LostClaims
 from opsd.telemetry.metrics import Metrics
+from streaming_core.cluster import ClusterError, yt_proxy
 from streaming_core.cluster.ytsaurus.claims import ClaimTiming
+from streaming_core.cluster.ytsaurus.client import default_client_factory
 from tests.support.daemon import OPSD
 from tests.support.standin import SteppedClock
 from ytsaurus_standin import StandinProxy
 
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(60)]
 
+#: The token of a user who may read everything and write nothing.
+READER_TOKEN = "reader-token-Kd02"
 #: Pings often, so that a lost claim is seen within a moment (the product pings every 10 s of its 30 s timeout).
 QUICK = ClaimTiming(timeout_seconds=30.0, ping_period_seconds=0.05)
 
@@ -168,3 +172,13 @@ def test_a_crafted_title_of_the_holder_is_shown_escaped_and_bounded(proxy, first
     finally:
         client.abort_transaction(tx)
     assert "\x1b" not in str(error.value) and "/etc/x" in str(error.value) and len(str(error.value)) < 1500
+
+
+def test_a_claim_node_opsd_may_not_create_is_a_cluster_error_naming_it_without_the_token(tmp_path: Path) -> None:
+    with StandinProxy(tmp_path / "cluster", token="root-Zq81", users={READER_TOKEN: "reader"}) as guarded:
+        path = config(guarded, tmp_path, "a.yaml", "a", "/home/team/cp", "//home/team/consumer")
+        with pytest.raises(ClusterError, match=r"//home/team/cp/opsd\.lock") as error, \
+                claimed(load_config(path), path, yt_client=lambda uri: default_client_factory(
+                    yt_proxy(uri)[0], READER_TOKEN, None)):
+            pass
+    assert READER_TOKEN not in str(error.value)

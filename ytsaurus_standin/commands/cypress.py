@@ -108,6 +108,8 @@ class CypressCommands:
 
     def remove(self, p: Mapping[str, Any]) -> None:
         path = path_of(p)
+        with self._lock:
+            self._expire_due()
         disk = self._disk(path)
         if disk is not None and not self._in_tree(path):
             self.locks.check_write(_node_of(path), transaction_id_of(p))

@@ -6,7 +6,8 @@ process keeps alive by pinging it, as YTsaurus users hold a node (`yt/yt/server/
 transaction titled with what the caller says of its owner, with a timeout (`ClaimTiming`), and takes an exclusive lock
 on the node in it; `ytsaurus-client`'s pinger thread pings the transaction every `ping_period_seconds`. Another
 process's claim on the node is YTsaurus' error 402, whose `winner_transaction` carries the holder's title:
-`ClaimHeldError` hands that title on as the cluster gave it (untrusted text; the caller bounds and escapes it).
+`ClaimHeldError` hands that title on as the cluster gave it (untrusted text; the caller bounds and escapes it). Any
+other failure (no write permission where the node goes, say) is the backend's `ClusterError`, naming the node.
 
 A claim ends with `release()` (the transaction aborted: the lock is gone at once), or when its process ends however it
 ends: the pings stop and YTsaurus aborts the transaction `timeout_seconds` later, so a crashed process's claim blocks
@@ -26,6 +27,8 @@ import yt.wrapper as yt
 from yt.common import YtError
 
 from ...log import get_logger
+from .client import client_token
+from .errors import translate_error
 
 #: Cypress' `ConcurrentTransactionLockConflict`: the node is locked by another transaction.
 CONCURRENT_TRANSACTION_LOCK_CONFLICT = 402
@@ -78,7 +81,10 @@ class CypressClaim:
 
         self.client.config["ping_failed_mode"] = "call_function"
         self.client.config["ping_failed_function"] = lost
-        self.client.create("map_node", self.node, recursive=True, ignore_existing=True)
+        try:
+            self.client.create("map_node", self.node, recursive=True, ignore_existing=True)
+        except YtError as err:
+            raise translate_error(err, self.node, client_token(self.client)) from None
         timeout_ms = int(self.timing.timeout_seconds * 1000)
         period_ms = None if self.timing.ping_period_seconds is None else int(self.timing.ping_period_seconds * 1000)
         self._transaction = yt.Transaction(timeout=timeout_ms, attributes={"title": self.title}, ping=True,
@@ -90,7 +96,7 @@ class CypressClaim:
             self.release()
             conflict = err.find_matching_error(code=CONCURRENT_TRANSACTION_LOCK_CONFLICT)
             if conflict is None:
-                raise
+                raise translate_error(err, self.node, client_token(self.client)) from None
             winner = conflict.attributes.get("winner_transaction")
             title = winner.get("title") if isinstance(winner, Mapping) else None
             raise ClaimHeldError(self.node, None if title is None else str(title)) from None

@@ -37,14 +37,16 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opsd.config.models import OpsdConfig, checkpoint_key, consumer_key
 from opsd.telemetry.terminal import printable
 from streaming_core.checkpoint import CypressFiles, LocalFiles, checkpoint_files, yt_client
 from streaming_core.cluster import resolve_uri
-from streaming_core.cluster.ytsaurus.claims import ClaimHeldError, ClaimTiming, CypressClaim
 from streaming_core.options import CONSUMER_PATH
+
+if TYPE_CHECKING:
+    from streaming_core.cluster.ytsaurus.claims import ClaimTiming
 
 #: The lock file (or Cypress claim node) inside a claimed checkpoint location (Spark reads only its own files and
 #: folders there).
@@ -57,7 +59,6 @@ TITLE_PREFIX = "opsd claim "
 _OWNER_KEYS = ("pipeline", "config", "pid", "host")
 _MAX_OWNER_FIELD = 256
 _MAX_OWNER_BYTES = 4096
-DEFAULT_TIMING = ClaimTiming()
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,11 @@ def claims(config: OpsdConfig) -> list[Claim]:
 
 @contextlib.contextmanager
 def claimed(config: OpsdConfig, config_path: str | Path, on_lost: Callable[[Claim], None] | None = None, *,
-            timing: ClaimTiming = DEFAULT_TIMING, yt_client: Callable[[str], Any] = yt_client) -> Iterator[list[Claim]]:
+            timing: ClaimTiming | None = None, yt_client: Callable[[str], Any] = yt_client) -> Iterator[list[Claim]]:
     """Hold every claim of `config` while inside; a claim another process holds raises `ClaimError` naming every one
     refused (nothing is held then). `on_lost(claim)`: a claim on YTsaurus lost while held (called once per claim, from
-    another thread); `timing`: its transaction's timeout and pings; `yt_client(uri)`: a client for each such claim."""
+    another thread); `timing`: its transaction's timeout and pings (None: `ClaimTiming()`); `yt_client(uri)`: a
+    client for each such claim."""
     owner = {"config": str(Path(config_path).resolve()), "pid": os.getpid(), "host": socket.gethostname()}
     wanted = claims(config)
     with contextlib.ExitStack() as held:
@@ -153,9 +155,12 @@ def _take(claim: Claim, owner: dict[str, object], held: contextlib.ExitStack) ->
 
 
 def _take_node(claim: Claim, owner: dict[str, object], held: contextlib.ExitStack, client: Callable[[str], Any],
-               timing: ClaimTiming, on_lost: Callable[[Claim], None] | None) -> str | None:
+               timing: ClaimTiming | None, on_lost: Callable[[Claim], None] | None) -> str | None:
     """Lock `claim`'s Cypress node in a pinged transaction titled with `owner` (released by `held`); None, or who
     holds it instead."""
+    # ytsaurus-client only when a YTsaurus cluster is used (its import reads the client's configuration patches)
+    from streaming_core.cluster.ytsaurus.claims import ClaimHeldError, CypressClaim
+
     assert claim.node is not None and claim.cluster is not None
     lock = CypressClaim(client(claim.cluster), claim.node, TITLE_PREFIX + json.dumps(owner),
                         on_lost=lambda: on_lost(claim) if on_lost is not None else None, timing=timing)

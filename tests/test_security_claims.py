@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,18 +16,10 @@ import yaml
 
 from opsd.config.claims import CLAIMS_FOLDER, LOCK_NAME, ClaimError, claimed, claims
 from opsd.config.load import load_config
+from tests.support.claims import start_holder
 from tests.support.daemon import OPSD
 
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(60)]
-
-HOLD = """
-import sys
-from opsd.config.claims import claimed
-from opsd.config.load import load_config
-with claimed(load_config(sys.argv[1]), sys.argv[1]):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
 
 
 def config(tmp_path: Path, file: str, pipeline: str, checkpoint: str, consumer: str) -> Path:
@@ -43,9 +34,7 @@ def config(tmp_path: Path, file: str, pipeline: str, checkpoint: str, consumer: 
 def holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     """Another opsd (a process) holding the claims of a.yaml: pipeline `a` on /cp-a and //home/consumer."""
     first = config(tmp_path, "a.yaml", "a", str(tmp_path / "cp-a"), "//home/consumer")
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(first)], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
-    assert process.stdout is not None and process.stdout.readline() == "held\n"
+    process = start_holder(first)
     yield process
     if process.poll() is None:
         process.kill()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from opsd.telemetry.metrics import Metrics
 from streaming_core.cluster import ClusterError, yt_proxy
 from streaming_core.cluster.ytsaurus.claims import ClaimTiming
 from streaming_core.cluster.ytsaurus.client import default_client_factory
+from tests.support.claims import start_holder
 from tests.support.daemon import OPSD
 from tests.support.standin import SteppedClock
 from ytsaurus_standin import StandinProxy
@@ -39,19 +39,6 @@ pytestmark = [pytest.mark.hostile, pytest.mark.timeout(60)]
 READER_TOKEN = "reader-token-Kd02"
 #: Pings often, so that a lost claim is seen within a moment (the product pings every 10 s of its 30 s timeout).
 QUICK = ClaimTiming(timeout_seconds=30.0, ping_period_seconds=0.05)
-
-HOLD = """
-import sys
-from opsd.config.claims import claimed
-from opsd.config.load import load_config
-from opsd.observe.recorder import Recorder
-from opsd.observe.status import StatusStore
-from opsd.runtime.daemon import LostClaims
-from opsd.telemetry.metrics import Metrics
-with claimed(load_config(sys.argv[1]), sys.argv[1]):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +106,8 @@ def test_opsd_run_with_the_second_config_is_refused_before_spark_starts(proxy, f
 
 def test_the_claim_of_an_opsd_that_died_ends_with_its_transaction_timeout(
         proxy, first: Path, tmp_path: Path, clock: SteppedClock) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(first)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    holder = start_holder(first)
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         holder.send_signal(signal.SIGKILL)  # no release: the pings just stop
         holder.wait(10)
     finally:

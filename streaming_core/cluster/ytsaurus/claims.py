@@ -91,7 +91,7 @@ class CypressClaim:
                                            ping_period=period_ms, ping_timeout=period_ms, client=self.client)
         try:
             with self.client.Transaction(transaction_id=self._transaction.transaction_id):
-                self.client.lock(self.node, mode="exclusive")
+                self.client.lock(f"{self.node}&", mode="exclusive")  # a link put there is locked, not followed
         except YtError as err:
             self.release()
             conflict = err.find_matching_error(code=CONCURRENT_TRANSACTION_LOCK_CONFLICT)

@@ -8,14 +8,18 @@ structlog's configuration (opsd's, or `structlog.testing.capture_logs`) applies 
 
 Until someone configures structlog (opsd, or the user's script), the first event configures `DEFAULT_PROCESSORS`:
 structlog's own defaults render a traceback with every frame's local variables (rich's, when installed), and those
-hold tokens. `configured_by_default` tells opsd's library use (`opsd.attach`) that it may replace them.
+hold tokens. The connector's default renders tracebacks as plain text and passes every line through the redaction
+(`streaming_core.redaction`, last before rendering, as opsd's logging does), so that a script using the connector
+alone never logs a token either. `configured_by_default` tells opsd's library use (`opsd.attach`) that it may
+replace them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: The connector's processors while nobody has configured structlog: tracebacks as plain text, never with locals.
+#: The connector's processors while nobody has configured structlog: tracebacks as plain text, never with locals, and
+#: every line redacted.
 DEFAULT_PROCESSORS: list[Any] = []
 
 
@@ -29,9 +33,12 @@ def configured_by_default() -> bool:
 def _configure_default(structlog: Any) -> None:
     if structlog.is_configured():
         return
+    from streaming_core.redaction import Redactor
+
     DEFAULT_PROCESSORS[:] = [
         structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True), structlog.processors.format_exc_info,
+        Redactor.from_environment(),
         structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback),
     ]
     structlog.configure(processors=DEFAULT_PROCESSORS)

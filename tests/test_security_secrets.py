@@ -143,7 +143,7 @@ def test_values_that_only_look_long_or_name_where_a_secret_is_are_accepted(tmp_p
 
 def token_source(source: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
     """Sets the one token source `source` (the rest cleared, HOME at `home`); returns what writes its next token."""
-    import opsd.telemetry.redaction as redaction
+    import streaming_core.redaction as redaction
 
     for name in ("YT_TOKEN", "YT_TOKEN_PATH", "YT_CONFIG_PATCHES", "YT_CONFIG_PATH"):
         monkeypatch.delenv(name, raising=False)

@@ -146,8 +146,7 @@ class _Fragments:
     a whole aligned block of `_BLOCK` characters of its secret (`secret[k*_BLOCK:(k+1)*_BLOCK]`), so the text is
     searched for those few blocks with `str.find` (C speed), and around each hit the piece is grown both ways while it
     is still part of a secret. An expression alternating every piece, tried at each position of the text, took
-    ~16 ms for a 335 KB `/metrics` scrape; this takes well under one (`tests/test_security_secrets.py` holds it to
-    that)."""
+    ~16 ms for a 335 KB `/metrics` scrape on 2 shared cores; the whole redaction of it now takes ~2.4 ms."""
 
     def __init__(self, secrets: tuple[str, ...]) -> None:
         self.secrets = secrets

@@ -196,6 +196,14 @@ def _fragments(secrets: tuple[str, ...]) -> _Fragments | None:
     return _Fragments(secrets) if secrets else None
 
 
+def without_secret(text: str, secret: str | None) -> str:
+    """`text` without one secret this process holds (the token a client sent): whole, whatever its length, and every
+    piece of it at least `MIN_SECRET_LENGTH` long."""
+    if not secret:
+        return text
+    return Redactor([secret]).text(text.replace(secret, REDACTED))
+
+
 def is_secret_key(key: Any) -> bool:
     """Whether a key (a log field, a config key, a JSON member) names a secret."""
     return bool(SECRET_KEY.search(str(key)))

@@ -12,8 +12,8 @@ config's values (`secret_in_value`: `spark.conf`, source and sink options).
   named by its algorithm (`sha256:...`, an image's) is not one;
 - a run of `RANDOM_RUN_LENGTH` or more base64 / base64url characters that reads as random bytes rather than as names
   (`reads_as_random`). Measured on seeded random strings and on ordinary values (`tests/test_security_secret_values.py`
-  prints both rates): 40 random base64, base64url or alphanumeric characters are missed about 2 times in 10,000 (0 of
-  3,000 of each in the test; the former rule, which asked for two digits among other things, missed 35 of 3,000), 64
+  prints both rates): 40 random base64, base64url or alphanumeric characters are missed about 2 times in 10,000 (1 of
+  3,000 at most in the test; the former rule, which asked for two digits among other things, missed 35 of 3,000), 64
   or upper-case base32 never; no path, class name, JVM option, host name or UUID is refused (0 of ~32,000 names of
   Spark's jars and PySpark's files; 0 of ~130,000 runs of names under /usr and a site-packages when the model was
   made). Random lower-case letters and digits are out of its reach (they read as names about 1 time in 15): hex, the

@@ -19,7 +19,8 @@ those are other people's data. `/status` serves failure texts without them unles
   except a SQL type name (`"STRING"`, `"DECIMAL(10,2)"`, `"ARRAY<INT>"`), a Spark config key (`"spark.sql..."`) and
   the file of a Python traceback's frame (`File "..."`), and the inside of every `Row(...)`. Backticked identifiers
   are kept.
-- **The few forms that quote a value bare** (`BARE_FORMS`): the JDK's `Text ... could not be parsed`, Python's
+- **The few forms that quote a value bare, or quote one that may look like a type** (`BARE_FORMS`): the JDK's
+  `For input string: "..."` and `Text ... could not be parsed`, Python's
   `invalid literal for int() with base 10: ...` and `could not convert string to float: ...`, Arrow's
   `Could not convert ... with type`, and the lines of Spark's CHECK_CONSTRAINT_VIOLATION (its values span lines).
 
@@ -54,6 +55,7 @@ SAFE_PARAMETERS = frozenset({
 _VALUE = r"""(?:[A-Z]+ )?'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|b'(?:[^'\\\n]|\\.)*'|[^\s,()]+"""
 BARE_FORMS = tuple(re.compile(form, re.MULTILINE) for form in (
     r"\bviolated by row with values:(?P<value>(?:\n - [^\n]*)+| [^\n]+)",
+    rf"\bFor input string: (?P<value>{_VALUE})",
     rf"\bText (?P<value>{_VALUE}) could not be parsed",
     rf"\binvalid literal for \w+\(\) with base \d+: (?P<value>{_VALUE})",
     rf"\bcould not convert string to \w+: (?P<value>{_VALUE})",
@@ -61,8 +63,12 @@ BARE_FORMS = tuple(re.compile(form, re.MULTILINE) for form in (
 ))
 _SINGLE_QUOTED = re.compile(r"(?<![\w'])b?'(?:[^'\\\n]|\\.)*'(?![\w'])")
 _DOUBLE_QUOTED = re.compile(r'(?P<file>\bFile )?"(?P<inside>(?:[^"\\\n]|\\.)*)"')
-# What a double-quoted text may be and stay: a SQL type (Spark's `toSQLType`) or a Spark config key (`toSQLConf`).
-_SAFE_QUOTED = re.compile(r"[A-Z][A-Z0-9_ ]*(?:\([\d, ]*\)|<.*>)?|spark\.[\w.-]+")
+# What a double-quoted text may be and stay: a SQL type as Spark's `toSQLType` writes it, or a Spark config key
+# (`toSQLConf`). Any other word in capitals may be a value.
+_SQL_TYPE = (r"(?:STRING|BOOLEAN|TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DATE|TIMESTAMP(?:_NTZ|_LTZ)?|BINARY|VOID"
+             r"|VARIANT|NULL|(?:DECIMAL|CHAR|VARCHAR|TIME)(?:\(\d+(?:,\s*\d+)?\))?|INTERVAL(?: [A-Z ]+)?"
+             r"|(?:ARRAY|MAP|STRUCT)<.*>)")
+_SAFE_QUOTED = re.compile(rf"{_SQL_TYPE}|spark\.[\w.-]+")
 _ROW = re.compile(r"\bRow\(")
 _ERROR_CLASS = re.compile(r"\[(?P<name>[A-Z_][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\] ")
 _PARAMETER = re.compile(r"<(\w+)>")

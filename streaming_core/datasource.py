@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 from .cluster import connect
 from .cluster.errors import AccessDeniedError
 from .foreach_batch import install_foreach_batch_guard
+from .log import redact_foreign_loggers
 from .options import (
     FORMAT,
     PRODUCER_PATH,
@@ -112,9 +113,10 @@ def register(spark: SparkSession) -> type[YtDataSource]:
     """Register the `yt` format with `spark`, carrying the session's `spark.yt.*` conf to readers/writers,
     install SPYT's shorthands (`spark.read.yt(...)`, `df.write.yt(...)`, see `shorthands`) and bound the text of
     a failing `foreachBatch` function, which Spark cannot read past ~2,000 characters while it stops a query
-    (`foreach_batch`)."""
+    (`foreach_batch`); py4j's and ytsaurus-client's log records leave redacted (`log.redact_foreign_loggers`)."""
     install_shorthands()
     install_foreach_batch_guard()
+    redact_foreign_loggers()
     conf: dict[str, Any] = {}
     for key in SESSION_CONF_KEYS:
         value = spark.conf.get(key, None)

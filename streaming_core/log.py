@@ -8,15 +8,60 @@ structlog's configuration (opsd's, or `structlog.testing.capture_logs`) applies 
 
 Until someone configures structlog (opsd, or the user's script), the first event configures `DEFAULT_PROCESSORS`:
 structlog's own defaults render a traceback with every frame's local variables (rich's, when installed), and those
-hold tokens. `configured_by_default` tells opsd's library use (`opsd.attach`) that it may replace them.
+hold tokens. The connector's default renders tracebacks as plain text and passes every line through the redaction
+(`streaming_core.redaction`, last before rendering, as opsd's logging does), so that a script using the connector
+alone never logs a token either. `configured_by_default` tells opsd's library use (`opsd.attach`) that it may
+replace them.
+
+The libraries under the connector log through the standard library into the script's own handlers: py4j logs the
+traceback of a failing `foreachBatch` function at ERROR (its text quotes whatever the error quoted), ytsaurus-client
+its retries. `redact_foreign_loggers` (called by `streaming_core.register` and `opsd.attach`) puts a
+`RedactingFilter` on them: each of their records leaves with its message and traceback redacted, the traceback as
+plain text without locals, whatever handler writes it.
 """
 
 from __future__ import annotations
 
+import logging
+import traceback
 from typing import Any
 
-#: The connector's processors while nobody has configured structlog: tracebacks as plain text, never with locals.
+#: The connector's processors while nobody has configured structlog: tracebacks as plain text, never with locals, and
+#: every line redacted.
 DEFAULT_PROCESSORS: list[Any] = []
+
+
+#: Loggers of the libraries under the connector whose records may quote a secret: py4j's (a failing `foreachBatch`
+#: function's traceback, at ERROR) and ytsaurus-client's `Yt`.
+FOREIGN_LOGGERS = ("py4j.clientserver", "py4j.java_gateway", "Yt")
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts a standard-library record in place before any handler sees it: the message with its arguments merged,
+    and the exception as a plain traceback (the handlers then print that text, never the exception itself)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from streaming_core.redaction import Redactor
+
+        self._redactor = Redactor.from_environment()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = self._redactor.text(record.getMessage()), ()
+        if record.exc_info:
+            text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+            record.exc_text, record.exc_info = self._redactor.text(text), None
+        elif record.exc_text:
+            record.exc_text = self._redactor.text(record.exc_text)
+        return True
+
+
+def redact_foreign_loggers() -> None:
+    """Put a `RedactingFilter` on each of `FOREIGN_LOGGERS` (once)."""
+    for name in FOREIGN_LOGGERS:
+        foreign = logging.getLogger(name)
+        if not any(isinstance(f, RedactingFilter) for f in foreign.filters):
+            foreign.addFilter(RedactingFilter())
 
 
 def configured_by_default() -> bool:
@@ -29,9 +74,12 @@ def configured_by_default() -> bool:
 def _configure_default(structlog: Any) -> None:
     if structlog.is_configured():
         return
+    from streaming_core.redaction import Redactor
+
     DEFAULT_PROCESSORS[:] = [
         structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True), structlog.processors.format_exc_info,
+        Redactor.from_environment(),
         structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback),
     ]
     structlog.configure(processors=DEFAULT_PROCESSORS)

@@ -198,3 +198,41 @@ def test_attach_guards_its_endpoint_and_logs_through_the_scripts_logging_with_pl
     assert record.name == "opsd.script" and record.exc_info is None
     assert "handle_batch" in record.getMessage() and "secret = " not in record.getMessage()
     assert token not in caplog.text
+
+
+@pytest.mark.hostile
+def test_an_attached_query_failing_with_the_token_in_its_error_never_shows_it(
+        spark, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        queries: list[StreamingQuery]) -> None:
+    """A script's own query, watched by `opsd.attach`, fails with an error quoting the token (a sink that echoes the
+    credentials it got, whole and in part): `/status`, `/readyz`, `/metrics` and the script's log lines tell the
+    failure, never the token nor any 8 characters of it."""
+    import logging
+
+    import structlog
+
+    token = "AQAD-Zq81Hx02Lm55Pw19Rt66Nv44Kc07"
+    monkeypatch.setenv("YT_TOKEN", token)
+    structlog.reset_defaults()  # a script that never configured structlog
+
+    def write(df, batch_id: int) -> None:
+        raise RuntimeError(f"sink refused credentials {token}; the proxy saw ...{token[-15:]}")
+
+    name = f"attached_failing_{uuid.uuid4().hex[:8]}"
+    attached = opsd.attach(spark, registry=CollectorRegistry(), port=0)
+    try:
+        with caplog.at_level(logging.DEBUG):
+            query = (spark.readStream.format("rate").option("rowsPerSecond", 5).load().writeStream
+                     .foreachBatch(write).queryName(name).trigger(processingTime="200 milliseconds").start())
+            queries.append(query)
+            wait_until(lambda: b"sink refused" in get(f"{attached.url}/status"), WAIT_SECONDS,
+                       "the failure to reach /status")
+            documents = {path: get(f"{attached.url}{path}").decode() for path in ("/status", "/readyz", "/metrics")}
+    finally:
+        attached.detach()
+        structlog.reset_defaults()
+    told = documents | {"log": caplog.text}
+
+    assert "sink refused credentials ***" in documents["/status"]
+    assert {where: [token[i:i + 8] for i in range(len(token) - 7) if token[i:i + 8] in text]
+            for where, text in told.items()} == {where: [] for where in told}

@@ -143,7 +143,7 @@ def test_values_that_only_look_long_or_name_where_a_secret_is_are_accepted(tmp_p
 
 def token_source(source: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
     """Sets the one token source `source` (the rest cleared, HOME at `home`); returns what writes its next token."""
-    import opsd.telemetry.redaction as redaction
+    import streaming_core.redaction as redaction
 
     for name in ("YT_TOKEN", "YT_TOKEN_PATH", "YT_CONFIG_PATCHES", "YT_CONFIG_PATH"):
         monkeypatch.delenv(name, raising=False)
@@ -185,3 +185,22 @@ def test_the_redactor_masks_each_token_source_and_follows_its_rotation(
     write("rotated-token-Cc33Dd44")
     now[0] += REFRESH_SECONDS
     assert redactor.text("sent rotated-token-Cc33Dd44") == f"sent {REDACTED}"
+
+
+def test_no_piece_of_a_secret_eight_characters_long_survives_the_redaction() -> None:
+    """Seeded random secrets over a small alphabet (so that pieces overlap, repeat and touch) and texts quoting
+    windows of them: no `MIN_SECRET_LENGTH` characters of a secret in a row are left, and text holding none of them
+    is left as it was."""
+    import random
+
+    from streaming_core.redaction import MIN_SECRET_LENGTH
+
+    rng = random.Random("fragments")
+    for _ in range(500):
+        secrets = ["".join(rng.choices("abAB01-", k=rng.randint(8, 40))) for _ in range(rng.randint(1, 3))]
+        quoted = [secret[rng.randint(0, 6):rng.randint(7, 40)] for secret in secrets]
+        text = " ".join(rng.choice([*quoted, "plain words", "".join(rng.choices("abAB01- ", k=12))]) for _ in range(8))
+        masked = Redactor(secrets).text(text)
+        assert [s[i:i + MIN_SECRET_LENGTH] for s in secrets for i in range(len(s) - MIN_SECRET_LENGTH + 1)
+                if s[i:i + MIN_SECRET_LENGTH] in masked] == [], (secrets, text, masked)
+        assert Redactor(secrets).text("plain words, //home/queue 12") == "plain words, //home/queue 12"

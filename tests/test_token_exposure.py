@@ -212,15 +212,12 @@ LIBRARY_WAYS = {
 def test_library_use_logs_tracebacks_without_locals_and_never_the_token(way: str) -> None:
     setup, logger = LIBRARY_WAYS[way]
     script = LIBRARY_SCRIPT.format(setup=setup, logger=logger, token=TOKEN)
-    env = {**environment(), "YT_TOKEN": TOKEN} if way != "connector" else {**environment(), "YT_TOKEN": ""}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env,
-                            check=True)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                            env=environment(), check=True)
     output = result.stdout + result.stderr
 
     assert "batch_failed" in output and "Traceback" in output and "handle_batch" in output, output
     assert "token = " not in output, "a frame's locals were shown"
-    if way == "connector":  # no redaction without opsd: only the locals are kept out
-        output = output.replace(f"OAuth {TOKEN}", "")
     assert TOKEN not in output
     if way == "attach-json":
         assert json.loads(output.splitlines()[-1].split(":", 2)[-1])["event"] == "batch_failed"
@@ -253,4 +250,70 @@ def test_a_malformed_config_patch_never_shows_a_piece_of_the_token(patch: str) -
     output = result.stdout + result.stderr
 
     assert result.returncode != 0 and ("YT_CONFIG_PATCHES" in output or "Yson" in output), output[-2000:]
+    assert [TOKEN[i:i + 8] for i in range(len(TOKEN) - 7) if TOKEN[i:i + 8] in output] == []
+
+
+# -- the connector's own warnings, when a proxy echoes the token in its errors --------------------------------------
+
+ECHOING_PROXY_SCRIPT = """
+import http.server, json, logging, sys, threading
+{setup}
+
+class EchoingProxy(http.server.BaseHTTPRequestHandler):
+    # A proxy (or a balancer in front of one) that quotes a piece of the token it got in its errors.
+    def do_GET(self):
+        if self.path.rstrip("/") == "/api/v4":  # the commands the client discovers first
+            return self.reply(200, [{{"name": name, "input_type": None, "output_type": "structured",
+                                      "is_volatile": volatile, "is_heavy": False}}
+                                     for name, volatile in (("exists", False), ("get", False), ("set", True),
+                                                            ("create", True))])
+        token = self.headers.get("Authorization", "").split()[-1]
+        self.reply(400, {{"code": 1, "message": f"rejected a token ending {{token[-20:]}}",
+                          "attributes": {{}}, "inner_errors": []}})
+
+    do_POST = do_PUT = do_GET
+
+    def reply(self, status, document):
+        body = json.dumps(document).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EchoingProxy)
+threading.Thread(target=proxy.serve_forever, daemon=True).start()
+
+from streaming_core.cluster import connect
+from streaming_core.tuning import read_tuning
+from streaming_core.write_stats import WriteStats, record_write_stats
+
+cluster = connect(f"yt://127.0.0.1:{{proxy.server_port}}")
+read_tuning(cluster, "//home/clicks/tuning")
+record_write_stats(cluster, "//home/clicks/tuning", WriteStats(calls=1, rows=10, batch_id=3))
+"""
+#: Each way the connector's warnings are written: the connector alone (nobody configured logging), opsd.attach's
+#: library logging and opsd run's logging, in each format.
+CONNECTOR_LOGGING = {
+    "connector-alone": "",
+    **{f"attach-{fmt}": ("logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
+                         "from opsd.telemetry.logs import configure_library_logging\n"
+                         f"configure_library_logging(json_lines={fmt == 'json'})") for fmt in ("json", "console")},
+    **{f"opsd-run-{fmt}": ("from opsd.telemetry.logs import configure_logging\n"
+                           f"configure_logging(json_lines={fmt == 'json'})") for fmt in ("json", "console")},
+}
+
+
+@pytest.mark.parametrize("way", CONNECTOR_LOGGING)
+def test_the_connectors_warnings_never_show_the_token_a_proxy_echoes(way: str) -> None:
+    script = ECHOING_PROXY_SCRIPT.format(setup=CONNECTOR_LOGGING[way])
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env=environment(), check=True)
+    output = result.stdout + result.stderr
+
+    assert "tuning_document_ignored" in output and "write_stats_not_recorded" in output, output[-3000:]
+    assert "rejected a token ending ***" in output, "the proxy's error is logged, the piece of the token masked"
     assert [TOKEN[i:i + 8] for i in range(len(TOKEN) - 7) if TOKEN[i:i + 8] in output] == []

@@ -28,7 +28,7 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 
 from opsd.telemetry.redaction import Redactor
 from opsd.telemetry.terminal import printable
-from streaming_core.log import configured_by_default
+from streaming_core.log import configured_by_default, redact_foreign_loggers
 
 log = structlog.get_logger(__name__)
 
@@ -142,9 +142,11 @@ def configure_library_logging(json_lines: bool | None = None) -> bool:
     """structlog for opsd used as a library (`opsd.attach` in the user's script): the same processors as
     `configure_logging` (plain tracebacks without locals, the redaction last), each event rendered into one line
     handed to the standard library's logger of its name, so that the script's own logging setup (handlers, levels)
-    decides where it goes. The standard library's loggers are left as they are. A structlog configuration the
+    decides where it goes. The standard library's loggers are left as they are, but py4j's and ytsaurus-client's
+    records leave redacted (`streaming_core.log.redact_foreign_loggers`). A structlog configuration the
     script chose is kept (False returned); the connector's default (`streaming_core.log`) or none is replaced.
     ``json_lines`` defaults to "stderr is not a TTY"."""
+    redact_foreign_loggers()
     if not configured_by_default():
         log.info("opsd_logging_left_to_the_script", reason="structlog is configured")
         return False

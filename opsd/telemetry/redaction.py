@@ -1,201 +1,98 @@
-"""Secret redaction: what every text leaving opsd's process passes through before it is written anywhere.
+"""Secrets in opsd: the one redaction (`redact`, `Redactor`: the connector's, `streaming_core.redaction`, which
+opsd's logs, `/status`, `/metrics`, the CLI and config errors pass through) and the check that keeps secrets out of a
+config's values (`secret_in_value`: `spark.conf`, source and sink options).
 
-`redact(value)` is the one function: log lines of every format (`opsd.telemetry.logs` runs it as the last
-processor before rendering, over formatted tracebacks too), `/status`, `/readyz` and `/metrics`
-(`opsd.telemetry.http`), the CLI's tables and error lines (`opsd.telemetry.terminal`), `opsd doctor` and config
-errors (`opsd.config.load`). It masks
+`secret_in_value` refuses a value by what it holds, whatever its key:
 
-- the value of every key that names a secret (`SECRET_KEY`: token, password, secret, authorization, ...), at any
-  depth of dicts and lists;
-- every occurrence of a secret this process knows, from every place `ytsaurus-client` reads a token from:
-  `$YT_TOKEN`; the files `$YT_TOKEN_PATH` and `~/.yt/token`; a `token` and the file of a `token_path` in
-  `$YT_CONFIG_PATCHES` and in the config files (`$YT_CONFIG_PATH`, `~/.yt/config`, and `/etc/ytclient.conf`, the
-  global one the client reads when there is no user config: `yt/wrapper/default_config.py`, `_ConfigFSLoader`). A
-  redactor made by `Redactor.from_environment` reads them again every `REFRESH_SECONDS`, so a rotated token file is
-  masked too;
-- every piece of such a secret at least `MIN_SECRET_LENGTH` long (a parser's error quotes a window of its input);
-- `OAuth` / `Bearer` / `Basic` credentials in free text (an `Authorization` header echoed in an error).
-
-Secrets shorter than `MIN_SECRET_LENGTH` are left alone: they are too likely to occur in ordinary text.
+- a secret-named setting inside it (`token="..."` in `spark.executorEnv.YT_CONFIG_PATCHES`, `-D...Password=...` in JVM
+  options; `token_path` and `*_file` name a file and are fine);
+- a token of a shape YTsaurus is used with: Yandex OAuth (`AQAD-...`, `y0_...`), a token of YTsaurus' `issue-token`
+  (16 random bytes as 32 lower-case hex digits: `DoIssueTokenImpl` in
+  `yt/yt/ytlib/api/native/client_authentication_impl.cpp`) or any longer hex secret (`openssl rand -hex`); a digest
+  named by its algorithm (`sha256:...`, an image's) is not one;
+- a run of `RANDOM_RUN_LENGTH` or more base64 / base64url characters that reads as random bytes rather than as names
+  (`reads_as_random`). Measured on seeded random strings and on ordinary values (`tests/test_security_secret_values.py`
+  prints both rates): 40 random base64, base64url or alphanumeric characters are missed about 2 times in 10,000 (1 of
+  3,000 at most in the test; the former rule, which asked for two digits among other things, missed 35 of 3,000), 64
+  or upper-case base32 never; no path, class name, JVM option, host name or UUID is refused (0 of ~32,000 names of
+  Spark's jars and PySpark's files; 0 of ~130,000 runs of names under /usr and a site-packages when the model was
+  made). Random lower-case letters and digits are out of its reach (they read as names about 1 time in 15): hex, the
+  one such shape YTsaurus issues, is caught by its own.
 """
 
 from __future__ import annotations
 
-import os
+import itertools
+import math
 import re
-import time
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import Any
 
-from structlog.typing import EventDict, WrappedLogger
+from streaming_core.redaction import (
+    REDACTED,
+    REFRESH_SECONDS,
+    SECRET_KEY,
+    Redactor,
+    is_secret_key,
+    known_secrets,
+    redact,
+)
 
-REDACTED = "***"
-#: A key (a log field, a config key, a JSON member) whose value is a secret.
-SECRET_KEY = re.compile(r"token|password|passwd|secret|authorization|api[_-]?key|credential", re.IGNORECASE)
-# An HTTP authorization value inside a message: "Authorization: OAuth AQAD-...", "Bearer eyJ...".
-_AUTH_VALUE = re.compile(r"\b(OAuth|Bearer|Basic)\s+[^\s'\",]+", re.IGNORECASE)
-# Looked for before the expression runs: a substring test is ~50 times faster on a large text (a scrape's body).
-_AUTH_SCHEMES = ("oauth", "bearer", "basic")
-MIN_SECRET_LENGTH = 8
-#: Where `ytsaurus-client` finds a token besides `$YT_TOKEN`: the file `$YT_TOKEN_PATH` names, else this one.
-TOKEN_PATH_ENV = "YT_TOKEN_PATH"
-DEFAULT_TOKEN_FILE = Path("~/.yt/token")
-#: The client's configuration: YSON patches in this variable, and the config file (`$YT_CONFIG_PATH` or this one).
-CONFIG_PATCHES_ENV = "YT_CONFIG_PATCHES"
-CONFIG_PATH_ENV = "YT_CONFIG_PATH"
-DEFAULT_CONFIG_FILE = Path("~/.yt/config")
-GLOBAL_CONFIG_FILE = Path("/etc/ytclient.conf")
-#: How often a redactor made by `from_environment` reads the token sources again (a rotation is masked after it).
-REFRESH_SECONDS = 1.0
-# A token file is a line of text; anything bigger is not one. A config file is small too.
-_MAX_TOKEN_FILE_BYTES = 4096
-_MAX_CONFIG_FILE_BYTES = 1 << 20
-# `token="..."` (YSON) or `"token": "..."` (JSON), and the same of `token_path`, at any depth of the configuration.
-_CONFIG_VALUE = re.compile(r'"?\b(token|token_path)"?\s*[=:]\s*"((?:[^"\\]|\\.)*)"')
+__all__ = ["REDACTED", "REFRESH_SECONDS", "SECRET_KEY", "Redactor", "is_secret_key", "known_secrets",
+           "reads_as_random", "redact", "secret_in_value"]
 
-
-def known_secrets() -> list[str]:
-    """The secrets this process may hold: every token `ytsaurus-client` could read (module docstring)."""
-    found = [os.environ.get("YT_TOKEN", "")]
-    token_files: list[str | Path | None] = [os.environ.get(TOKEN_PATH_ENV), DEFAULT_TOKEN_FILE]
-    config_files = [os.environ.get(CONFIG_PATH_ENV), DEFAULT_CONFIG_FILE, GLOBAL_CONFIG_FILE]
-    texts = [_small_file(path, _MAX_CONFIG_FILE_BYTES) for path in config_files if path]
-    for text in (os.environ.get(CONFIG_PATCHES_ENV, ""), *texts):
-        for key, value in _CONFIG_VALUE.findall(text):
-            (found if key == "token" else token_files).append(value)
-    found += [_small_file(path, _MAX_TOKEN_FILE_BYTES).strip() for path in token_files if path]
-    return found
-
-
-def _small_file(path: str | Path, limit: int) -> str:
-    """A small regular file's text; "" when it is missing, unreadable, bigger than `limit` or not a regular file."""
-    try:
-        file = Path(path).expanduser()
-        if file.is_file() and file.stat().st_size <= limit:
-            return file.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        pass
-    return ""
-
-
-class Redactor:
-    """Masks secrets in text and in JSON-like values; also a structlog processor (the last before rendering)."""
-
-    def __init__(self, secrets: Iterable[str] = (), *, source: Callable[[], Iterable[str]] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._source, self._clock = source, clock
-        self._read_at = clock()
-        self._secrets = self._ordered(source() if source else secrets)
-        self._fragments = _fragments(self._secrets)
-
-    @staticmethod
-    def _ordered(secrets: Iterable[str]) -> tuple[str, ...]:
-        # Longest first, so that a secret containing another is masked whole.
-        return tuple(sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True))
-
-    @classmethod
-    def from_environment(cls) -> Redactor:
-        """The secrets of `known_secrets`, read again every `REFRESH_SECONDS` (a rotated token is masked too)."""
-        return cls(source=known_secrets)
-
-    def _current(self) -> tuple[str, ...]:
-        if self._source is not None and self._clock() - self._read_at >= REFRESH_SECONDS:
-            self._secrets, self._read_at = self._ordered(self._source()), self._clock()
-            self._fragments = _fragments(self._secrets)
-        return self._secrets
-
-    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-        return self.mapping(event_dict)
-
-    def text(self, text: str) -> str:
-        secrets = self._current()
-        for secret in secrets:
-            text = text.replace(secret, REDACTED)
-        if self._fragments is not None:
-            text = _without_fragments(text, secrets, self._fragments)
-        lowered = text.lower()
-        if not any(scheme in lowered for scheme in _AUTH_SCHEMES):
-            return text
-        return _AUTH_VALUE.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-
-    def value(self, value: Any) -> Any:
-        """`value` with secrets masked: strings, and dicts / lists / tuples at any depth (new containers)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, Mapping):
-            return self.mapping(dict(value))
-        if isinstance(value, list | tuple):
-            return type(value)(self.value(item) for item in value)
-        return value
-
-    def mapping(self, mapping: dict[Any, Any]) -> dict[Any, Any]:
-        """Masks `mapping` in place: secret-named keys' values whole, the others by `value`."""
-        for key, item in mapping.items():
-            mapping[key] = REDACTED if is_secret_key(key) and item else self.value(item)
-        return mapping
-
-
-def _fragments(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
-    """Every `MIN_SECRET_LENGTH`-character piece of the secrets, as one expression (None without secrets)."""
-    pieces = {s[i:i + MIN_SECRET_LENGTH] for s in secrets for i in range(len(s) - MIN_SECRET_LENGTH + 1)}
-    return re.compile("|".join(map(re.escape, sorted(pieces)))) if pieces else None
-
-
-def _without_fragments(text: str, secrets: tuple[str, ...], fragments: re.Pattern[str]) -> str:
-    """`text` with every piece of a secret at least `MIN_SECRET_LENGTH` long masked, each as long as it runs: a
-    parser's error quotes a window of its input (YSON's `context` of a malformed `YT_CONFIG_PATCHES` holds the end of
-    the token), never the whole secret."""
-    parts, at = [], 0
-    while match := fragments.search(text, at):
-        end = match.end()
-        while end < len(text) and any(text[match.start():end + 1] in secret for secret in secrets):
-            end += 1
-        parts += [text[at:match.start()], REDACTED]
-        at = end
-    return "".join(parts) + text[at:]
-
-
-def is_secret_key(key: Any) -> bool:
-    """Whether a key (a log field, a config key, a JSON member) names a secret."""
-    return bool(SECRET_KEY.search(str(key)))
-
-
-#: Values shaped as the tokens YTsaurus is used with: Yandex OAuth tokens (`AQAD-...`, `y0_...`), a token of
-#: YTsaurus' own `issue-token` (32 hex digits, `yt/docs/en/_includes/user-guide/storage/auth.md`) or any longer hex
-#: secret (`openssl rand -hex`), not a digest named by its algorithm (`sha256:...`, an image's).
-_TOKEN_SHAPES = re.compile(r"(?<![\w-])(AQA[A-Za-z0-9][\w-]{24,}|y[0-4]_[\w-]{24,}|(?<!:)[0-9a-fA-F]{32,}(?![\w-]))")
-# A run of base64 (or base64url) characters is a secret when long and mixed as random bytes are: upper and lower case
-# letters and digits, side by side in orders that words, paths and class names seldom have (two capitals, a capital
-# before a digit, a digit before a small letter): random base64 has ~0.3 of them per character, camel case almost
-# none. 40 characters of random base64 fail it about once in 100 (too few digits), 60 about once in 1,000.
-_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{40,}={0,2}")
-_BASE64_MIX = {str.isupper: 2, str.islower: 2, str.isdigit: 2}
-_RANDOM_PAIRS = re.compile(r"(?=[A-Z][A-Z0-9]|[0-9][a-z])")
-_RANDOM_PAIRS_PER_CHARACTER = 0.1
+# A digest named by its algorithm is not a secret (`opsd@sha256:...`, an image's): taken out before the shapes are read.
+_NAMED_DIGEST = re.compile(r"\b(?:sha(?:1|224|256|384|512)|md5):[0-9a-fA-F]+", re.IGNORECASE)
+_TOKEN_SHAPES = re.compile(r"(?<![\w-])(AQA[A-Za-z0-9][\w-]{24,}|y[0-4]_[\w-]{24,}|[0-9a-fA-F]{32,}(?![\w-]))")
+#: The shortest run of base64 (or base64url) characters read for randomness: shorter ones are too often names.
+RANDOM_RUN_LENGTH = 40
+_BASE64_RUN = re.compile(rf"[A-Za-z0-9+/_-]{{{RANDOM_RUN_LENGTH},}}")
+# How one character follows another in names, by kind (a vowel, a consonant, a digit, one of `+/_-`), and between two
+# letters by case: estimated from ~150,000 runs of 8 or more such characters (file paths under /usr and in a Python
+# site-packages, the entries of Spark's jars, the JVM's flag names), rounded. Random base64 draws each character
+# uniformly from 64: a vowel 10/64, a consonant 42/64, a digit 10/64, a symbol 2/64; either case 1/2.
+_KINDS = "vcds"
+_NAMES = {"v": (0.090, 0.805, 0.003, 0.102), "c": (0.456, 0.372, 0.018, 0.154),
+          "d": (0.024, 0.075, 0.482, 0.418), "s": (0.192, 0.721, 0.029, 0.059)}
+_NAMES_CASE = {(True, True): 0.219, (True, False): 0.781, (False, True): 0.023, (False, False): 0.977}
+_RANDOM = {"v": 10 / 64, "c": 42 / 64, "d": 10 / 64, "s": 2 / 64}
+# Bits of evidence per character pair, random over names, from which a run is random: random base64 of 40 characters
+# averages ~1.6, its lowest 1 in 10,000 ~0.25; the highest of the names ~0.2.
+_RANDOM_BITS = 0.3
+_PAIR_BITS = {(a, b): math.log2(_RANDOM[b] / _NAMES[a][_KINDS.index(b)]) for a in _KINDS for b in _KINDS}
+_CASE_BITS = {pair: math.log2(0.5 / p) for pair, p in _NAMES_CASE.items()}
 # A setting inside a value: `token="..."` (YSON), `"token": "..."` (JSON), `-Dx.password=...` (JVM options).
 _SETTING = re.compile(r'(?:-D)?([\w.-]+)"?\s*[=:]\s*("[^"]*"|[^\s;,}"]+)')
 # A setting that names where a secret is, not the secret (`token_path`, `...File`).
 _REFERENCE_SETTING = re.compile(r"(path|file)$", re.IGNORECASE)
 
 
+def _kind(character: str) -> str:
+    if character.isdigit():
+        return "d"
+    if character.isalpha():
+        return "v" if character in "aeiouAEIOU" else "c"
+    return "s"
+
+
+def reads_as_random(run: str) -> bool:
+    """Whether `run` (base64 or base64url characters) is more likely random bytes than a name, by `_RANDOM_BITS` bits
+    per pair of neighbouring characters."""
+    bits = 0.0
+    for a, b in itertools.pairwise(run):
+        bits += _PAIR_BITS[_kind(a), _kind(b)]
+        if a.isalpha() and b.isalpha():
+            bits += _CASE_BITS[a.isupper(), b.isupper()]
+    return bits >= _RANDOM_BITS * (len(run) - 1)
+
+
 def secret_in_value(value: str, settings: bool = True) -> str | None:
     """What in `value` (a Spark conf or data source option's value) is a secret, never the secret itself: a
-    secret-named setting inside it (`token=...` in `YT_CONFIG_PATCHES`; only when `settings`), a token-shaped value
-    or a long base64 run mixed as random bytes; None when nothing is."""
+    secret-named setting inside it (only when `settings`), a token-shaped value or a long run of random base64
+    (module docstring); None when nothing is."""
     if settings:
         for key, setting in _SETTING.findall(value):
             if is_secret_key(key) and not _REFERENCE_SETTING.search(key) and setting.strip('"'):
                 return f"a {key} setting"
-    if _TOKEN_SHAPES.search(value):
+    value = _NAMED_DIGEST.sub("", value)
+    if _TOKEN_SHAPES.search(value) or any(map(reads_as_random, _BASE64_RUN.findall(value))):
         return "a token-shaped value"
-    for run in _BASE64_RUN.findall(value):
-        if all(sum(map(test, run)) >= least for test, least in _BASE64_MIX.items()) and \
-                len(_RANDOM_PAIRS.findall(run)) >= _RANDOM_PAIRS_PER_CHARACTER * len(run):
-            return "a token-shaped value"
     return None
-
-
-def redact(value: Any) -> Any:
-    """`value` (text, or JSON-like data) with every secret this process knows masked: the one redaction of opsd."""
-    return Redactor.from_environment().value(value)

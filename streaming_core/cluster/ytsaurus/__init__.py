@@ -25,6 +25,7 @@ from typing import Any
 from yt.common import YtError
 from yt.packages.requests.exceptions import RequestException
 
+from ...redaction import without_secret
 from ..base import MAX_ROWS_PER_TABLET_TRANSACTION, Cluster, Transaction
 from ..errors import NoSuchPathError, UnreachableClusterError
 from ..schema import CONSUMER_SCHEMA
@@ -121,7 +122,7 @@ class YtsaurusCluster(TreeMixin, QueueMixin, ConsumerMixin, ProducerMixin, Table
         except YtError as err:
             raise translate_error(err, what, self._known_token()) from None
         except (RequestException, OSError) as err:  # the transport failed after the client's retries
-            reason = str(err).replace(self._known_token() or "\0", "***")
+            reason = without_secret(str(err), self._known_token())
             raise UnreachableClusterError(f"{what}: YTsaurus proxy {self.proxy} failed: {type(err).__name__}: "
                                           f"{reason}; check {WHERE_THE_URI_COMES_FROM}") from None
 

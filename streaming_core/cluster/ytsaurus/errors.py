@@ -8,6 +8,7 @@ from typing import Any
 import yt.wrapper as yt
 from yt.common import YtError
 
+from ...redaction import without_secret
 from ..errors import (
     AccessDeniedError,
     AlreadyExistsError,
@@ -41,9 +42,7 @@ def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
     """
     if err.is_authentication_error() and not token:
         return MissingTokenError(what)
-    message = f"{what}: {_messages(err)}"
-    if token:
-        message = message.replace(token, "***")
+    message = without_secret(f"{what}: {_messages(err)}", token)
     if err.is_authentication_error():
         return AuthenticationError(message)
     if err.is_resolve_error():

@@ -25,7 +25,10 @@ to what the tuner does.
    by at most `max_step_up_unknown_risk`), `drain_ratio_memory_bound` where memory binds before time; and
    `over_memory_batches`, tuned batches whose peak passed the world's limit (each an out-of-memory failure; goal 0).
 3. A 10x step of the input rate from a settled state: `settle_batches`, batches after the step until every batch
-   is within the target, stalls aside (goal <= 10).
+   is settled: within the target (stalls aside) and reading at least `SETTLED_SHARE` of the rows that meet it, or
+   all that waits (a cap cut far too small meets the target while the backlog grows); with the OOM check's verdict
+   (goal <= 10) and without it (`settle_batches_no_oom_check`: raises then go by at most
+   `max_step_up_unknown_risk`).
 4. A steady input rate, 300 batches: knob changes per 100 batches after the first 50 (`changes_per_100`, goal
    <= 2): noise and stalls the tuner must not chase.
 5. `dynBatchSize`: the real sink path (`write_rows`' chunking, its write statistics, the commit that stores them,
@@ -96,6 +99,9 @@ CALL_SECONDS, ROW_SECONDS = 0.1, 1e-6
 #: The simulated proxy's best call size and how much slower per row a call gets past it (x(1 + this) at twice it).
 PROXY_BEST_CALL_ROWS, PROXY_OVERSIZE_PENALTY = 70_000, 3.0
 SINK_BATCHES, SINK_TASKS, SINK_TASK_ROWS = 10, 2, 400_000
+#: A batch after the rate step is settled when it meets the target and reads at least this share of the rows that
+#: meet it (or all that waits): a cap cut far below the best one meets the target while the backlog grows.
+SETTLED_SHARE = 0.75
 DRAIN_GOAL, SETTLE_GOAL, CHANGES_GOAL, ROWS_GOAL, OVER_MEMORY_GOAL = 1.15, 10, 2.0, 1.0, 0
 
 
@@ -301,14 +307,24 @@ def scenario_drain(cluster: Cluster, fresh: Callable[[], str]) -> dict[str, Any]
 
 
 def scenario_step(cluster: Cluster, fresh: Callable[[], str]) -> dict[str, Any]:
+    """A 10x rate step from a settled state: batches until every later batch is settled, with the OOM check's
+    verdict and without it (the risk unknown)."""
+    found: dict[str, Any] = {}
     ideal = ROOMY.ideal_rows()
-    sim = simulated(cluster, fresh(), tuned=True, cap=int(ideal * 5), rate=0.12 * ideal / TRIGGER, backlog=0, seed=3)
-    for _ in range(30):
-        sim.batch()
-    sim.rate *= 10
-    met = [sim.batch()[2] for _ in range(40)]
-    late = [i for i, ok in enumerate(met) if not ok]
-    return {"settle_batches": (late[-1] + 1) if late else 0, "cap_after_step": sim.cap()}
+    for label, known in (("", True), ("_no_oom_check", False)):
+        sim = simulated(cluster, fresh(), tuned=True, cap=int(ideal * 5), rate=0.12 * ideal / TRIGGER, backlog=0,
+                        seed=3, memory_known=known)
+        for _ in range(30):
+            sim.batch()
+        sim.rate *= 10
+        settled = []
+        for _ in range(40):
+            waiting = sim.backlog
+            rows, _, met = sim.batch()
+            settled.append(met and rows >= min(waiting, SETTLED_SHARE * ideal))
+        late = [i for i, ok in enumerate(settled) if not ok]
+        found.update({f"settle_batches{label}": (late[-1] + 1) if late else 0, f"cap_after_step{label}": sim.cap()})
+    return found
 
 
 def scenario_steady(cluster: Cluster, fresh: Callable[[], str]) -> dict[str, Any]:
@@ -440,6 +456,7 @@ def main() -> None:
         over = drain["over_memory_batches" + label]
         print(f"{'2 (simulated) over_memory_batches' + label + ', tuned':58} {over:>14} {'0' if known else '':>10}")
     print(f"{'3 (simulated) settle_batches after a 10x rate step':58} {step['settle_batches']:>14} {'<= 10':>10}")
+    print(f"{'3 (simulated) settle_batches_no_oom_check (risk unknown)':58} {step['settle_batches_no_oom_check']:>14}")
     print(f"{'4 (simulated) changes_per_100 at a steady rate':58} {steady['changes_per_100']:>14.2f} {'<= 2':>10}")
     print(f"{'5 (sink path, simulated proxy) default 50000 (rows/s)':58} {writes['default_rows_per_s']:>14,.0f}")
     print(f"{'5 (sink path, simulated proxy) tuned (rows/s)':58} {writes['tuned_rows_per_s']:>14,.0f}")
@@ -451,7 +468,7 @@ def main() -> None:
         **{k: memory[k] for k in memory}, **{k: width[k] for k in width if k != "memory_error"},
         **({"width_error": width["memory_error"]} if "memory_error" in width else {}),
         **drain, "drain_goal": DRAIN_GOAL, "over_memory_goal": OVER_MEMORY_GOAL,
-        "settle_batches": step["settle_batches"], "settle_goal": SETTLE_GOAL,
+        **step, "settle_goal": SETTLE_GOAL,
         "changes_per_100": steady["changes_per_100"], "changes_goal": CHANGES_GOAL,
         "rows_ratio": writes["rows_ratio"], "rows_goal": ROWS_GOAL, "best_call_ratio": writes["best_call_ratio"],
         "max_call_rows": writes["max_call_rows"], "transaction_limit": MAX_ROWS_PER_TABLET_TRANSACTION,

@@ -236,8 +236,8 @@ def searched(cost, start: int = 50_000, batches: int = 20) -> list[int]:
     for batch_id in range(batches):
         used.append(size)
         seconds = cost(size) * 4 * size
-        f = Facts("q", "apply", None, size, write=WriteStats(4, 4 * size, seconds, seconds / 4, size, batch_id=batch_id),
-                  dyn_batch_size_ceiling=100_000, reads_queue=False)
+        written = WriteStats(4, 4 * size, seconds, seconds / 4, size, batch_id=batch_id)
+        f = Facts("q", "apply", None, size, write=written, dyn_batch_size_ceiling=100_000, reads_queue=False)
         evaluation = evaluate(f, SETTINGS)
         decisions = decide(evaluation, memory, SETTINGS)
         memory = remember(memory, decisions, evaluation, applied=True)

@@ -114,7 +114,8 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
     inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.largest_partition_rows,
               "duration_seconds": newest and newest.duration_seconds,
               "phases_seconds": dict(newest.durations_seconds) if newest else None,
-              "target_seconds": rows.target_seconds, "aim_seconds": rows.aim_seconds, "ideal_rows": rows.ideal_rows, "binding": rows.binding,
+              "target_seconds": rows.target_seconds, "aim_seconds": rows.aim_seconds, "ideal_rows": rows.ideal_rows,
+              "binding": rows.binding,
               "backlog_rows": facts.backlog_rows, "binding_phase": evaluation.binding,
               "time_to_drain_seconds": facts.time_to_drain_seconds, "oom_risk": risk, "safe_cap": safe}
     low, high = settings.min_rows_per_partition, settings.max_rows_per_partition

@@ -163,10 +163,25 @@ def test_a_memory_failure_cuts_below_the_largest_batch_once_and_caps_later_raise
 
 def test_a_change_waits_for_batches_planned_after_it_the_one_batch_delay():
     memory = TunerMemory(rows_changed_after=4)
-    found = batches([10_000] * 7)  # ids 0..6: batch 5 was planned before the change, 6 after it
-    assert rows_decision(facts(10_000, found), memory).reason == "stabilising"
-    more = batches([10_000] * 8)  # id 7: the second batch planned after the change (stabilisation_batches = 2)
-    assert rows_decision(facts(10_000, more), memory).reason == "fast_batches"
+    found = batches([55_000] * 7)  # ids 0..6: batch 5 was planned before the change, 6 after it; 6 s: 64 000 meet 7 s
+    assert rows_decision(facts(55_000, found), memory).reason == "stabilising"
+    more = batches([55_000] * 8)  # id 7: the second batch planned after the change (stabilisation_batches = 2)
+    assert rows_decision(facts(55_000, more), memory).reason == "fast_batches"
+
+
+def test_far_under_the_fixed_point_one_batch_at_the_new_cap_is_enough_for_the_next_bounded_raise():
+    memory = TunerMemory(rows_changed_after=4)
+    found = batches([200_000] * 7, cost=1e-5)  # 2.5 s: the fixed point is more than one step away
+    d = rows_decision(facts(200_000, found), memory)
+    assert d.reason == "fast_batches" and d.recommended <= 200_000 * SETTINGS.max_step_up_unknown_risk
+    assert rows_decision(facts(200_000, found[:-1]), memory).reason == "stabilising"  # none at the new cap yet
+
+
+def test_the_operating_point_is_the_newest_cap_not_an_older_one_nearby():
+    """Three batches at 56 000 over the target, then three at 52 000 within it: the 52 000 ones decide."""
+    older = tuple(BatchSummary(i, 2 * 56_000, 56_000, 7.6) for i in range(3))
+    newer = tuple(BatchSummary(3 + i, 2 * 52_000, 52_000, 6.5) for i in range(3))
+    assert rows_decision(facts(52_000, older + newer)).direction == Direction.HOLD
 
 
 def test_the_fixed_point_converges_and_then_stops_changing():

@@ -147,7 +147,10 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
     if newest is None:
         return to(None, TuneReason.NO_BATCHES)
     settled = [b for b in facts.batches if changed is None or b.batch_id > changed + 1]
-    if len(settled) < (settings.stabilisation_batches if changed is not None else 1):
+    step = settings.max_step_up if risk is not None else settings.max_step_up_unknown_risk
+    # Far under the fixed point a raise is bounded by the step, not judged finely: one batch at the cap will do.
+    far = bool(settled) and rows.ideal_rows is not None and rows.ideal_rows >= cap * step
+    if len(settled) < (settings.stabilisation_batches if changed is not None else 1) and not far:
         return to(None, TuneReason.STABILISING)
     if rows.ideal_rows is None:
         return to(None, TuneReason.NO_BATCHES)
@@ -160,11 +163,9 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
             return to(None, TuneReason.OOM_RISK)
         if evaluation.binding not in (None, PER_BATCH_COSTS):  # larger batches cost as much per row
             return to(None, BINDS[evaluation.binding])
-        if risk is not None:
-            target = equal_step(cap, rows.ideal_rows, settings.max_step_up)
-        else:  # sizes up to the blind first cap are taken as safe without a memory model, as before a start
-            target = max(equal_step(cap, rows.ideal_rows, settings.max_step_up_unknown_risk),
-                         min(rows.ideal_rows, settings.start_rows_per_partition))
+        target = equal_step(cap, rows.ideal_rows, step)
+        if risk is None:  # sizes up to the blind first cap are taken as safe without a memory model, as at a start
+            target = max(target, min(rows.ideal_rows, settings.start_rows_per_partition))
         if memory.rows_ceiling is not None:
             target = min(target, memory.rows_ceiling * settings.memory_cut)
         return to(max(cap, target), TuneReason.FAST_BATCHES if evaluation.binding is None

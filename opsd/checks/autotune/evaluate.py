@@ -4,7 +4,7 @@
 - the batch-duration-versus-size relation around the newest batch's size (`relation`), not a line over every batch
   (costs need not be linear: a transformation whose collector works harder on larger batches, reads in steps per
   call): a batch's seconds are its per-batch costs (the per-batch phases' mean, from the phases check) plus
-  variable seconds; the newest operating point (the recent batches within `MIN_SPREAD` of the newest one's size:
+  variable seconds; the newest operating point (the recent batches within `POINT_WIDTH` of the newest one's size:
   medians, so one stall or noisy batch does not move it) gives the variable seconds there, and the newest other
   point how the seconds per row grow with the rows between them (the elasticity, within 0 .. `MAX_ELASTICITY`). The
   fixed point of Das et al. ("Adaptive Stream Processing using Dynamic Batch Sizing") is the size whose duration by
@@ -41,8 +41,10 @@ from streaming_core.phases import ACKNOWLEDGE, COMMIT, PHASES, PLANNING, SPARK_O
 if TYPE_CHECKING:
     from opsd.config.models import AutotuneSettings
 
-#: Batches whose sizes are within this factor of each other are one operating point; two points further apart
-#: give the elasticity.
+#: Batches whose sizes are within this factor of the newest one are its operating point (a cap that binds reads the
+#: same rows every batch; arrivals at a steady rate differ by a few percent) ...
+POINT_WIDTH = 1.05
+#: ... and another point at least this far from it in size gives the elasticity.
 MIN_SPREAD = 1.2
 #: The elasticity is taken within 0 (seconds per row that do not fall with larger batches: a raise then errs
 #: small) and this (seconds per row that grow at most as fast as the rows: variable seconds at most quadratic).
@@ -112,14 +114,14 @@ def spread(batches: Sequence[BatchSummary]) -> float:
 
 
 def near(batches: Sequence[BatchSummary], rows: float) -> list[BatchSummary]:
-    """The batches within `MIN_SPREAD` of `rows`."""
-    return [b for b in batches if rows / MIN_SPREAD <= (b.largest_partition_rows or 0) <= rows * MIN_SPREAD]
+    """The batches within `POINT_WIDTH` of `rows`."""
+    return [b for b in batches if rows / POINT_WIDTH <= (b.largest_partition_rows or 0) <= rows * POINT_WIDTH]
 
 
 def relation(batches: Sequence[BatchSummary], fixed: float) -> Relation | None:
     """The relation around the newest batch's size (None without a batch that read rows): the batches within
-    `MIN_SPREAD` of it are its operating point; the newest batch outside them, with those near it, the other point
-    that gives the elasticity (none: a line through the fixed cost)."""
+    `POINT_WIDTH` of it are its operating point; the newest batch outside them, with those near it, the other point,
+    which gives the elasticity when it is at least `MIN_SPREAD` away (else a line through the fixed cost)."""
     sized = [b for b in batches if b.largest_partition_rows]
     if not sized:
         return None

@@ -47,7 +47,13 @@ to what the tuner does.
 What it cannot show: a real cluster's costs (the world's shape is an assumption: costs in steps per read call,
 growing per row, stalls), the OOM check's own errors in scenarios 2-4 (its stand-in knows the world's memory
 exactly; `bench.oom_risk` judges the model), a proxy's real response to call sizes (the penalty past the best size
-is invented to be non-monotone), and more than one query sharing the machine.
+is invented to be non-monotone, and its calls are slept without noise, so the search's median of samples is not
+exercised there), and more than one query sharing the machine. The world's costs grow smoothly with the rows, which
+the tuner's local relation (a power of the rows near the newest size) follows well between two sizes; a world with
+a cliff (costs that jump past some size, a spill) is not simulated. Without the OOM check a raise is bounded by
+`max_step_up_unknown_risk` (1.25 by default), so the ramp from the blind first cap to the fixed point takes at
+least log(fixed point / first cap) / log(1.25) raises of two batches each: `drain_ratio_no_oom_check` and
+`settle_batches_no_oom_check` show that setting's cost as much as the tuner's.
 
 Run: `python -m bench.autotune` (add `--no-spark` to skip scenarios 1 and 6). Last line: one JSON object.
 """

@@ -65,20 +65,20 @@ def test_apply_writes_the_raise_to_the_tuning_document_and_logs_exports_it(clust
     run_batches(recorder, [10_000] * 3)
     with capture_logs() as logs:
         check.run()
-    assert read_tuning(yt, f"{yt_root}/c_tuning").max_rows_per_partition == 46_667
+    assert read_tuning(yt, f"{yt_root}/c_tuning").max_rows_per_partition == 12_461
     assert read_tuning(yt, f"{yt_root}/c_tuning").reason == "autotune: fast_batches"
     event = next(e for e in logs if e["event"] == "autotune_decision" and e["knob"] == "max_rows_per_partition")
     assert (event["current"], event["recommended"], event["reason"], event["applied"]) == \
-        (10_000, 46_667, "fast_batches", True)
+        (10_000, 12_461, "fast_batches", True)
     assert event["duration_seconds"] == pytest.approx(1.5) and event["backlog_rows"] == 5_000_000
     sample = recorder.metrics.registry.get_sample_value
     assert sample("opsd_autotune_decisions_total", {"query": "p", "knob": "max_rows_per_partition",
                                                     "direction": "up", "reason": "fast_batches"}) == 1
-    assert sample("opsd_autotune_recommended", {"query": "p", "knob": "max_rows_per_partition"}) == 46_667
+    assert sample("opsd_autotune_recommended", {"query": "p", "knob": "max_rows_per_partition"}) == 12_461
     assert sample("opsd_autotune_bound", {"query": "p", "knob": "max_rows_per_partition", "bound": "max"}) \
         == 10_000_000
-    assert sample("opsd_tuning_max_rows_per_partition", {"query": "p"}) == 46_667
-    assert recorder.status.get("p").autotune["max_rows_per_partition"].decision.recommended == 46_667
+    assert sample("opsd_tuning_max_rows_per_partition", {"query": "p"}) == 12_461
+    assert recorder.status.get("p").autotune["max_rows_per_partition"].decision.recommended == 12_461
     # The next run waits for batches planned after the change.
     assert check.run()[0].reason == "stabilising"
 
@@ -105,7 +105,7 @@ def test_recommend_mode_writes_nothing(cluster_uri, yt_root, yt, recorder):
     target = config(cluster_uri, yt_root, {"mode": "recommend"}, max_rows_per_partition="10000")
     run_batches(recorder, [10_000] * 3)
     decisions = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(target)).run()
-    assert decisions[0].recommended == 46_667
+    assert decisions[0].recommended == 12_461
     assert not yt.exists(f"{yt_root}/c_tuning")
     assert recorder.status.get("p").autotune["max_rows_per_partition"].applied is False
 

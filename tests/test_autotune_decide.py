@@ -72,9 +72,7 @@ def test_the_aim_is_the_target_less_the_spread_of_the_batches_so_most_meet_it():
 def test_a_binding_cap_with_a_backlog_is_raised_toward_the_target_by_a_bounded_step():
     small = rows_decision(facts(10_000, batches([10_000, 10_000, 10_000])))
     assert (small.direction, small.reason) == (Direction.UP, "fast_batches")
-    assert small.recommended == 46_667  # the fixed point, under the blind first cap (start_rows_per_partition)
-    large = rows_decision(facts(200_000, batches([200_000] * 3, cost=1e-5)))  # 2.5 s: the fixed point 650 000
-    assert 200_000 < large.recommended <= 200_000 * SETTINGS.max_step_up_unknown_risk  # while the risk is unknown
+    assert 10_000 < small.recommended <= 10_000 * SETTINGS.max_step_up_unknown_risk  # while the risk is unknown
 
 
 def test_raises_are_equal_steps_that_land_on_the_fixed_point_not_short_of_it():

@@ -164,8 +164,6 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
         if evaluation.binding not in (None, PER_BATCH_COSTS):  # larger batches cost as much per row
             return to(None, BINDS[evaluation.binding])
         target = equal_step(cap, rows.ideal_rows, step)
-        if risk is None:  # sizes up to the blind first cap are taken as safe without a memory model, as at a start
-            target = max(target, min(rows.ideal_rows, settings.start_rows_per_partition))
         if memory.rows_ceiling is not None:
             target = min(target, memory.rows_ceiling * settings.memory_cut)
         return to(max(cap, target), TuneReason.FAST_BATCHES if evaluation.binding is None

@@ -23,29 +23,36 @@ on raises are the byte cap's business and left out):
 2. OOM risk at or over the threshold: cut at once to `memory_cut` x the cap (to the safe cap if smaller), once per
    completed batch (until a batch completes after a cut, the risk is still that of the batch planned before it);
 3. no cap in force: set one at once (the safe cap, else `start_rows_per_partition`), so that a first batch after
-   a start or an outage cannot swallow the backlog;
+   a start or an outage cannot swallow the backlog; without a memory model (no OOM verdict, no byte cap) and no
+   batch measured yet, a cap over `start_rows_per_partition` is cut to it for the same reason: the cap then grows
+   as the batches allow rather than starting large;
 4. the cap is over the OOM check's safe cap: cut to it;
 5. stabilising: fewer than `stabilisation_batches` batches planned after the last change have completed — the
    batch planned before a change replays with its old range, so the first batch counted is the second one after
-   the newest batch seen at the change;
-6. the fixed point (see `evaluate`), with bounded steps: a raise only while the cap binds, a backlog waits,
-   the per-batch costs are what binds the batches (or no batch was measured: a larger batch costs as much per row
-   when reads, decoding, the transformation or the inserts bind, and the reason names that phase) and
-   the risk is under the threshold (at most `max_step_up` x, `max_step_up_unknown_risk` x while the risk is
-   unknown), never over the safe cap, the memory ceiling or the upper bound; a cut only while the newest batch is
-   over the target, at most to `max_step_down` x; no change within `hysteresis` of the cap (no oscillation at a
-   steady rate: there the cap either does not bind or its batches meet the target).
+   the newest batch seen at the change; one is enough when the fixed point is at least a step above the cap (the
+   raise is bounded by the step, not judged finely: bigger steps early, careful ones near the optimum);
+6. the fixed point (see `evaluate`: the size whose duration is the aim, one spread under the target), with bounded
+   steps: a raise only while the cap binds, a backlog waits, the per-batch costs are what binds the batches (or no
+   batch was measured: a larger batch costs as much per row when reads, decoding, the transformation or the inserts
+   bind, and the reason names that phase) and the risk is under the threshold, in the fewest equal steps of at most
+   `max_step_up` x (`max_step_up_unknown_risk` x while the risk is unknown) so that the last lands on the fixed
+   point, never over the safe cap, the memory ceiling or the upper bound, and not within `hysteresis` of the cap;
+   a cut only while the newest size's median batch is over the target, to the fixed point but at least
+   `max_step_down` x the rows the newest batch read (a cap above them binds nothing). The aim's margin under the
+   target is the cuts' hysteresis: a cap whose batches meet the aim is neither raised nor cut, so no oscillation at
+   a steady rate.
 
 A failed run's planned batch (`decide_replan`, only before the runner restarts the query): after a memory failure,
 the batch the run left planned and uncommitted is planned again under the cut cap when the facts show that is safe;
 else it replays with its range (Spark's rule), and the refusal says why.
 
-`dyn_batch_size`, additive increase and multiplicative decrease, judged once per batch and only on calls made
-with the value in force: halve on retries, a failed insert call or a call slower than `slow_call_seconds` (not when
-waiting for the cluster's reads binds the batches: the proxy is slow for every call); hold when tasks failed
-elsewhere (the source, a transform: no evidence about rows per call); add `dyn_batch_size_step` while calls are fast
-and full and the sink's inserts bind the batches (or no batch was measured); never above the rows-per-transaction limit
-(`Facts.dyn_batch_size_ceiling`, from `streaming_core.tuning.dyn_batch_size_in_force`).
+`dyn_batch_size`, judged once per batch and only on calls made with the value in force: halve on retries, a failed
+insert call or a call slower than `slow_call_seconds` (not when waiting for the cluster's reads binds the batches:
+the proxy is slow for every call), and remember that size as costing without bound; hold when tasks failed
+elsewhere (the source, a transform: no evidence about rows per call) or calls were not full; else the bounded search
+of `call_size` over the insert seconds per row measured at each size tried, trying another size only where the
+sink's inserts bind the batches (or no batch was measured) and a larger one only while calls are fast; never above
+the rows-per-transaction limit (`Facts.dyn_batch_size_ceiling`, from `streaming_core.tuning.dyn_batch_size_in_force`).
 """
 
 from __future__ import annotations
@@ -247,7 +254,7 @@ def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
         return to(size * 0.5, TuneReason.SLOW_CALLS_INSERTS_BIND if measured else TuneReason.SLOW_CALLS)
     if stats.errors:  # tasks failed, not in an insert call (that would be troubled): no evidence either way
         return to(None, TuneReason.TASKS_FAILED_ELSEWHERE)
-    if not write.full or not finite:
+    if not write.full:
         return to(None, TuneReason.CALLS_NOT_FULL)
     value, step = call_size.next_size(cost, low, high, settings.dyn_batch_size_step_up, settings.hysteresis)
     if step == call_size.Step.SETTLED:

@@ -1,6 +1,8 @@
 """Evaluate a query's facts for the auto-tuner. Pure: no cluster, no Spark, no clock.
 
-- the target batch duration: `target_share` of the trigger interval, else `target_batch_seconds`;
+- the target batch duration: `target_share` of the trigger interval, else `target_batch_seconds`; and the aim, the
+  target less one spread of the newest point's batch durations (so that most batches meet the target, not half);
+- whether the newest point's median batch is over the target (`over_target`: one stalled batch is not);
 - the batch-duration-versus-size relation around the newest batch's size (`relation`), not a line over every batch
   (costs need not be linear: a transformation whose collector works harder on larger batches, reads in steps per
   call): a batch's seconds are its per-batch costs (the per-batch phases' mean, from the phases check) plus

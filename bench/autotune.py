@@ -308,7 +308,7 @@ def scenario_drain(cluster: Cluster, fresh: Callable[[], str]) -> dict[str, Any]
         ratios = {k: v / feasible[best_cap] for k, v in tuned.items()}
         found.update({f"drain_ratio{label}": max(ratios.values()), f"drain_ratio{label}_by_start": ratios,
                       f"best_fixed_cap{label}": best_cap, f"best_fixed_seconds{label}": feasible[best_cap],
-                      f"tuned_seconds{label}": tuned, f"over_memory_batches{label}": over_memory})
+                      f"drain_tuned_seconds{label}": tuned, f"over_memory_batches{label}": over_memory})
     return found
 
 
@@ -455,7 +455,7 @@ def main() -> None:
                                ("_memory_bound", "memory binds", True)):
         print(f"{'2 (simulated, ' + what + ') best fixed cap, drain (s)':58} "
               f"{drain['best_fixed_seconds' + label]:>14.0f}")
-        for name, seconds in drain["tuned_seconds" + label].items():
+        for name, seconds in drain["drain_tuned_seconds" + label].items():
             print(f"{'2 (simulated, ' + what + ') tuner, cap ' + name.replace('_', ' ') + ' (s)':58} {seconds:>14.0f}")
         print(f"{'2 (simulated) drain_ratio' + label + ' (worse start)':58} {drain['drain_ratio' + label]:>14.3f} "
               f"{'<= 1.15':>10}")

@@ -55,6 +55,17 @@ def test_the_relation_is_exact_at_the_newest_point_and_takes_the_growth_per_row_
     assert r.rows_for(0.5 + 1e-9 * 60_000 ** 2) == 60_000
 
 
+def test_the_spread_is_the_querys_noise_whichever_point_is_newest_and_the_elasticity_outlives_the_window():
+    """Noisy batches at 20 000, then a steady spell at 40 000 longer than `history_batches`: the newest point's single
+    batch is aimed with the older point's noise, and the 20 000 batches still say how the cost grows."""
+    noisy = tuple(BatchSummary(i, 2 * 20_000, 20_000, 0.5 + 1e-9 * 20_000 ** 2 * f)
+                  for i, f in enumerate([1.0, 1.2, 0.8, 1.1, 0.9, 1.0]))
+    steady = tuple(BatchSummary(6 + i, 2 * 40_000, 40_000, 0.5 + 1e-9 * 40_000 ** 2) for i in range(12))
+    r = relation(noisy + steady[:1], fixed=0.5, window=SETTINGS.history_batches)
+    assert r.spread > 0.05 and r.elasticity == pytest.approx(1.0)
+    assert relation(noisy + steady, fixed=0.5, window=SETTINGS.history_batches).elasticity == pytest.approx(1.0)
+
+
 def test_batches_of_one_size_give_a_line_through_the_fixed_cost_and_one_stall_does_not_move_it():
     steady = batches([10_000] * 4, cost=1e-4, fixed=0.5)
     stalled = (*steady[:2], replace(steady[2], duration_seconds=steady[2].duration_seconds + 5.0), steady[3])

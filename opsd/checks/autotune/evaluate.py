@@ -51,9 +51,9 @@ MIN_SPREAD = 1.2
 #: The elasticity is taken within 0 (seconds per row that do not fall with larger batches: a raise then errs
 #: small) and this (seconds per row that grow at most as fast as the rows: variable seconds at most quadratic).
 MAX_ELASTICITY = 1.0
-#: Batches of one operating point needed to measure their spread, and the median absolute deviation of a normal
-#: distribution over its standard deviation.
-SPREAD_BATCHES, MAD_TO_SIGMA = 3, 1.4826
+#: Batches that share an operating point with another needed to measure the spread, and the median absolute
+#: deviation of a normal distribution over its standard deviation.
+SPREAD_BATCHES, MAD_TO_SIGMA = 5, 1.4826
 #: The cap binds when the newest batch's largest partition read at least this share of it.
 BINDING_SHARE = 0.9
 #: Insert calls are full when they carry on average at least this share of the rows per call.
@@ -88,8 +88,8 @@ class Relation:
     variable: float
     #: How the seconds per row grow with the rows, from two operating points (0: a line).
     elasticity: float
-    #: The median duration of the newest point's batches, and their spread: the robust standard deviation of their
-    #: log durations (1.4826 x the median absolute deviation; 0 with fewer than `SPREAD_BATCHES` batches).
+    #: The median duration of the newest point's batches, and the spread of the batches' durations about their
+    #: points' (`spread`).
     duration: float = 0.0
     spread: float = 0.0
 
@@ -107,12 +107,17 @@ def point(batches: Sequence[BatchSummary]) -> tuple[float, float]:
 
 
 def spread(batches: Sequence[BatchSummary]) -> float:
-    """The robust standard deviation of the batches' log durations (0 for fewer than `SPREAD_BATCHES`)."""
-    logs = [math.log(b.duration_seconds) for b in batches if b.duration_seconds > 0]
-    if len(logs) < SPREAD_BATCHES:
+    """The robust standard deviation of the batches' log durations about the median of their operating point's
+    (each batch among those within `POINT_WIDTH` of its size, when there are at least two): the noise of the query's
+    batches, the same whichever point is newest; 0 while fewer than `SPREAD_BATCHES` batches share a point."""
+    residuals = []
+    for b in batches:  # of durations over 0 (`relation`)
+        same = near(batches, b.largest_partition_rows or 0)
+        if len(same) >= 2:
+            residuals.append(math.log(b.duration_seconds / statistics.median(x.duration_seconds for x in same)))
+    if len(residuals) < SPREAD_BATCHES:
         return 0.0
-    middle = statistics.median(logs)
-    return MAD_TO_SIGMA * statistics.median(abs(x - middle) for x in logs)
+    return MAD_TO_SIGMA * statistics.median(abs(r) for r in residuals)
 
 
 def near(batches: Sequence[BatchSummary], rows: float) -> list[BatchSummary]:
@@ -120,11 +125,13 @@ def near(batches: Sequence[BatchSummary], rows: float) -> list[BatchSummary]:
     return [b for b in batches if rows / POINT_WIDTH <= (b.largest_partition_rows or 0) <= rows * POINT_WIDTH]
 
 
-def relation(batches: Sequence[BatchSummary], fixed: float) -> Relation | None:
+def relation(batches: Sequence[BatchSummary], fixed: float, window: int | None = None) -> Relation | None:
     """The relation around the newest batch's size (None without a batch that read rows): the batches within
-    `POINT_WIDTH` of it are its operating point; the newest batch outside them, with those near it, the other point,
-    which gives the elasticity when it is at least `MIN_SPREAD` away (else a line through the fixed cost)."""
-    sized = [b for b in batches if b.largest_partition_rows]
+    `POINT_WIDTH` of it among the newest `window` are its operating point; the newest batch outside them (of all
+    the batches: how the cost grows with the rows outlives a steady spell at one size), with those near it, the other
+    point, which gives the elasticity when it is at least `MIN_SPREAD` away (else a line through the fixed cost)."""
+    every = [b for b in batches if b.largest_partition_rows and b.duration_seconds > 0]
+    sized = every[-window:] if window else every
     if not sized:
         return None
     here = near(sized, sized[-1].largest_partition_rows or 0)
@@ -132,13 +139,13 @@ def relation(batches: Sequence[BatchSummary], fixed: float) -> Relation | None:
     if duration <= fixed:  # a fixed cost measured over other batches that outweighs these: judged as a line instead
         fixed = 0.0
     elasticity = 0.0
-    others = [b for b in sized if b not in here]
+    others = [b for b in every if b not in here and b not in near(every, rows)]
     if others:
         other_rows, other_duration = point(near(others, others[-1].largest_partition_rows or 0))
         if other_duration > fixed and abs(math.log(rows / other_rows)) >= math.log(MIN_SPREAD):
             per_row = math.log((duration - fixed) / rows) - math.log((other_duration - fixed) / other_rows)
             elasticity = min(MAX_ELASTICITY, max(0.0, per_row / math.log(rows / other_rows)))
-    return Relation(fixed, rows, duration - fixed, elasticity, duration, spread(here))
+    return Relation(fixed, rows, duration - fixed, elasticity, duration, spread(sized))
 
 
 def fixed_seconds(phases: PhaseShares | None) -> float:
@@ -189,7 +196,7 @@ def evaluate_rows(facts: Facts, settings: AutotuneSettings) -> RowsEvaluation:
     target = settings.target_share * interval if interval else settings.target_batch_seconds
     recent = [b for b in facts.batches if b.largest_partition_rows][-settings.history_batches:]
     newest = recent[-1] if recent else None
-    found = relation(recent, fixed_seconds(facts.phases))
+    found = relation(facts.batches, fixed_seconds(facts.phases), settings.history_batches)
     aim = target * math.exp(-found.spread) if found else target
     cap = facts.max_rows_per_partition
     return RowsEvaluation(

@@ -1,7 +1,8 @@
 """Evaluate a query's facts for the auto-tuner. Pure: no cluster, no Spark, no clock.
 
 - the target batch duration: `target_share` of the trigger interval, else `target_batch_seconds`; and the aim, the
-  target less one spread of the newest point's batch durations (so that most batches meet the target, not half);
+  target less one spread of the batches' durations about their sizes' medians (`spread`: most batches then meet
+  the target, not half);
 - whether the newest point's median batch is over the target (`over_target`: one stalled batch is not);
 - the batch-duration-versus-size relation around the newest batch's size (`relation`), not a line over every batch
   (costs need not be linear: a transformation whose collector works harder on larger batches, reads in steps per
@@ -160,7 +161,7 @@ class RowsEvaluation:
     target_seconds: float
     newest: BatchSummary | None
     relation: Relation | None
-    #: The duration aimed at: the target less one spread of the newest point's batches (most batches then meet it).
+    #: The duration aimed at: the target less one spread of the batches (most batches then meet it).
     aim_seconds: float
     #: The size whose duration by the relation is the aim; None without a relation.
     ideal_rows: int | None

@@ -25,7 +25,10 @@ to what the tuner does.
    by at most `max_step_up_unknown_risk`), `drain_ratio_memory_bound` where memory binds before time; and
    `over_memory_batches`, tuned batches whose peak passed the world's limit (each an out-of-memory failure; goal 0).
 3. A 10x step of the input rate from a settled state: `settle_batches`, batches after the step until every batch
-   is within the target, stalls aside (goal <= 10).
+   is settled: within the target (stalls aside) and reading at least `SETTLED_SHARE` of the rows that meet it, or
+   all that waits (a cap cut far too small meets the target while the backlog grows); with the OOM check's verdict
+   (goal <= 10) and without it (`settle_batches_no_oom_check`: raises then go by at most
+   `max_step_up_unknown_risk`).
 4. A steady input rate, 300 batches: knob changes per 100 batches after the first 50 (`changes_per_100`, goal
    <= 2): noise and stalls the tuner must not chase.
 5. `dynBatchSize`: the real sink path (`write_rows`' chunking, its write statistics, the commit that stores them,
@@ -44,7 +47,13 @@ to what the tuner does.
 What it cannot show: a real cluster's costs (the world's shape is an assumption: costs in steps per read call,
 growing per row, stalls), the OOM check's own errors in scenarios 2-4 (its stand-in knows the world's memory
 exactly; `bench.oom_risk` judges the model), a proxy's real response to call sizes (the penalty past the best size
-is invented to be non-monotone), and more than one query sharing the machine.
+is invented to be non-monotone, and its calls are slept without noise, so the search's median of samples is not
+exercised there), and more than one query sharing the machine. The world's costs grow smoothly with the rows, which
+the tuner's local relation (a power of the rows near the newest size) follows well between two sizes; a world with
+a cliff (costs that jump past some size, a spill) is not simulated. Without the OOM check a raise is bounded by
+`max_step_up_unknown_risk` (1.25 by default), so the ramp from the blind first cap to the fixed point takes at
+least log(fixed point / first cap) / log(1.25) raises of two batches each: `drain_ratio_no_oom_check` and
+`settle_batches_no_oom_check` show that setting's cost as much as the tuner's.
 
 Run: `python -m bench.autotune` (add `--no-spark` to skip scenarios 1 and 6). Last line: one JSON object.
 """
@@ -96,6 +105,9 @@ CALL_SECONDS, ROW_SECONDS = 0.1, 1e-6
 #: The simulated proxy's best call size and how much slower per row a call gets past it (x(1 + this) at twice it).
 PROXY_BEST_CALL_ROWS, PROXY_OVERSIZE_PENALTY = 70_000, 3.0
 SINK_BATCHES, SINK_TASKS, SINK_TASK_ROWS = 10, 2, 400_000
+#: A batch after the rate step is settled when it meets the target and reads at least this share of the rows that
+#: meet it (or all that waits): a cap cut far below the best one meets the target while the backlog grows.
+SETTLED_SHARE = 0.75
 DRAIN_GOAL, SETTLE_GOAL, CHANGES_GOAL, ROWS_GOAL, OVER_MEMORY_GOAL = 1.15, 10, 2.0, 1.0, 0
 
 
@@ -296,19 +308,29 @@ def scenario_drain(cluster: Cluster, fresh: Callable[[], str]) -> dict[str, Any]
         ratios = {k: v / feasible[best_cap] for k, v in tuned.items()}
         found.update({f"drain_ratio{label}": max(ratios.values()), f"drain_ratio{label}_by_start": ratios,
                       f"best_fixed_cap{label}": best_cap, f"best_fixed_seconds{label}": feasible[best_cap],
-                      f"tuned_seconds{label}": tuned, f"over_memory_batches{label}": over_memory})
+                      f"drain_tuned_seconds{label}": tuned, f"over_memory_batches{label}": over_memory})
     return found
 
 
 def scenario_step(cluster: Cluster, fresh: Callable[[], str]) -> dict[str, Any]:
+    """A 10x rate step from a settled state: batches until every later batch is settled, with the OOM check's
+    verdict and without it (the risk unknown)."""
+    found: dict[str, Any] = {}
     ideal = ROOMY.ideal_rows()
-    sim = simulated(cluster, fresh(), tuned=True, cap=int(ideal * 5), rate=0.12 * ideal / TRIGGER, backlog=0, seed=3)
-    for _ in range(30):
-        sim.batch()
-    sim.rate *= 10
-    met = [sim.batch()[2] for _ in range(40)]
-    late = [i for i, ok in enumerate(met) if not ok]
-    return {"settle_batches": (late[-1] + 1) if late else 0, "cap_after_step": sim.cap()}
+    for label, known in (("", True), ("_no_oom_check", False)):
+        sim = simulated(cluster, fresh(), tuned=True, cap=int(ideal * 5), rate=0.12 * ideal / TRIGGER, backlog=0,
+                        seed=3, memory_known=known)
+        for _ in range(30):
+            sim.batch()
+        sim.rate *= 10
+        settled = []
+        for _ in range(40):
+            waiting = sim.backlog
+            rows, _, met = sim.batch()
+            settled.append(met and rows >= min(waiting, SETTLED_SHARE * ideal))
+        late = [i for i, ok in enumerate(settled) if not ok]
+        found.update({f"settle_batches{label}": (late[-1] + 1) if late else 0, f"cap_after_step{label}": sim.cap()})
+    return found
 
 
 def scenario_steady(cluster: Cluster, fresh: Callable[[], str]) -> dict[str, Any]:
@@ -433,13 +455,14 @@ def main() -> None:
                                ("_memory_bound", "memory binds", True)):
         print(f"{'2 (simulated, ' + what + ') best fixed cap, drain (s)':58} "
               f"{drain['best_fixed_seconds' + label]:>14.0f}")
-        for name, seconds in drain["tuned_seconds" + label].items():
+        for name, seconds in drain["drain_tuned_seconds" + label].items():
             print(f"{'2 (simulated, ' + what + ') tuner, cap ' + name.replace('_', ' ') + ' (s)':58} {seconds:>14.0f}")
         print(f"{'2 (simulated) drain_ratio' + label + ' (worse start)':58} {drain['drain_ratio' + label]:>14.3f} "
               f"{'<= 1.15':>10}")
         over = drain["over_memory_batches" + label]
         print(f"{'2 (simulated) over_memory_batches' + label + ', tuned':58} {over:>14} {'0' if known else '':>10}")
     print(f"{'3 (simulated) settle_batches after a 10x rate step':58} {step['settle_batches']:>14} {'<= 10':>10}")
+    print(f"{'3 (simulated) settle_batches_no_oom_check (risk unknown)':58} {step['settle_batches_no_oom_check']:>14}")
     print(f"{'4 (simulated) changes_per_100 at a steady rate':58} {steady['changes_per_100']:>14.2f} {'<= 2':>10}")
     print(f"{'5 (sink path, simulated proxy) default 50000 (rows/s)':58} {writes['default_rows_per_s']:>14,.0f}")
     print(f"{'5 (sink path, simulated proxy) tuned (rows/s)':58} {writes['tuned_rows_per_s']:>14,.0f}")
@@ -451,7 +474,7 @@ def main() -> None:
         **{k: memory[k] for k in memory}, **{k: width[k] for k in width if k != "memory_error"},
         **({"width_error": width["memory_error"]} if "memory_error" in width else {}),
         **drain, "drain_goal": DRAIN_GOAL, "over_memory_goal": OVER_MEMORY_GOAL,
-        "settle_batches": step["settle_batches"], "settle_goal": SETTLE_GOAL,
+        **step, "settle_goal": SETTLE_GOAL,
         "changes_per_100": steady["changes_per_100"], "changes_goal": CHANGES_GOAL,
         "rows_ratio": writes["rows_ratio"], "rows_goal": ROWS_GOAL, "best_call_ratio": writes["best_call_ratio"],
         "max_call_rows": writes["max_call_rows"], "transaction_limit": MAX_ROWS_PER_TABLET_TRANSACTION,

@@ -65,20 +65,20 @@ def test_apply_writes_the_raise_to_the_tuning_document_and_logs_exports_it(clust
     run_batches(recorder, [10_000] * 3)
     with capture_logs() as logs:
         check.run()
-    assert read_tuning(yt, f"{yt_root}/c_tuning").max_rows_per_partition == 12_500
+    assert read_tuning(yt, f"{yt_root}/c_tuning").max_rows_per_partition == 12_461
     assert read_tuning(yt, f"{yt_root}/c_tuning").reason == "autotune: fast_batches"
     event = next(e for e in logs if e["event"] == "autotune_decision" and e["knob"] == "max_rows_per_partition")
     assert (event["current"], event["recommended"], event["reason"], event["applied"]) == \
-        (10_000, 12_500, "fast_batches", True)
+        (10_000, 12_461, "fast_batches", True)
     assert event["duration_seconds"] == pytest.approx(1.5) and event["backlog_rows"] == 5_000_000
     sample = recorder.metrics.registry.get_sample_value
     assert sample("opsd_autotune_decisions_total", {"query": "p", "knob": "max_rows_per_partition",
                                                     "direction": "up", "reason": "fast_batches"}) == 1
-    assert sample("opsd_autotune_recommended", {"query": "p", "knob": "max_rows_per_partition"}) == 12_500
+    assert sample("opsd_autotune_recommended", {"query": "p", "knob": "max_rows_per_partition"}) == 12_461
     assert sample("opsd_autotune_bound", {"query": "p", "knob": "max_rows_per_partition", "bound": "max"}) \
         == 10_000_000
-    assert sample("opsd_tuning_max_rows_per_partition", {"query": "p"}) == 12_500
-    assert recorder.status.get("p").autotune["max_rows_per_partition"].decision.recommended == 12_500
+    assert sample("opsd_tuning_max_rows_per_partition", {"query": "p"}) == 12_461
+    assert recorder.status.get("p").autotune["max_rows_per_partition"].decision.recommended == 12_461
     # The next run waits for batches planned after the change.
     assert check.run()[0].reason == "stabilising"
 
@@ -91,7 +91,7 @@ def test_the_oom_checks_safe_byte_cap_is_written_as_the_byte_cap_and_read_back_a
     recorder.record_oom("p", oom_verdict(0.4, 40_000, 48 << 20, batch_bytes=2e7), target_risk=0.7)
     check.run()
     tuning = read_tuning(yt, f"{yt_root}/c_tuning")
-    assert (tuning.max_bytes_per_partition, tuning.max_rows_per_partition) == (48 << 20, 20_000)
+    assert (tuning.max_bytes_per_partition, tuning.max_rows_per_partition) == (48 << 20, 16_711)
     sample = recorder.metrics.registry.get_sample_value
     assert sample("opsd_autotune_decisions_total", {"query": "p", "knob": "max_bytes_per_partition",
                                                     "direction": "up", "reason": "memory_bound"}) == 1
@@ -105,7 +105,7 @@ def test_recommend_mode_writes_nothing(cluster_uri, yt_root, yt, recorder):
     target = config(cluster_uri, yt_root, {"mode": "recommend"}, max_rows_per_partition="10000")
     run_batches(recorder, [10_000] * 3)
     decisions = AutotuneCheck(recorder, PositionsCollector(cluster_uri), targets_for(target)).run()
-    assert decisions[0].recommended == 12_500
+    assert decisions[0].recommended == 12_461
     assert not yt.exists(f"{yt_root}/c_tuning")
     assert recorder.status.get("p").autotune["max_rows_per_partition"].applied is False
 
@@ -117,7 +117,7 @@ def test_the_sinks_write_statistics_drive_rows_per_call(cluster_uri, yt_root, yt
         [WriteStats().call(50_000, 0.2, 50_000), WriteStats().call(50_000, 0.3, 50_000)], batch_id=4, at=1.0))
     assert read_write_stats(yt, f"{yt_root}/c_tuning").calls == 2
     check.run()
-    assert read_tuning(yt, f"{yt_root}/c_tuning").dyn_batch_size == 60_000
+    assert read_tuning(yt, f"{yt_root}/c_tuning").dyn_batch_size == 75_000
 
 
 def test_a_failed_task_counts_as_an_error_of_its_batch():

@@ -86,9 +86,9 @@ def test_slow_insert_calls_are_not_cut_when_the_clusters_reads_bind():
     assert (slow_inserts.recommended, slow_inserts.reason) == (25_000, TuneReason.SLOW_CALLS_INSERTS_BIND)
 
 
-def test_fast_full_calls_grow_only_where_the_inserts_bind():
+def test_full_calls_try_another_size_only_where_the_inserts_bind():
     grows = decision(writes(shares(sink_insert=0.7, spark_other=0.2), slowest=0.5), Knob.DYN_BATCH_SIZE)
-    assert (grows.recommended, grows.reason) == (60_000, TuneReason.FULL_CALLS_INSERTS_BIND)
+    assert (grows.recommended, grows.reason) == (75_000, TuneReason.CALL_SIZE_TRIED_INSERTS_BIND)
     held = decision(writes(shares(transform=0.7, sink_insert=0.2), slowest=0.5), Knob.DYN_BATCH_SIZE)
     assert held.direction == Direction.HOLD and held.reason == TuneReason.TRANSFORM_BINDS
     fixed = decision(writes(shares(spark_other=0.7, sink_insert=0.2), slowest=0.5), Knob.DYN_BATCH_SIZE)

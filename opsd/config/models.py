@@ -371,8 +371,9 @@ class AutotuneSettings(_Model):
     max_dyn_batch_size: PositiveInt = Field(
         MAX_ROWS_PER_TABLET_TRANSACTION,
         description="upper bound of dyn_batch_size (never above the rows-per-transaction limit)")
-    dyn_batch_size_step: PositiveInt = Field(
-        10_000, description="additive increase of dyn_batch_size while insert calls are fast and full")
+    dyn_batch_size_step_up: float = Field(
+        1.5, gt=1, description="the search for dyn_batch_size tries this many times larger (or smaller) calls than the "
+                               "best size measured, then halves the gap to a slower one")
     slow_call_seconds: PositiveFloat = Field(
         5.0, description="an insert call slower than this halves dyn_batch_size (as do retries and errors)")
 

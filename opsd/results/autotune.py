@@ -44,6 +44,7 @@ class TuneReason(StrEnum):
     OOM_RISK = "oom_risk"
     STABILISING = "stabilising"
     FIRST_BATCH_SAFE = "first_batch_safe"
+    START_UNKNOWN_RISK = "start_unknown_risk"
     SAFE_CAP = "safe_cap"
     NO_BATCHES = "no_batches"
     CAP_NOT_BINDING = "cap_not_binding"
@@ -55,7 +56,10 @@ class TuneReason(StrEnum):
     FAILED_CALLS = "failed_calls"
     SLOW_CALLS = "slow_calls"
     TASKS_FAILED_ELSEWHERE = "tasks_failed_elsewhere"
-    FAST_FULL_CALLS = "fast_full_calls"
+    CALL_SIZE_TRIED = "call_size_tried"
+    CALL_SIZE_BEST = "call_size_best"
+    CALL_SIZE_SETTLED = "call_size_settled"
+    CALLS_NEAR_SLOW = "calls_near_slow"
     CALLS_NOT_FULL = "calls_not_full"
     NO_MEMORY_MODEL = "no_memory_model"
     MEMORY_BOUND = "memory_bound"
@@ -68,7 +72,7 @@ class TuneReason(StrEnum):
     TRANSFORM_BINDS = "transform_binds"
     INSERTS_BIND = "inserts_bind"
     SLOW_CALLS_INSERTS_BIND = "slow_calls_inserts_bind"
-    FULL_CALLS_INSERTS_BIND = "full_calls_inserts_bind"
+    CALL_SIZE_TRIED_INSERTS_BIND = "call_size_tried_inserts_bind"
 
     @property
     def words(self) -> str:
@@ -82,6 +86,7 @@ TUNE_REASON_WORDS: Mapping[TuneReason, str] = {
     TuneReason.OOM_RISK: "the next batch risks running out of memory",
     TuneReason.STABILISING: "waiting for batches since the last change",
     TuneReason.FIRST_BATCH_SAFE: "no cap yet: a safe first cap",
+    TuneReason.START_UNKNOWN_RISK: "no batch measured and no memory model: start at the safe first cap and grow",
     TuneReason.SAFE_CAP: "the cap is over the OOM check's safe cap",
     TuneReason.NO_BATCHES: "no batch to judge yet",
     TuneReason.CAP_NOT_BINDING: "the cap is not what limits batches",
@@ -93,7 +98,11 @@ TUNE_REASON_WORDS: Mapping[TuneReason, str] = {
     TuneReason.FAILED_CALLS: "insert calls failed or retried: halve",
     TuneReason.SLOW_CALLS: "insert calls are slow: halve",
     TuneReason.TASKS_FAILED_ELSEWHERE: "tasks failed outside the writes: no evidence",
-    TuneReason.FAST_FULL_CALLS: "insert calls are fast and full: grow",
+    TuneReason.CALL_SIZE_TRIED: "insert calls are full: trying another rows per call (the insert seconds per row "
+                                "measured at each size decide)",
+    TuneReason.CALL_SIZE_BEST: "back to the rows per call with the fewest insert seconds per row measured",
+    TuneReason.CALL_SIZE_SETTLED: "the rows per call with the fewest insert seconds per row, its neighbours tried",
+    TuneReason.CALLS_NEAR_SLOW: "insert calls are near the slow limit: no larger ones",
     TuneReason.CALLS_NOT_FULL: "insert calls are not full",
     TuneReason.NO_MEMORY_MODEL: "no memory model yet: no safe byte cap",
     TuneReason.MEMORY_BOUND: "no byte cap yet: the OOM check's safe byte cap",
@@ -107,7 +116,8 @@ TUNE_REASON_WORDS: Mapping[TuneReason, str] = {
     TuneReason.TRANSFORM_BINDS: "the transformation binds: this knob does not help",
     TuneReason.INSERTS_BIND: "the sink's inserts bind: the read cap does not help",
     TuneReason.SLOW_CALLS_INSERTS_BIND: "insert calls are slow and the sink's inserts bind: halve",
-    TuneReason.FULL_CALLS_INSERTS_BIND: "insert calls are fast and full, and the sink's inserts bind: grow",
+    TuneReason.CALL_SIZE_TRIED_INSERTS_BIND: "the sink's inserts bind and their calls are full: trying another rows "
+                                             "per call (the insert seconds per row measured at each size decide)",
 }
 
 

@@ -23,36 +23,46 @@ on raises are the byte cap's business and left out):
 2. OOM risk at or over the threshold: cut at once to `memory_cut` x the cap (to the safe cap if smaller), once per
    completed batch (until a batch completes after a cut, the risk is still that of the batch planned before it);
 3. no cap in force: set one at once (the safe cap, else `start_rows_per_partition`), so that a first batch after
-   a start or an outage cannot swallow the backlog;
+   a start or an outage cannot swallow the backlog; without a memory model (no OOM verdict, no byte cap) and no
+   batch measured yet, a cap over `start_rows_per_partition` is cut to it for the same reason: the cap then grows
+   as the batches allow rather than starting large;
 4. the cap is over the OOM check's safe cap: cut to it;
 5. stabilising: fewer than `stabilisation_batches` batches planned after the last change have completed — the
    batch planned before a change replays with its old range, so the first batch counted is the second one after
-   the newest batch seen at the change;
-6. the fixed point (see `evaluate`), with bounded steps: a raise only while the cap binds, a backlog waits,
-   the per-batch costs are what binds the batches (or no batch was measured: a larger batch costs as much per row
-   when reads, decoding, the transformation or the inserts bind, and the reason names that phase) and
-   the risk is under the threshold (at most `max_step_up` x, `max_step_up_unknown_risk` x while the risk is
-   unknown), never over the safe cap, the memory ceiling or the upper bound; a cut only while the newest batch is
-   over the target, at most to `max_step_down` x; no change within `hysteresis` of the cap (no oscillation at a
-   steady rate: there the cap either does not bind or its batches meet the target).
+   the newest batch seen at the change; one is enough when the fixed point is at least a step above the cap (the
+   raise is bounded by the step, not judged finely: bigger steps early, careful ones near the optimum);
+6. the fixed point (see `evaluate`: the size whose duration is the aim, one spread under the target), with bounded
+   steps: a raise only while the cap binds, a backlog waits, the per-batch costs are what binds the batches (or no
+   batch was measured: a larger batch costs as much per row when reads, decoding, the transformation or the inserts
+   bind, and the reason names that phase) and the risk is under the threshold, in the fewest equal steps of at most
+   `max_step_up` x (`max_step_up_unknown_risk` x while the risk is unknown) so that the last lands on the fixed
+   point, never over the safe cap, the memory ceiling or the upper bound, and not within `hysteresis` of the cap;
+   a cut only while the newest size's median batch is over the target, to the fixed point but at least
+   `max_step_down` x the rows the newest batch read (a cap above them binds nothing). The aim's margin under the
+   target is the cuts' hysteresis: a cap whose batches meet the aim is neither raised nor cut, so no oscillation at
+   a steady rate.
 
 A failed run's planned batch (`decide_replan`, only before the runner restarts the query): after a memory failure,
 the batch the run left planned and uncommitted is planned again under the cut cap when the facts show that is safe;
 else it replays with its range (Spark's rule), and the refusal says why.
 
-`dyn_batch_size`, additive increase and multiplicative decrease, judged once per batch and only on calls made
-with the value in force: halve on retries, a failed insert call or a call slower than `slow_call_seconds` (not when
-waiting for the cluster's reads binds the batches: the proxy is slow for every call); hold when tasks failed
-elsewhere (the source, a transform: no evidence about rows per call); add `dyn_batch_size_step` while calls are fast
-and full and the sink's inserts bind the batches (or no batch was measured); never above the rows-per-transaction limit
-(`Facts.dyn_batch_size_ceiling`, from `streaming_core.tuning.dyn_batch_size_in_force`).
+`dyn_batch_size`, judged once per batch and only on calls made with the value in force: halve on retries, a failed
+insert call or a call slower than `slow_call_seconds` (not when waiting for the cluster's reads binds the batches:
+the proxy is slow for every call), and remember that size as costing without bound; hold when tasks failed
+elsewhere (the source, a transform: no evidence about rows per call) or calls were not full; else the bounded search
+of `call_size` over the insert seconds per row measured at each size tried, trying another size only where the
+sink's inserts bind the batches (or no batch was measured) and a larger one only while calls are fast; never above
+the rows-per-transaction limit (`Facts.dyn_batch_size_ceiling`, from `streaming_core.tuning.dyn_batch_size_in_force`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from opsd.checks.autotune import call_size
+from opsd.checks.autotune.call_size import CallSample
 from opsd.checks.autotune.evaluate import PER_BATCH_COSTS, Evaluation
 from opsd.checks.autotune.facts import Facts
 from opsd.results.autotune import Decision, Direction, Knob, ReplanRefusal, TuneReason
@@ -81,6 +91,8 @@ class TunerMemory:
     judged_write_batch: int | None = None
     #: A byte cap at which a batch failed of memory: raises stay below it.
     bytes_ceiling: int | None = None
+    #: The insert seconds per row measured at each rows per call tried (`call_size`).
+    call_samples: tuple[CallSample, ...] = ()
 
 
 def failed_size(facts: Facts) -> int | None:
@@ -95,6 +107,13 @@ def _clamp(value: float, low: int, high: int) -> int:
     return max(low, min(high, int(value)))
 
 
+def equal_step(cap: int, ideal: int, step: float) -> float:
+    """The first of the fewest equal raises from `cap` to `ideal` of at most `step` x each: the last one lands on the
+    ideal instead of short of it by less than the hysteresis, where it would stay."""
+    raises = math.ceil(math.log(ideal / cap) / math.log(step) - 1e-9)
+    return cap * (ideal / cap) ** (1 / raises)
+
+
 def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
     facts, rows = evaluation.facts, evaluation.rows
     cap, risk, safe = facts.max_rows_per_partition, facts.oom_risk, facts.safe_max_rows_per_partition
@@ -102,7 +121,8 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
     inputs = {"batch_id": newest and newest.batch_id, "partition_rows": newest and newest.largest_partition_rows,
               "duration_seconds": newest and newest.duration_seconds,
               "phases_seconds": dict(newest.durations_seconds) if newest else None,
-              "target_seconds": rows.target_seconds, "ideal_rows": rows.ideal_rows, "binding": rows.binding,
+              "target_seconds": rows.target_seconds, "aim_seconds": rows.aim_seconds, "ideal_rows": rows.ideal_rows,
+              "binding": rows.binding,
               "backlog_rows": facts.backlog_rows, "binding_phase": evaluation.binding,
               "time_to_drain_seconds": facts.time_to_drain_seconds, "oom_risk": risk, "safe_cap": safe}
     low, high = settings.min_rows_per_partition, settings.max_rows_per_partition
@@ -127,12 +147,17 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
         return to(min(cap * settings.memory_cut, safe or cap), TuneReason.OOM_RISK)
     if cap is None:
         return to(safe or settings.start_rows_per_partition, TuneReason.FIRST_BATCH_SAFE)
+    if risk is None and not byte_guard and not facts.batches and cap > settings.start_rows_per_partition:
+        return to(settings.start_rows_per_partition, TuneReason.START_UNKNOWN_RISK)
     if safe is not None and cap > safe:
         return to(safe, TuneReason.SAFE_CAP)
     if newest is None:
         return to(None, TuneReason.NO_BATCHES)
     settled = [b for b in facts.batches if changed is None or b.batch_id > changed + 1]
-    if len(settled) < (settings.stabilisation_batches if changed is not None else 1):
+    step = settings.max_step_up if risk is not None else settings.max_step_up_unknown_risk
+    # Far under the fixed point a raise is bounded by the step, not judged finely: one batch at the cap will do.
+    far = bool(settled) and rows.ideal_rows is not None and rows.ideal_rows >= cap * step
+    if len(settled) < (settings.stabilisation_batches if changed is not None else 1) and not far:
         return to(None, TuneReason.STABILISING)
     if rows.ideal_rows is None:
         return to(None, TuneReason.NO_BATCHES)
@@ -145,14 +170,14 @@ def decide_rows(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneS
             return to(None, TuneReason.OOM_RISK)
         if evaluation.binding not in (None, PER_BATCH_COSTS):  # larger batches cost as much per row
             return to(None, BINDS[evaluation.binding])
-        step = settings.max_step_up if risk is not None else settings.max_step_up_unknown_risk
-        target = min(rows.ideal_rows, cap * step)
+        target = equal_step(cap, rows.ideal_rows, step)
         if memory.rows_ceiling is not None:
             target = min(target, memory.rows_ceiling * settings.memory_cut)
         return to(max(cap, target), TuneReason.FAST_BATCHES if evaluation.binding is None
                   else TuneReason.PER_BATCH_COSTS_BIND)
-    if rows.over_target and rows.ideal_rows < cap * (1 - settings.hysteresis):
-        return to(max(rows.ideal_rows, cap * settings.max_step_down), TuneReason.SLOW_BATCHES)
+    if rows.over_target and rows.ideal_rows < cap:  # the aim's margin under the target is the hysteresis of cuts
+        read = min(cap, newest.largest_partition_rows or cap)  # a cap over what the batch read binds nothing
+        return to(max(rows.ideal_rows, read * settings.max_step_down), TuneReason.SLOW_BATCHES)
     return to(None, TuneReason.WITHIN_TARGET)
 
 
@@ -182,21 +207,42 @@ def decide_bytes(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
     return to(None, TuneReason.WITHIN_SAFE_CAP)
 
 
+def write_sample(evaluation: Evaluation, memory: TunerMemory) -> CallSample | None:
+    """What the newest batch's insert calls say about the size in force (None: nothing new, or no evidence): its
+    insert seconds per row when its calls were full, an unbounded cost when they failed, retried or were slow."""
+    facts, write = evaluation.facts, evaluation.write
+    stats, size = facts.write, facts.dyn_batch_size
+    if size is None or stats is None or stats.batch_id is None or stats.batch_id == memory.judged_write_batch:
+        return None
+    if not write.current:
+        return None
+    if write.troubled or write.slow:
+        return CallSample(stats.batch_id, size, math.inf)
+    if stats.errors or not write.full or write.seconds_per_row is None:
+        return None
+    return CallSample(stats.batch_id, size, write.seconds_per_row)
+
+
 def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: AutotuneSettings) -> Decision:
     facts, write = evaluation.facts, evaluation.write
     size, stats = facts.dyn_batch_size, facts.write
+    high = facts.dyn_batch_size_ceiling or settings.max_dyn_batch_size
+    low = min(settings.min_dyn_batch_size, high)
+    sample = write_sample(evaluation, memory)
+    cost = call_size.costs(call_size.kept((*memory.call_samples, sample), sample.batch_id) if sample else ())
+    finite = {k: v for k, v in cost.items() if math.isfinite(v)}
     inputs = {"batch_id": stats and stats.batch_id, "calls": stats and stats.calls, "rows": stats and stats.rows,
               "seconds": stats and stats.seconds, "max_call_seconds": stats and stats.max_call_seconds,
               "retries": stats and stats.retries, "errors": stats and stats.errors,
-              "rows_per_call": write.rows_per_call, "binding_phase": evaluation.binding}
+              "rows_per_call": write.rows_per_call, "binding_phase": evaluation.binding,
+              "seconds_per_row": write.seconds_per_row,
+              "seconds_per_row_by_size": {str(k): v for k, v in sorted(finite.items())}}
     measured = evaluation.binding is not None
 
     def to(value: float | None, reason: TuneReason) -> Decision:
         if value is None or size is None:
             return Decision(facts.query, Knob.DYN_BATCH_SIZE, size, size, reason, inputs)
-        high = facts.dyn_batch_size_ceiling or settings.max_dyn_batch_size
-        bounded = _clamp(value, min(settings.min_dyn_batch_size, high), high)
-        return Decision(facts.query, Knob.DYN_BATCH_SIZE, size, bounded, reason, inputs)
+        return Decision(facts.query, Knob.DYN_BATCH_SIZE, size, _clamp(value, low, high), reason, inputs)
 
     if size is None or stats is None or stats.batch_id == memory.judged_write_batch or not write.current:
         return to(None, TuneReason.NO_NEW_WRITES)
@@ -208,12 +254,16 @@ def decide_write(evaluation: Evaluation, memory: TunerMemory, settings: Autotune
         return to(size * 0.5, TuneReason.SLOW_CALLS_INSERTS_BIND if measured else TuneReason.SLOW_CALLS)
     if stats.errors:  # tasks failed, not in an insert call (that would be troubled): no evidence either way
         return to(None, TuneReason.TASKS_FAILED_ELSEWHERE)
-    if write.full and stats.max_call_seconds * 2 <= settings.slow_call_seconds:
-        if measured and evaluation.binding != SINK_INSERT:  # fewer, larger calls only help where the inserts bind
-            return to(None, BINDS[evaluation.binding])
-        return to(size + settings.dyn_batch_size_step,
-                  TuneReason.FULL_CALLS_INSERTS_BIND if measured else TuneReason.FAST_FULL_CALLS)
-    return to(None, TuneReason.CALLS_NOT_FULL if not write.full else TuneReason.WITHIN_TARGET)
+    if not write.full:
+        return to(None, TuneReason.CALLS_NOT_FULL)
+    value, step = call_size.next_size(cost, low, high, settings.dyn_batch_size_step_up, settings.hysteresis)
+    if step == call_size.Step.SETTLED:
+        return to(value, TuneReason.CALL_SIZE_SETTLED if value == size else TuneReason.CALL_SIZE_BEST)
+    if measured and evaluation.binding != SINK_INSERT:  # another size only helps where the inserts bind
+        return to(None, BINDS[evaluation.binding])
+    if step == call_size.Step.LARGER and stats.max_call_seconds * 2 > settings.slow_call_seconds:
+        return to(None, TuneReason.CALLS_NEAR_SLOW)
+    return to(value, TuneReason.CALL_SIZE_TRIED_INSERTS_BIND if measured else TuneReason.CALL_SIZE_TRIED)
 
 
 @dataclass(frozen=True)
@@ -266,5 +316,9 @@ def remember(memory: TunerMemory, decisions: tuple[Decision, ...], evaluation: E
         if d.knob == Knob.MAX_ROWS and applied and d.direction != Direction.HOLD:
             memory = replace(memory, rows_changed_after=newest if newest is not None else -2)
         if d.knob == Knob.DYN_BATCH_SIZE and facts.write is not None:
+            sample = write_sample(evaluation, memory)
+            if sample is not None:
+                memory = replace(memory, call_samples=call_size.kept((*memory.call_samples, sample),
+                                                                     sample.batch_id))
             memory = replace(memory, judged_write_batch=facts.write.batch_id)
     return memory

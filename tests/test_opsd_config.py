@@ -471,3 +471,16 @@ def test_spark_says_a_failed_task_in_its_own_lines_only_below_warn(spark_level: 
         "pipelines": [{"name": "p", "source": {"format": "rate"}, "sink": {"format": "console"}}]})
 
     assert f"-Dopsd.spark.failureLines={failure_lines}" in spark_defaults(config)[JAVA_OPTIONS].split()
+
+
+def test_a_key_an_earlier_release_took_is_answered_with_what_replaced_it(tmp_path: Path) -> None:
+    problems = problems_of(tmp_path, """
+pipelines:
+  - name: p
+    source: {format: rate}
+    sink: {format: console}
+    autotune: {dyn_batch_size_step: 10000}
+""")
+    assert problems == [
+        "pipeline 'p' (pipelines[0]): autotune.dyn_batch_size_step: Extra inputs are not permitted (renamed: "
+        "dyn_batch_size_step_up, a factor (1.5 by default) where this was rows added per step)"]

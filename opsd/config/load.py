@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from opsd.config.models import OpsdConfig, duplicate_names
+from opsd.config.models import RENAMED_KEYS, OpsdConfig, duplicate_names
 from opsd.telemetry.redaction import REDACTED, is_secret_key, redact
 
 
@@ -68,7 +68,9 @@ def _describe(error: Any, data: dict[str, Any]) -> str:
     field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
     message = str(error["msg"]).removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        return f"{where}{field}: {message} ({_known_keys(error['loc'])})"
+        renamed = RENAMED_KEYS.get(str(error["loc"][-1]))
+        hint = f"renamed: {renamed}" if renamed else _known_keys(error["loc"])
+        return f"{where}{field}: {message} ({hint})"
     if error["type"] not in ("missing", "value_error") and "input" in error:
         secret = any(is_secret_key(part) for part in error["loc"])
         message += f" (got {REDACTED if secret else repr(redact(error['input']))})"

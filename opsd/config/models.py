@@ -330,6 +330,12 @@ class RestartPolicy(_Model):
         return self
 
 
+#: Keys an earlier release took, and what replaced them: named in the error a config using one gets.
+RENAMED_KEYS = {
+    "dyn_batch_size_step": "dyn_batch_size_step_up, a factor (1.5 by default) where this was rows added per step",
+}
+
+
 class AutotuneSettings(_Model):
     """The auto-tuner of one query's row and byte caps and `dyn_batch_size` (`opsd.checks.autotune`)."""
 

@@ -17,6 +17,7 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
+from streaming_core.session import worker_socket_conf
 from streaming_core.worker_python import LAUNCHER, launcher_path
 
 SCRIPT = Path(__file__).parent.parent / "scripts" / LAUNCHER
@@ -145,3 +146,30 @@ def test_spark_python_processes_import_the_installed_pyspark(spark, tmp_path: Pa
     offsets = [s for p in query.recentProgress for s in p["sources"] if s.get("endOffset")]
     runner_pyspark = json.loads(offsets[0]["endOffset"])["pyspark"]
     assert runner_pyspark.startswith(installed) and ".zip" not in runner_pyspark
+
+
+class SocketReader(DataSourceReader):
+    """Its one row: how the Python worker that runs it was told to reach the JVM (pyspark's daemon reads it)."""
+
+    def read(self, partition: InputPartition):
+        yield (os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "false"),)
+
+
+class SocketSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "which-socket"
+
+    def schema(self) -> str:
+        return "unix_domain string"
+
+    def reader(self, schema) -> SocketReader:
+        return SocketReader()
+
+
+def test_spark_python_workers_reach_the_jvm_over_unix_domain_sockets(spark) -> None:
+    """A `build_session` session's Python workers use Unix domain sockets (`worker_socket_conf`): over loopback TCP each
+    micro-batch stalls in the task's socket exchange."""
+    assert worker_socket_conf() == {"spark.python.unix.domain.socket.enabled": "true"}
+    spark.dataSource.register(SocketSource)
+    assert spark.read.format(SocketSource.name()).load().collect()[0].unix_domain.lower() == "true"

@@ -25,8 +25,10 @@ Most of `addBatch` was not work: over loopback TCP, Spark's default, the JVM's e
 `build_session` now connects them over Unix domain sockets (`streaming_core.session.worker_socket_conf`). Back to back
 on this branch, TCP then Unix sockets: latency p50 0.233 s / p99 0.595 s (batches 0.165 / 0.352 s, `addBatch` 0.118 /
 0.236) against p50 0.158 s / p99 0.282 s (batches 0.120 / 0.178 s, `addBatch` 0.072 / 0.113); Spark's floor p99 1.02 s
-in both. What is left per batch is Spark's: the job for a Python source and sink (`addBatch` ~70 ms, ~6 ms of it
-ours), its offset and commit logs (`walCommit` + `commitOffsets` ~35 ms), planning ~10 ms.
+in both; a later run over Unix sockets on a busier machine (other helpers' work on the 2 cores): p50 0.265 s / p99
+0.932 s (batches p99 0.539 s), so the p99 is the machine's load as much as ours. What is left per batch is Spark's:
+the job for a Python source and sink (`addBatch` ~70 ms, ~6 ms of it ours), its offset and commit logs (`walCommit` +
+`commitOffsets` ~35 ms), planning ~10 ms.
 
 What it cannot show: a real cluster (a remote proxy adds its round trips to the reads, the inserts and the commit),
 a reader other than a poller (it adds up to `POLL_SECONDS`), or latency under a backlog (the producer never outruns

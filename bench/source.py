@@ -40,12 +40,13 @@ database's page buffers and into Python bytes) and 0.035 s copying 16,384-row ch
 blob copies and ~0.04 s the per-chunk Python work over 320 chunks. The blob copy runs at memory speed (one plain
 copy of 450 MB into fresh memory costs 0.21 CPU s here): only a store that Python reads without copying (SQLite's
 `mmap`, dropped for the address-space limit Spark's Python workers may run under; chunk files mapped one at a time)
-would remove it, and larger database pages save only ~14% of it (16 KiB or 64 KiB pages: 0.125 CPU s) at ~5% more
-for every small transaction. One run after the change (2 cores shared with other helpers' tests, so the floor swings
-too): `yt_vs_floor` 0.872, the gap 0.20 s of a 1.5 s query, 0.05 s of it start-up, `yt_read_cpu_s` 0.203 (the
-machine busy; 0.145 when quiet) against the floor's 0.028. What stays is what the floor does not do: bringing 450 MB
-of rows through memory, twice, where the floor sends one cache-resident batch over and over; no source that reads
-stored rows reaches it.
+would remove it; larger database pages (16 KiB or 64 KiB) save ~14% of the reading (0.125 CPU s) at ~5% more for
+every small transaction, and are not taken. One run after the change (2 cores shared with other helpers' tests, so the
+floor swings too): `yt_vs_floor` 0.872, the gap 0.20 s of a 1.5 s query, 0.05 s of it start-up, `yt_read_cpu_s` 0.203
+(the machine busy; 0.145 when quiet) against the floor's 0.028; a second run on a busier machine 0.727 (the `yt`
+queries took 1.61-2.60 s, the floor's 1.39-1.85 s: the ratio is the load's as much as the reading's). What stays is
+what the floor does not do: bringing 450 MB of rows through memory, twice, where the floor sends one cache-resident
+batch over and over; no source that reads stored rows reaches it.
 
 A readable table first; the last line is one JSON object for scripts and CI logs.
 """

@@ -16,13 +16,19 @@ Where a row's latency goes, printed after the latencies: Spark's `durationMs` pa
 window (p50, p99), and our own code in one batch of the same size, timed in this process without Spark on the same
 kind of cluster (`own_code_per_batch`: the source runner's `latestOffset`, `partitions` and `commit`, a read task, a
 sink task, the sink's commit). A row waits for the batch running when it arrives to end, then rides the next one
-(plus up to `POLL_SECONDS` until the poller sees it): p50 ~ 1.5 batches, p99 ~ 2 slow batches. Measured on this
-branch (2 cores shared with other work, one run): batches of 180 rows took 0.170 s p50 / 0.245 s p99 (latency p50
-0.240 s, p99 0.403 s), of which Spark's `addBatch` 0.120 s (the job: a Python worker reading, another writing, the
-sink's commit in a planner worker), its offset and commit logs (`walCommit` + `commitOffsets`) 0.035 s, planning
-0.010 s; our own code ~7 ms of it (the consumer advance ~3 ms, each other step under 1 ms). A p99 of 0.3 s needs
-batches of ~0.14 s: what is left is Spark's per-batch machinery for a Python source and sink, which no change to the
-connector's code reaches under the default trigger.
+(plus up to `POLL_SECONDS` until the poller sees it): p50 ~ 1.5 batches, p99 ~ 2 slow batches.
+
+Measured (2 cores shared with other helpers' tests; each line one run): on main, idle, batches of ~160 rows took
+0.157 s p50 / 0.198 s p99 (`addBatch` 0.112 / 0.151), latency p50 0.217 s, p99 0.329 s; our own code ~6 ms of it.
+Most of `addBatch` was not work: over loopback TCP, Spark's default, the JVM's exchanges with its Python workers stall
+~45 ms per batch (a do-nothing Python source into `noop`: `addBatch` 91 ms over TCP, 46 ms over Unix domain sockets).
+`build_session` now connects them over Unix domain sockets (`streaming_core.session.worker_socket_conf`). Back to back
+on this branch, TCP then Unix sockets: latency p50 0.233 s / p99 0.595 s (batches 0.165 / 0.352 s, `addBatch` 0.118 /
+0.236) against p50 0.158 s / p99 0.282 s (batches 0.120 / 0.178 s, `addBatch` 0.072 / 0.113); Spark's floor p99 1.02 s
+in both; a later run over Unix sockets on a busier machine (other helpers' work on the 2 cores): p50 0.265 s / p99
+0.932 s (batches p99 0.539 s), so the p99 is the machine's load as much as ours. What is left per batch is Spark's:
+the job for a Python source and sink (`addBatch` ~70 ms, ~6 ms of it ours), its offset and commit logs (`walCommit` +
+`commitOffsets` ~35 ms), planning ~10 ms.
 
 What it cannot show: a real cluster (a remote proxy adds its round trips to the reads, the inserts and the commit),
 a reader other than a poller (it adds up to `POLL_SECONDS`), or latency under a backlog (the producer never outruns

@@ -16,7 +16,9 @@ import pyarrow as pa
 import pytest
 
 from streaming_core.cluster import Cluster, TableSchema, connect
+from streaming_core.cluster.base import READ_BATCH_ROWS
 from streaming_core.cluster.embedded import sorted_store
+from streaming_core.cluster.embedded.arrow_chunks import WHOLE_SHARE
 from streaming_core.cluster.embedded.sorted_store import LegacyLayoutError
 from streaming_core.cluster.embedded.sqlite_store import DB_FILE, STORED_CHUNK_ROWS, encode_batch
 
@@ -222,6 +224,24 @@ class TestEarlierLayouts:
             weights = [r["$cumulative_data_weight"] for b in cluster.read_tablet("//old/weighed", 0, 0, 2)
                        for r in b.to_pylist()]
         assert weights == [12, 23]  # 1 + 8 (the column) + the payload, running
+
+
+def test_a_range_read_sends_full_stored_chunks_as_they_are_and_regroups_small_appends(cluster):
+    """Full stored chunks are batches worth sending (`rebatch`'s `WHOLE_SHARE` of the read's row limit): each comes
+    as it is stored, never copied into a bigger batch; a queue of small appends comes regrouped."""
+    assert STORED_CHUNK_ROWS * WHOLE_SHARE >= READ_BATCH_ROWS
+    cluster.create("table", "//t/big", recursive=True, attributes={"dynamic": True, "schema": ROWS_SCHEMA})
+    rows = 3 * STORED_CHUNK_ROWS + 5
+    cluster.insert_rows("//t/big", pa.table({"n": pa.array(range(rows), pa.int64()), "data": ["x"] * rows}))
+    big = list(cluster.read_tablet("//t/big", 0, 3, rows))
+    assert [b.num_rows for b in big] == [STORED_CHUNK_ROWS - 3, STORED_CHUNK_ROWS, STORED_CHUNK_ROWS, 5]
+    assert [n for b in big for n in b.column("n").to_pylist()] == list(range(3, rows))
+    cluster.create("table", "//t/small", recursive=True, attributes={"dynamic": True, "schema": ROWS_SCHEMA})
+    for lo in range(0, 1000, 10):
+        cluster.insert_rows("//t/small", pa.table({"n": pa.array(range(lo, lo + 10), pa.int64()), "data": ["x"] * 10}))
+    small = list(cluster.read_tablet("//t/small", 0, 0, 1000))
+    assert [b.num_rows for b in small] == [1000]
+    assert small[0].column("n").to_pylist() == list(range(1000))
 
 
 def test_a_range_read_is_one_snapshot_rows_trimmed_while_it_runs_still_come(cluster):

@@ -17,6 +17,7 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
+from streaming_core.session import worker_socket_conf
 from streaming_core.worker_python import LAUNCHER, launcher_path
 
 SCRIPT = Path(__file__).parent.parent / "scripts" / LAUNCHER
@@ -92,10 +93,13 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Spark's Python pr
 
 
 class WhereReader(DataSourceReader):
+    """Its one row: where the Python worker that runs it imported PySpark from, its `sys.path`, and whether it was told
+    to reach the JVM over a Unix domain socket (pyspark's daemon reads `PYTHON_UNIX_DOMAIN_ENABLED`)."""
+
     def read(self, partition: InputPartition):
         import pyspark
 
-        yield (pyspark.__file__, json.dumps(sys.path))
+        yield (pyspark.__file__, json.dumps(sys.path), os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "false"))
 
 
 class WhereStreamReader(DataSourceStreamReader):
@@ -122,7 +126,7 @@ class WhereSource(DataSource):
         return "where-is-pyspark"
 
     def schema(self) -> str:
-        return "pyspark string, path string"
+        return "pyspark string, path string, unix_domain string"
 
     def reader(self, schema) -> WhereReader:
         return WhereReader()
@@ -135,7 +139,7 @@ def test_spark_python_processes_import_the_installed_pyspark(spark, tmp_path: Pa
     """Python workers and the streaming-source runner of a `build_session` session: no zip, no jar."""
     spark.dataSource.register(WhereSource)
     installed = str(Path(launcher_path()).parent.parent)
-    [(pyspark_file, path)] = spark.read.format(WhereSource.name()).load().collect()
+    [(pyspark_file, path, _)] = spark.read.format(WhereSource.name()).load().collect()
     assert pyspark_file.startswith(installed) and ".zip" not in pyspark_file
     assert not [p for p in json.loads(path) if p.startswith(str(Path(pyspark_file).parent))]
 
@@ -145,3 +149,11 @@ def test_spark_python_processes_import_the_installed_pyspark(spark, tmp_path: Pa
     offsets = [s for p in query.recentProgress for s in p["sources"] if s.get("endOffset")]
     runner_pyspark = json.loads(offsets[0]["endOffset"])["pyspark"]
     assert runner_pyspark.startswith(installed) and ".zip" not in runner_pyspark
+
+
+def test_spark_python_workers_reach_the_jvm_over_unix_domain_sockets(spark) -> None:
+    """A `build_session` session's Python workers use Unix domain sockets (`worker_socket_conf`): over loopback TCP each
+    micro-batch stalls in the task's socket exchange."""
+    assert worker_socket_conf() == {"spark.python.unix.domain.socket.enabled": "true"}
+    spark.dataSource.register(WhereSource)
+    assert spark.read.format(WhereSource.name()).load().collect()[0].unix_domain.lower() == "true"

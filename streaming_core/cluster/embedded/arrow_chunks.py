@@ -16,6 +16,9 @@ from ..base import ROWS
 from ..errors import ClusterError, RowError
 from ..schema import TABLET_INDEX
 
+#: `rebatch` sends a part of at least this share of its row or byte limit (1 / `WHOLE_SHARE`) as it is, uncopied.
+WHOLE_SHARE = 4
+
 
 def int64_array(values: np.ndarray) -> pa.Array:
     """An int64 Arrow array over a numpy array's buffer.
@@ -35,14 +38,23 @@ def bool_array(values: np.ndarray) -> pa.Array:
 
 
 def rebatch(pieces: Iterable[pa.RecordBatch], max_rows: int, max_bytes: int) -> Iterator[pa.RecordBatch]:
-    """Regroup small batches and split big ones to at most `max_rows` rows and about `max_bytes` bytes."""
+    """Regroup small batches and split big ones to at most `max_rows` rows and about `max_bytes` bytes.
+
+    A part that already holds a `WHOLE_SHARE`-th of either limit is a batch worth sending as it is: it is yielded
+    alone, not copied into a bigger one (a queue's full stored chunks, `STORED_CHUNK_ROWS`, reach the reads' row limit's
+    quarter: a range read of them copies no row); smaller parts (a queue of small appends) are regrouped.
+    """
     pending: list[pa.RecordBatch] = []
     rows = size = 0
     for piece in pieces:
         for part in slices(piece, max_rows, max_bytes):
-            if pending and (rows + part.num_rows > max_rows or size + part.nbytes > max_bytes):
+            whole = part.num_rows * WHOLE_SHARE >= max_rows or part.nbytes * WHOLE_SHARE >= max_bytes
+            if pending and (whole or rows + part.num_rows > max_rows or size + part.nbytes > max_bytes):
                 yield _concat(pending)
                 pending, rows, size = [], 0, 0
+            if whole:
+                yield part
+                continue
             pending.append(part)
             rows += part.num_rows
             size += part.nbytes

@@ -25,6 +25,7 @@ finds its sessions again after a restart; `remove_sessions` forgets them (`opsd 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -76,6 +77,17 @@ def session_prefix(options: SinkOptions) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
+def session_name(options: SinkOptions, kind: str, index: int) -> str:
+    """A task's session: `<prefix>-p<partition>` (batch numbering) or `<prefix>-t<tablet>` (source numbering)."""
+    return f"{session_prefix(options)}-{kind}{index}"
+
+
+def is_session_of(session_id: str, prefix: str) -> bool:
+    """Whether `session_id` is one `session_name` gives for `prefix`: exactly, so that another query's sessions whose
+    name begins the same (`app-p0-p1` of `producer_session: app-p0`) are never taken for those of `app`."""
+    return re.fullmatch(re.escape(prefix) + r"-[pt][0-9]+", session_id) is not None
+
+
 def prepare_producer(cluster: Cluster, options: SinkOptions) -> None:
     """Driver side, when the query starts: the cluster serves producers, and the producer exists (created when
     `create_producer` says so)."""
@@ -110,14 +122,14 @@ class SessionPusher:
         chunk as the DataFrame gave it (source mode reads its service columns)."""
         if self.options.producer_sequence != SEQUENCE_BY_SOURCE:
             first = self.task.batch_id * SEQUENCE_STRIDE + place
-            self._push(f"{session_prefix(self.options)}-p{self.task.partition}", table,
+            self._push(session_name(self.options, "p", self.task.partition), table,
                        np.arange(first, first + table.num_rows, dtype=np.int64), size)
             return
         tablets = raw.column(SRC_TABLET_INDEX)
         for tablet in pc.unique(tablets).to_pylist():
             mask = pc.equal(tablets, tablet)
             numbers = raw.column(SRC_ROW_INDEX).filter(mask).to_numpy().astype(np.int64)
-            self._push(f"{session_prefix(self.options)}-t{tablet}", table.filter(mask), numbers, size)
+            self._push(session_name(self.options, "t", tablet), table.filter(mask), numbers, size)
 
     def _push(self, session_id: str, table: pa.Table, numbers: np.ndarray, size: int) -> None:
         session = self._session(session_id)
@@ -184,12 +196,12 @@ class StoredSession:
 
 def stored_sessions(cluster: Cluster, producer_path: str, queue_path: str | None = None,
                     prefix: str | None = None) -> list[StoredSession]:
-    """The producer's sessions (of `queue_path` and named `<prefix>-...` only, when given), in key order."""
+    """The producer's sessions (of `queue_path` and of `prefix` only, when given: `is_session_of`), in key order."""
     found = []
     for row in cluster.select_rows(producer_path):
         session_id, meta = str(row["session_id"]), row.get("user_meta")
         if (queue_path is not None and row["queue_path"] != queue_path) or \
-                (prefix is not None and not session_id.startswith(prefix + "-")):
+                (prefix is not None and not is_session_of(session_id, prefix)):
             continue
         found.append(StoredSession(str(row["queue_path"]), session_id, int(row["epoch"]), int(row["sequence_number"]),
                                    plain(yson.loads(meta)) if isinstance(meta, bytes) else meta))
@@ -197,7 +209,7 @@ def stored_sessions(cluster: Cluster, producer_path: str, queue_path: str | None
 
 
 def remove_sessions(cluster: Cluster, producer_path: str, queue_path: str, prefix: str) -> list[str]:
-    """Forget every session of `producer_path` for `queue_path` named `<prefix>-...` (a deleted query's); returns
+    """Forget every session of `producer_path` for `queue_path` of `prefix` (a deleted query's); returns
     their ids."""
     removed = []
     for stored in stored_sessions(cluster, producer_path, queue_path, prefix):

@@ -9,6 +9,7 @@ The Spark run of a query behind the trim, failed, advised, sought and resumed, i
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ from opsd.results.producers import ProducerState
 from opsd.telemetry.metrics import Metrics
 from streaming_core.sink_producer import SEQUENCE_STRIDE
 from tests.support.checkpoint import job_with_checkpoint, write_checkpoint
-from tests.support.cluster import QUEUE_SCHEMA
+from tests.support.cluster import QUEUE_SCHEMA, make_queue
 from tests.support.doctor import advised_commands, doctor, finding, follow, write_config
 
 #: The job's checkpoint: batch 0 read rows 0..9 of each partition, the committed batch 1 rows 10..19.
@@ -335,3 +336,24 @@ def test_producer_sessions_ahead_of_the_query_are_removed_by_the_advised_command
     [remove] = [c for c in advised_commands(found.advice) if c[:2] == ["producer", "remove-sessions"]]
     assert follow(capsys, remove)[0] == 0
     assert [r.state for r in check.run()] == [ProducerState.OK]
+
+
+@pytest.mark.hostile
+def test_names_from_a_checkpoint_reach_the_advised_command_quoted_for_the_shell(yt, yt_root: str, tmp_path: Path,
+                                                                                cluster_uri: str, capsys) -> None:
+    """Issue 32: the queue and the consumer an advice names come from the checkpoint's offsets (and the location from
+    the command line): text that a shell reads as commands (`$(...)`, `;`, a backquote, a space) is quoted, so that
+    the command copied as written moves only what it names and runs nothing else."""
+    q, c = f"{yt_root}/q $(touch pwned)", f"{yt_root}/c;id`x`"
+    make_queue(yt, q, consumer=c)
+    yt.insert_rows(q, [{"data": "x", "n": i} for i in range(40)])
+    location = str(tmp_path / "cp ;x")
+    write_checkpoint(Path(location), q, BATCHES, 1, consumer=c)
+    consumer_at(yt, q, c, {0: 10, 1: 10})
+
+    report = offline(capsys, location, cluster_uri)[1]
+    advice = finding(report, location, "lagging_one_batch")["advice"]
+    command = shlex.split(advice.removeprefix("heal it (opsd ").removesuffix(")"))
+
+    assert command == ["desync", "heal", "--checkpoint", location, "--cluster", cluster_uri, "--consumer", c]
+    assert follow(capsys, command)[0] == 0 and yt.get_consumer_offsets(c, q) == {0: 20, 1: 20}

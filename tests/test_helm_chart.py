@@ -329,6 +329,45 @@ def test_the_schema_rejects_an_unknown_key(chart, values):
         chart.render(merged(values), name=RELEASE, namespace=NAMESPACE)
 
 
+#: A token as YTsaurus' OAuth issues them: none of the values below may reach a rendered object.
+PLAIN_TOKEN = "AQAD-qJSJQAAAAExampleExampleExample"
+#: A pipeline whose yt source carries `options`.
+WITH_OPTIONS = {"name": "p", "source": {"format": "yt", "path": "//q", "options": {}}, "sink": {"format": "console"}}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("values", [
+    {"extraEnv": [{"name": "YT_TOKEN", "value": "anything"}]},
+    {"extraEnv": [{"name": "YT_CONFIG_PATCHES", "value": f'{{token="{PLAIN_TOKEN}"}}'}]},
+    {"extraEnv": [{"name": "JAVA_TOOL_OPTIONS", "value": f"-Dyt.token={PLAIN_TOKEN}"}]},
+    {"extraEnv": [{"name": "ANYTHING", "value": PLAIN_TOKEN}]},
+    {"config": {"spark": {"conf": {"spark.executorEnv.YT_CONFIG_PATCHES": f'{{token="{PLAIN_TOKEN}"}}'}}}},
+    {"config": {"spark": {"conf": {"spark.driver.extraJavaOptions": f"-Dssl.keyStorePassword={PLAIN_TOKEN}"}}}},
+    {"config": {"spark": {"conf": {"spark.hadoop.yt.token": PLAIN_TOKEN}}}},
+    {"config": {"spark": {"conf": {"spark.executorEnv.ANYTHING": PLAIN_TOKEN}}}},
+    {"config": {"pipelines": [{**WITH_OPTIONS, "source": {**WITH_OPTIONS["source"], "options": {"token": "x"}}}]}},
+    {"config": {"pipelines": [{**WITH_OPTIONS, "sink": {"format": "yt", "path": "//t",
+                                                        "options": {"x": f'{{"token": "{PLAIN_TOKEN}"}}'}}}]}},
+], ids=["env-yt-token", "env-patches", "env-jvm-option", "env-token-shaped", "conf-patches", "conf-jvm-password",
+        "conf-secret-key", "conf-token-shaped", "source-option-key", "sink-option-value"])
+def test_a_secret_in_plain_text_is_refused_before_it_reaches_the_pod_spec_or_the_config_map(chart, values):
+    """Issue 32: the ConfigMap and the pod spec are readable by whoever may read them, before opsd loads its config:
+    a token in `extraEnv`, `spark.conf` or an option is refused at install, the error never quoting it."""
+    with pytest.raises(helm.HelmValuesError) as refused:
+        chart.render(merged(values), name=RELEASE, namespace=NAMESPACE)
+    assert PLAIN_TOKEN not in str(refused.value)
+
+
+def test_references_to_secrets_stay_accepted(chart):
+    env = [{"name": "YT_TOKEN_PATH", "value": "/var/run/secrets/yt/token"},
+           {"name": "YT_CONFIG_PATCHES", "value": '{token_path="/var/run/secrets/yt/token"}'},
+           {"name": "YT_TOKEN", "valueFrom": {"secretKeyRef": {"name": "yt", "key": "token"}}}]
+    conf = {"spark.authenticate.secret.file": "/etc/spark/secret", "spark.ssl.keyStorePasswordFile": "/etc/p",
+            "spark.kubernetes.executor.secretKeyRef.YT_TOKEN": "yt:token", "spark.sql.shuffle.partitions": 4}
+    objects = render(chart, {"extraEnv": env, "config": {"spark": {"conf": conf}}})
+    assert {e["name"] for e in opsd_container(objects)["env"]} >= {"YT_TOKEN_PATH", "YT_CONFIG_PATCHES"}
+
+
 @pytest.mark.parametrize("values", [
     {"config": {"http": {"port": "9464"}}},
     {"serviceMonitor": {"enabled": "yes"}},

@@ -1,6 +1,6 @@
 """The stand-in's Cypress paths stay inside its root (issue 32): `///abs/path`, `..` and a symlink out of the root
-are refused by every command that reaches the disk (`get`, `list`, `exists`, `remove`, `create file`), through the
-real client."""
+are refused by every command that reaches the disk (`get`, `list`, `exists`, `remove`, `create file`, `read_file`,
+`write_file`, `set`, `lock`), through the real client."""
 
 from __future__ import annotations
 
@@ -41,15 +41,29 @@ def escapes(outside: Path, standin: StandinProxy) -> list[str]:
             f"//link-{outside.parent.name}/secret", f"//link-{outside.parent.name}"]
 
 
-@pytest.mark.parametrize("command", ["get", "list", "exists", "remove", "create"])
+def run(client: yt_wrapper.YtClient, command: str, path: str) -> object:
+    """One command on `path`; what a read returned."""
+    if command == "create":
+        return client.create("file", path + "/new", recursive=True)
+    if command == "read_file":
+        return client.read_file(path).read()
+    if command == "write_file":
+        return client.write_file(path + "/new", b"written")
+    if command == "set":
+        return client.set(path + "/@attr", "written")
+    if command == "lock":
+        with client.Transaction():
+            return client.lock(path)
+    return getattr(client, command)(path)
+
+
+@pytest.mark.parametrize("command", ["get", "list", "exists", "remove", "create", "read_file", "write_file", "set",
+                                     "lock"])
 def test_no_command_reaches_past_the_root(client, standin: StandinProxy, outside: Path, command: str) -> None:
     seen = []
     for path in escapes(outside, standin):
         try:
-            if command == "create":
-                client.create("file", path + "/new", recursive=True)
-            else:
-                seen.append(getattr(client, command)(path))
+            seen.append(run(client, command, path))
         except YtError as error:
             seen.append(str(error))
     assert (outside / "secret").read_text() == "mode 0600 content"

@@ -11,6 +11,7 @@ import pytest
 
 from opsd.cli.main import main
 from opsd.config.load import ConfigError, load_config
+from streaming_core.cluster import connect
 from tests.support.checkpoint import write_checkpoint
 from tests.support.cluster import make_queue
 
@@ -109,3 +110,20 @@ def test_a_watch_sharing_a_pipelines_consumer_is_refused(tmp_path: Path) -> None
 
     with pytest.raises(ConfigError, match="a and w share the consumer //c"):
         load_config(path)
+
+
+def test_removing_a_querys_producer_sessions_leaves_another_querys_whose_name_it_begins(
+        cluster_uri: str, yt_root: str, capsys) -> None:
+    """Query A names its sessions `app` (`app-p0`), query B `app-p0` (`app-p0-p0`, `app-p0-t1`): removing A's must not
+    remove B's, whose next push would then start over without its sequence numbers (duplicate rows)."""
+    producer, queue = f"{yt_root}/producer", f"{yt_root}/queue"
+    assert main(["producer", "create", producer, "--cluster", cluster_uri]) == 0
+    with connect(cluster_uri) as yt:
+        yt.create("table", queue, attributes={"dynamic": True, "schema": [{"name": "data", "type": "string"}]})
+        for session in ("app-p0", "app-t3", "app-p0-p0", "app-p0-t1", "app-other"):
+            yt.create_queue_producer_session(producer, queue, session)
+
+    assert main(["producer", "remove-sessions", producer, queue, "--session", "app", "--cluster", cluster_uri]) == 0
+    assert "removed 2 session(s)" in capsys.readouterr().out
+    with connect(cluster_uri) as yt:
+        assert sorted(r["session_id"] for r in yt.select_rows(producer)) == ["app-other", "app-p0-p0", "app-p0-t1"]

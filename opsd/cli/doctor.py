@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from shlex import quote
 from typing import Any
 
 from rich.console import RenderableType
@@ -78,7 +79,7 @@ def examine(args: argparse.Namespace) -> Report:
         target = QueryTarget(args.checkpoint, args.checkpoint, args.queue, args.consumer)
         with connect(args.cluster) as cluster:
             queries = from_targets(cluster, [target], time.time())
-        flags = "".join(f" --{k} {v}" for k, v in (("queue", args.queue), ("consumer", args.consumer),
+        flags = "".join(f" --{k} {quote(v)}" for k, v in (("queue", args.queue), ("consumer", args.consumer),
                                                     ("cluster", args.cluster)) if v)
         return diagnose(args.checkpoint, queries, Naming.of_checkpoint(flags, args.cluster))
     url = (args.url or DEFAULT_URL).rstrip("/")

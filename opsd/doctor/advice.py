@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from shlex import quote
 
 from opsd.config.thresholds import OOM_RISK_HIGH
 from opsd.doctor.report import Advice, Finding, FindingKind, Severity
@@ -51,15 +52,16 @@ class Naming:
 
     @classmethod
     def of_config(cls, path: str, cluster: str | None = None) -> Naming:
-        return cls(lambda q: f"{q} --config {path}", lambda q: f"--query {q} --config {path}", path,
-                   f" --cluster {cluster}" if cluster else "")
+        path = quote(path)
+        return cls(lambda q: f"{quote(q)} --config {path}", lambda q: f"--query {quote(q)} --config {path}", path,
+                   f" --cluster {quote(cluster)}" if cluster else "")
 
     @classmethod
     def of_checkpoint(cls, flags: str, cluster: str | None = None) -> Naming:
         """`flags`: ` --queue Q --consumer C --cluster URI` as given (each only when given); a heal's advice adds the
         consumer where they do not name it (a heal moves only the consumer the command names)."""
-        at = f" --cluster {cluster}" if cluster else ""
-        return cls(lambda q: f"--checkpoint {q}{flags}", lambda q: f"--checkpoint {q}{at}", "CONFIG", at,
+        at = f" --cluster {quote(cluster)}" if cluster else ""
+        return cls(lambda q: f"--checkpoint {quote(q)}{flags}", lambda q: f"--checkpoint {quote(q)}{at}", "CONFIG", at,
                    names_consumer="--consumer " in flags)
 
 
@@ -117,7 +119,7 @@ def _desync(queue: str, desync: QueueDesync, query: str, naming: Naming, active:
                  "fix the checkpoint location, queue or consumer named above (in the config: the pipeline's source "
                  "or its watch: entry; offline: --queue / --consumer), then run the doctor again")]
     consumer = facts.consumer
-    seek = f"opsd consumer seek {queue} {consumer}"
+    seek = f"opsd consumer seek {quote(queue)} {quote(consumer)}"
 
     def seeking(flags: str) -> str:
         return f"{seek} {flags} {naming.seek(query)}"
@@ -127,7 +129,8 @@ def _desync(queue: str, desync: QueueDesync, query: str, naming: Naming, active:
     for p in sorted(desync.partitions, key=lambda p: p.facts.partition):
         by_state.setdefault(p.state, []).append((p.facts.partition, p))
     waiting = any(p.facts.row_count > p.facts.checkpoint_next for p in desync.partitions)
-    heal = (f"(opsd desync heal {naming.desync(query)}" + ("" if naming.names_consumer else f" --consumer {consumer}")
+    heal = (f"(opsd desync heal {naming.desync(query)}"
+            + ("" if naming.names_consumer else f" --consumer {quote(consumer)}")
             + (" --stopped" if active is False and waiting else "") + ")")
     if waiting and active is None:
         heal += "; add --stopped once the query is stopped (while it runs, its next batch acknowledges this one)"
@@ -181,7 +184,7 @@ def _desync(queue: str, desync: QueueDesync, query: str, naming: Naming, active:
         how = (f"although consumer {consumer} is registered as vital (a trim with --past-vital-consumers)" if vital
                else f"consumer {consumer} is not registered as vital, so trims do not wait for it")
         guard = "" if vital else (f"; so that trims wait for it from now on, register it as vital (opsd consumer "
-                                  f"register {queue} {consumer} --vital{naming.cluster})")
+                                  f"register {quote(queue)} {quote(consumer)} --vital{naming.cluster})")
         partitions = " ".join(f"--partition {n}" for n, _ in behind)
         out.append((DesyncState.BEHIND_TRIM, Severity.ACTION,
                     f"{queue}: rows {rows} were trimmed before the query read them "
@@ -202,7 +205,8 @@ def _resharded(queue: str, facts: QueuePositions) -> Advice:
             "fewer tablets): the query stops with QueueReshardedError",
             "restart the query with a new checkpointLocation: it starts where the consumer "
             f"{facts.consumer} stands. To scale a queue under a running query, only add tablets "
-            f"(opsd queue reshard {queue} --tablets N, N above the current count): they are read without a restart")
+            f"(opsd queue reshard {quote(queue)} --tablets N, N above the current count): they are read without a "
+            "restart")
 
 
 def _lag(query: str, status: QueryStatus, naming: Naming, active: bool | None) -> list[Advice]:
@@ -214,7 +218,8 @@ def _lag(query: str, status: QueryStatus, naming: Naming, active: bool | None) -
     arrive, read = _rate(lag.input_rows_per_second), _rate(lag.processed_rows_per_second)
     more = "give the query more executors or cores"
     advice = (f"if its batches are short, raise max_rows_per_partition (now {cap}) in its tuning document (opsd "
-              f"tuning set {query} --config {naming.config} --max-rows-per-partition {2 * cap}), else {more}" if cap
+              f"tuning set {quote(query)} --config {naming.config} --max-rows-per-partition {2 * cap}), else "
+              f"{more}" if cap
               else f"it reads every waiting row at each batch (max_rows_per_partition unlimited): {more}")
     return [(FindingKind.LAG, Severity.ACTION,
              f"the backlog of {lag.backlog_rows} rows is not draining: rows arrive at {arrive}, the query reads "
@@ -229,7 +234,7 @@ def _memory(query: str, status: QueryStatus, naming: Naming) -> list[Advice]:
     risk = oom.risk
     safe, cap = oom.safe_max_rows_per_partition, status.max_rows_per_partition
     safe_bytes, cap_bytes = oom.safe_max_bytes_per_partition, status.max_bytes_per_partition
-    tuning_set = f"opsd tuning set {query} --config {naming.config}"
+    tuning_set = f"opsd tuning set {quote(query)} --config {naming.config}"
     if safe_bytes:
         advice = (f"cap its batches at the safe max_bytes_per_partition {safe_bytes} (now {cap_bytes or 'unlimited'}; "
                   "it holds whatever the rows' width, a row cap only at the width of the rows read last) in its tuning "
@@ -280,10 +285,10 @@ def _producers(status: QueryStatus, naming: Naming) -> list[Advice]:
     if producer is None:
         return []
     path, queue = producer.producer, producer.queue
-    inspect = f"opsd producer inspect {path} --queue {queue}{naming.cluster}"
+    inspect = f"opsd producer inspect {quote(path)} --queue {quote(queue)}{naming.cluster}"
     if producer.state is ProducerState.PROBLEM:
         return [(FindingKind.PRODUCER_PROBLEM, Severity.ACTION, f"its queue producer {path} could not be read: "
-                 f"{producer.problem}", f"create it (opsd producer create {path}{naming.cluster}) or give the "
+                 f"{producer.problem}", f"create it (opsd producer create {quote(path)}{naming.cluster}) or give the "
                  f"query the right producer_path; {inspect} shows it once it is there")]
     if producer.state is ProducerState.SESSIONS_AHEAD:
         ahead = producer.sessions_ahead
@@ -291,8 +296,9 @@ def _producers(status: QueryStatus, naming: Naming) -> list[Advice]:
         return [(FindingKind.PRODUCER_SESSIONS_AHEAD, Severity.ACTION,
                  f"{len(ahead)} session(s) of its queue producer {path} hold later batches than the query (batch "
                  f"{producer.query_batch_id}): the rows it writes now are skipped as written before",
-                 f"stop the query, remove its old sessions (opsd producer remove-sessions {path} {queue} --session "
-                 f"{prefix}{naming.cluster}), then start it again (opsd run {naming.config}); the rows skipped so far "
+                 "stop the query, remove its old sessions (opsd producer remove-sessions "
+                 f"{quote(path)} {quote(queue)} --session {quote(prefix)}{naming.cluster}), then start it again "
+                 f"(opsd run {naming.config}); the rows skipped so far "
                  "are not in the queue")]
     fence = producer.last_fence
     if producer.state is ProducerState.ZOMBIE_FENCED and fence is not None:

@@ -10,6 +10,7 @@ alert's horizon, or read faster.
 from __future__ import annotations
 
 import math
+from shlex import quote
 
 from opsd.config.thresholds import TRIM_ETA_SHORT_SECONDS
 from opsd.doctor.report import Advice, FindingKind, Severity
@@ -39,8 +40,8 @@ def _trim(queue: str, trim: QueueTrim, cluster: str) -> Advice | None:
     what = (f"{queue}: the queue's auto-trim deletes rows the query has not read from partition{plural} {names} "
             f"{when}: {p.unread_rows} unread rows on partition {soonest}, held longest by "
             f"{p.binding or 'its rules'}")
-    advice = [f"keep them now: register the consumer as vital (opsd consumer register {queue} {consumer} "
-              f"--vital{cluster}; the Queue Agent never trims past a vital consumer)"]
+    advice = [f"keep them now: register the consumer as vital (opsd consumer register {quote(queue)} "
+              f"{quote(consumer)} --vital{cluster}; the Queue Agent never trims past a vital consumer)"]
     raise_rule = _raise(queue, trim.auto_trim, p)
     if raise_rule:
         advice.append(raise_rule)
@@ -77,11 +78,11 @@ def _stalled(audit: VitalConsumerAudit, cluster: str) -> Advice:
     if audit.own:
         advice = ("the query no longer acknowledges what it reads: fix the query (its state and findings above); if "
                   f"it is retired for good, register its consumer again without --vital (opsd consumer register "
-                  f"{queue} {consumer}{cluster}) so that trimming no longer waits for it")
+                  f"{quote(queue)} {quote(consumer)}{cluster}) so that trimming no longer waits for it")
     else:
         advice = (f"if the job reading {consumer} runs, fix that job; if it is gone for good, register the consumer "
-                  f"again without --vital (opsd consumer register {queue} {consumer}{cluster}) so that trimming no "
-                  "longer waits for it")
+                  f"again without --vital (opsd consumer register {quote(queue)} {quote(consumer)}{cluster}) so "
+                  "that trimming no longer waits for it")
     return FindingKind.VITAL_CONSUMER_STALLED, Severity.ACTION, what, advice
 
 

@@ -428,10 +428,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, cluster_uri: str) -> Iterato
     opsd.feeds.append(lambda: record_batch_phases(opsd.recorder, "healthy", next(phase_batches)))
     # An idle query whose consumer lags its committed batch by one: healthy, and healed by the desync check.
     cluster.create("map_node", "//tmp/fidelity/idle", recursive=True)
-    _, idle_consumer, idle_checkpoint = job_with_checkpoint(
+    idle_queue, idle_consumer, idle_checkpoint = job_with_checkpoint(
         cluster, "//tmp/fidelity/idle", workdir / "idle", {0: {0: 9, 1: 9}, 1: {0: 19, 1: 19}}, committed=1,
         consumer_at=10)
-    opsd.targets.append(QueryTarget("idle", idle_checkpoint, consumer=idle_consumer, heal=True))
+    opsd.targets.append(QueryTarget("idle", idle_checkpoint, idle_queue, idle_consumer, heal=True))
 
     am_address = f"127.0.0.1:{free_port()}"
     (workdir / "alertmanager.yml").write_text(yaml.safe_dump({

@@ -24,7 +24,7 @@ def config(yt, yt_root: str, cluster_uri: str, tmp_path: Path) -> tuple[str, str
     path.write_text(json.dumps({
         "cluster": cluster_uri,
         "pipelines": [RATE_TO_CONSOLE],
-        "watch": [{"name": "spyt-job", "checkpoint_location": location, "consumer": c}],
+        "watch": [{"name": "spyt-job", "checkpoint_location": location, "queue": q, "consumer": c}],
     }))
     return q, c, path
 
@@ -82,7 +82,8 @@ def test_at_80_columns_each_partition_is_a_block_its_state_first_in_words_nothin
     yt.advance_consumer(c, q, 1, None, 20)
     path = tmp_path / "opsd.yaml"
     path.write_text(json.dumps({"cluster": cluster_uri, "pipelines": [RATE_TO_CONSOLE],
-                                "watch": [{"name": LONG_QUERY, "checkpoint_location": location, "consumer": c}]}))
+                                "watch": [{"name": LONG_QUERY, "checkpoint_location": location, "queue": q,
+                                           "consumer": c}]}))
     lines = show(capsys, path, LONG_QUERY)
     out = "\n".join(lines)
 

@@ -70,7 +70,8 @@ def test_desync_heal_works_ten_times_in_a_row_through_the_balancer(
                                          committed=1, consumer_at=10)
     path = tmp_path / "watch.yaml"
     path.write_text(json.dumps({"cluster": standin.uri, "pipelines": [RATE_TO_CONSOLE],
-                                "watch": [{"name": "spyt-job", "checkpoint_location": location, "consumer": c}]}))
+                                "watch": [{"name": "spyt-job", "checkpoint_location": location, "queue": q,
+                                           "consumer": c}]}))
 
     for attempt in range(TIMES):
         back = follow(capsys, ["consumer", "seek", q, c, "--offset", "10", "--past-checkpoint"], standin.uri)

@@ -85,7 +85,7 @@ def test_states_reach_metrics_status_and_a_log_line_once_per_change(yt, cluster_
 def test_an_enabled_heal_advances_an_idle_lagging_consumer_and_is_counted(yt, cluster_uri, lagging, recorder,
                                                                           registry) -> None:
     q, c, location = lagging
-    check_of(recorder, cluster_uri, [QueryTarget("job", location, consumer=c, heal=True)]).run()
+    check_of(recorder, cluster_uri, [QueryTarget("job", location, q, c, heal=True)]).run()
 
     assert yt.get_consumer_offsets(c, q) == {0: 20, 1: 20}
     assert registry.get_sample_value("opsd_desync_heals_total",
@@ -100,7 +100,7 @@ def test_a_watched_query_is_not_healed_by_default_and_an_unreadable_checkpoint_i
     config = OpsdConfig.model_validate({
         "pipelines": [{"name": "run", "source": {"path": q, "options": {"consumer_path": f"{c}_run"}},
                        "sink": {"format": "console"}, "checkpoint_location": str(tmp_path / "missing")}],
-        "watch": [{"name": "spyt-job", "checkpoint_location": location, "consumer": c}],
+        "watch": [{"name": "spyt-job", "checkpoint_location": location, "queue": q, "consumer": c}],
     })
     targets = targets_for(config)
     assert [(t.query, t.heal) for t in targets] == [("run", True), ("spyt-job", False)]
@@ -148,7 +148,7 @@ def test_an_attached_query_that_cannot_be_read_is_its_own_problem_only(yt, clust
 def test_a_checkpoint_damaged_between_the_read_and_the_heal_fails_that_heal_only(yt, cluster_uri, lagging, recorder,
                                                                                  registry) -> None:
     q, c, location = lagging
-    check = check_of(recorder, cluster_uri, [QueryTarget("job", location, consumer=c, heal=True)])
+    check = check_of(recorder, cluster_uri, [QueryTarget("job", location, q, c, heal=True)])
     reading = check.positions.read()
     [facts], target = reading.queues, reading.targets["job"]
     (Path(location) / "offsets" / "\u0662").write_text("a batch file name Spark never writes")

@@ -44,7 +44,7 @@ def test_an_idle_query_one_batch_behind_is_healthy_with_the_heal_as_advice(yt, j
     assert facts["desync"][q]["state"] == "lagging_one_batch" and facts["lag"]["backlog_rows"] == 0
     [finding] = report["queries"][location]["findings"]
     assert finding["severity"] == "info" and finding["advice"] == (
-        f"heal it (opsd desync heal --checkpoint {location} --cluster {cluster_uri} --consumer {c})")
+        f"heal it (opsd desync heal --checkpoint {location} --cluster {cluster_uri} --queue {q} --consumer {c})")
 
 
 @pytest.mark.parametrize(("consumer", "trim", "advice"), [

@@ -355,5 +355,6 @@ def test_names_from_a_checkpoint_reach_the_advised_command_quoted_for_the_shell(
     advice = finding(report, location, "lagging_one_batch")["advice"]
     command = shlex.split(advice.removeprefix("heal it (opsd ").removesuffix(")"))
 
-    assert command == ["desync", "heal", "--checkpoint", location, "--cluster", cluster_uri, "--consumer", c]
+    assert command == ["desync", "heal", "--checkpoint", location, "--cluster", cluster_uri, "--queue", q, "--consumer",
+                       c]
     assert follow(capsys, command)[0] == 0 and yt.get_consumer_offsets(c, q) == {0: 20, 1: 20}

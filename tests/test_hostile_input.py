@@ -187,8 +187,8 @@ def test_the_daemon_records_it_as_that_querys_problem_and_checks_and_heals_the_o
     bad_q, bad_c, bad = damaged(yt, yt_root, tmp_path, case)
     before = snapshot(bad)
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore())
-    targets = [QueryTarget("bad", str(bad), consumer=bad_c, heal=True),
-               QueryTarget("good", str(good), consumer=c, heal=True)]
+    targets = [QueryTarget("bad", str(bad), bad_q, bad_c, heal=True),
+               QueryTarget("good", str(good), q, c, heal=True)]
     check = DesyncCheck(recorder, PositionsCollector(cluster_uri, targets))
 
     check.run()
@@ -271,11 +271,11 @@ def test_offsets_past_the_queues_end_are_found_alerted_and_never_healed(yt, clus
     case.make(yt, q, c)
     registry = CollectorRegistry()
     recorder = Recorder(Metrics(registry), StatusStore())
-    targets = [QueryTarget("job", str(location), consumer=c, heal=True)]
+    targets = [QueryTarget("job", str(location), q, c, heal=True)]
     check = DesyncCheck(recorder, PositionsCollector(cluster_uri, targets))
 
     check.run()
-    code = main(["desync", "heal", "--checkpoint", str(location), "--consumer", c, "--stopped",
+    code = main(["desync", "heal", "--checkpoint", str(location), "--queue", q, "--consumer", c, "--stopped",
                  "--cluster", cluster_uri])
     out, err = capsys.readouterr()
 

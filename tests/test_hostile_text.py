@@ -92,8 +92,9 @@ def test_desync_show_shows_the_checkpoint_and_queue_as_text(world) -> None:
 
 
 def test_desync_heal_prints_its_line_as_text(world) -> None:
-    uri, _, _, consumer, checkpoint = world
-    assert_shown_as_text(opsd("desync", "heal", "--checkpoint", str(checkpoint), "--consumer", consumer,
+    uri, _, queue, consumer, checkpoint = world
+    assert_shown_as_text(opsd("desync", "heal", "--checkpoint", str(checkpoint), "--queue", queue, "--consumer",
+                              consumer,
                               "--cluster", uri, "--dry-run"), 0, 1)
 
 

@@ -29,7 +29,7 @@ def opsd_server(yt, yt_root: str, cluster_uri: str, tmp_path: Path) -> Iterator[
     metrics = Metrics(CollectorRegistry())
     recorder = Recorder(metrics, StatusStore())
     now = [1000.0]
-    targets = [QueryTarget("job", location, consumer=c, heal=True)]
+    targets = [QueryTarget("job", location, q, c, heal=True)]
     lag = LagCheck(recorder, PositionsCollector(cluster_uri, targets, clock=lambda: now[0]))
     lag.run()
     DesyncCheck(recorder, PositionsCollector(cluster_uri, targets)).run()

@@ -73,13 +73,32 @@ def test_a_checkpoint_naming_another_consumer_is_a_finding_not_a_target(
     assert yt.get_consumer_offsets(consumer, queue) == {}
 
 
-def test_a_watch_that_heals_needs_its_consumer(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("named", "says"), [
+    ({}, "'queue' and 'consumer'"), ({"queue": "//q"}, "'consumer'"), ({"consumer": "//c"}, "'queue'")])
+def test_a_watch_that_heals_needs_its_queue_and_consumer(tmp_path: Path, named: dict, says: str) -> None:
     path = tmp_path / "opsd.yaml"
     path.write_text(json.dumps({"pipelines": [RATE_TO_CONSOLE],
-                                "watch": [{"name": "w", "checkpoint_location": "/cp", "heal": True}]}))
+                                "watch": [{"name": "w", "checkpoint_location": "/cp", "heal": True, **named}]}))
 
-    with pytest.raises(ConfigError, match="watch 'w': heal: true needs 'consumer'"):
+    with pytest.raises(ConfigError, match=re.escape(f"watch 'w': heal: true needs {says} (")):
         load_config(path)
+
+
+def test_a_heal_by_checkpoint_without_queue_is_refused_and_moves_nothing(
+        yt, yt_root: str, cluster_uri: str, tmp_path: Path, capsys) -> None:
+    """My consumer reads two queues; a crafted checkpoint of one query names the other queue, at its end: healing
+    by the checkpoint's queue would skip that queue's unread rows for my other query."""
+    mine, other = f"{yt_root}/my_queue", f"{yt_root}/my_other_queue"
+    consumer = f"{yt_root}/my_consumer"
+    make_queue(yt, mine, consumer=consumer)
+    make_queue(yt, other)
+    yt.register_queue_consumer(other, consumer)
+    yt.insert_rows(other, [{"data": "unread", "n": i} for i in range(1000)])
+
+    assert main(["desync", "heal", "--cluster", cluster_uri, "--checkpoint", crafted(tmp_path / "cp", other, consumer),
+                 "--consumer", consumer]) == 1
+    assert "--queue" in capsys.readouterr().err
+    assert yt.get_consumer_offsets(consumer, other) == {}
 
 
 def yt_pipeline(name: str, consumer: str, checkpoint: str) -> dict:

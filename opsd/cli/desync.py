@@ -79,9 +79,11 @@ def show_desync(args: argparse.Namespace) -> int:
 
 def heal_desync(args: argparse.Namespace) -> int:
     uri, target = resolve_target(args)
-    if not target.consumer:
-        named = "--consumer" if args.checkpoint else f"the watch entry's consumer (watch: consumer in {args.config})"
-        raise CliError(f"{target.query}: a heal moves only the consumer you name: give {named}; the consumer a "
+    missing = [key for key in ("queue", "consumer") if not getattr(target, key)]
+    if missing:
+        named = " and ".join(f"--{key}" if args.checkpoint else f"the watch entry's {key} (watch: {key} in "
+                             f"{args.config})" for key in missing)
+        raise CliError(f"{target.query}: a heal moves only the consumer of the queue you name: give {named}; what a "
                        "checkpoint's offsets name is evidence, never a target")
     code, shown = 0, Shown()
     with connect(uri or default_uri()) as cluster:

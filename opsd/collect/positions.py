@@ -71,9 +71,9 @@ class QueryTarget:
 
     @property
     def heals(self) -> bool:
-        """Healed by the daemon: enabled, and the consumer named here (a heal never moves the one a checkpoint's
-        offsets name: they are evidence, never a target)."""
-        return self.heal and bool(self.consumer)
+        """Healed by the daemon: enabled, and the queue and the consumer named here (a heal never moves what a
+        checkpoint's offsets name: they are evidence, never a target)."""
+        return self.heal and bool(self.consumer) and bool(self.queue)
 
 
 @dataclass(frozen=True)

@@ -446,14 +446,16 @@ class WatchConfig(_Model):
     consumer: str | None = Field(
         None, description="its consumer; null = the consumer_path in the checkpoint's offsets (SPYT's have none)")
     heal: bool = Field(False, description="heal its offset desync automatically (off: opsd does not know when "
-                                          "the job runs; `opsd desync heal` heals on demand); needs `consumer`")
+                                          "the job runs; `opsd desync heal` heals on demand); needs `queue` and "
+                                          "`consumer`")
     autotune: AutotuneSettings = Field(default_factory=AutotuneSettings)
 
     @model_validator(mode="after")
     def _heals_only_a_named_consumer(self) -> WatchConfig:
-        if self.heal and not self.consumer:
-            raise ValueError(f"watch {self.name!r}: heal: true needs 'consumer' (what a heal moves comes from the "
-                             "config, never from a checkpoint's offsets)")
+        missing = [key for key in ("queue", "consumer") if not getattr(self, key)]
+        if self.heal and missing:
+            raise ValueError(f"watch {self.name!r}: heal: true needs {' and '.join(map(repr, missing))} (what a heal "
+                             "moves comes from the config, never from a checkpoint's offsets)")
         return self
 
 

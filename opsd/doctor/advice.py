@@ -49,6 +49,7 @@ class Naming:
     config: str
     cluster: str = ""
     names_consumer: bool = True
+    names_queue: bool = True
 
     @classmethod
     def of_config(cls, path: str, cluster: str | None = None) -> Naming:
@@ -59,10 +60,11 @@ class Naming:
     @classmethod
     def of_checkpoint(cls, flags: str, cluster: str | None = None) -> Naming:
         """`flags`: ` --queue Q --consumer C --cluster URI` as given (each only when given); a heal's advice adds the
-        consumer where they do not name it (a heal moves only the consumer the command names)."""
+        queue and the consumer where they do not name them (a heal moves only the consumer of the queue the command
+        names)."""
         at = f" --cluster {quote(cluster)}" if cluster else ""
         return cls(lambda q: f"--checkpoint {quote(q)}{flags}", lambda q: f"--checkpoint {quote(q)}{at}", "CONFIG", at,
-                   names_consumer="--consumer " in flags)
+                   names_consumer="--consumer " in flags, names_queue="--queue " in flags)
 
 
 def findings(query: str, status: QueryStatus, naming: Naming, *, offline: bool = False) -> list[Finding]:
@@ -130,6 +132,7 @@ def _desync(queue: str, desync: QueueDesync, query: str, naming: Naming, active:
         by_state.setdefault(p.state, []).append((p.facts.partition, p))
     waiting = any(p.facts.row_count > p.facts.checkpoint_next for p in desync.partitions)
     heal = (f"(opsd desync heal {naming.desync(query)}"
+            + ("" if naming.names_queue else f" --queue {quote(queue)}")
             + ("" if naming.names_consumer else f" --consumer {quote(consumer)}")
             + (" --stopped" if active is False and waiting else "") + ")")
     if waiting and active is None:

@@ -547,9 +547,11 @@ def grafana_substituted(expr: str, pipeline: str) -> str:
 
 
 def test_with_the_faults_injected_every_dashboard_panel_and_annotation_has_data(stack):
-    """Runs after the faults (they feed the panels that only have data during one); a tuning decision is made."""
+    """Runs after the faults (they feed the panels that only have data during one); a tuning decision is made, and a
+    claim is counted lost (opsd would stop then: only its counter is fed here)."""
     opsd, _, prometheus = stack
     opsd.recorder.record_tuning("healthy", max_rows_per_partition=2000, dyn_batch_size=60000)
+    opsd.recorder.record_claim_lost("healthy", "consumer")
     time.sleep(3)  # scraped and evaluated
     pipelines = [status.name for status in opsd.recorder.status.snapshot().values()]
     empty = []

@@ -43,11 +43,13 @@ def test_a_consumer_left_one_batch_behind_by_available_now_is_healed_to_the_end(
     assert code == 0 and {p["state"] for p in partitions.values()} == {"lagging_one_batch"}
     assert [(p["checkpoint_next"], p["consumer_offset"]) for p in partitions.values()] == [(50, 40), (50, 40)]
 
-    code, out = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint, "--consumer", consumer, "--dry-run")
+    code, out = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint, "--queue", queue,
+                           "--consumer", consumer, "--dry-run")
     assert (code, yt.get_consumer_offsets(consumer, queue)) == (0, {0: 40, 1: 40})
     assert "would move partition 0 40 -> 50, partition 1 40 -> 50 (end of committed batch 2)" in out
 
-    code, out = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint, "--consumer", consumer)
+    code, out = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint, "--queue", queue,
+                           "--consumer", consumer)
     assert (code, yt.get_consumer_offsets(consumer, queue)) == (0, {0: 50, 1: 50})
 
     # The healed consumer agrees with the checkpoint: the next run reads exactly the new rows.
@@ -80,7 +82,8 @@ def test_while_a_batch_runs_a_heal_is_refused_and_a_stuck_consumer_is_healed_aft
         seen["planned"] = (facts.committed_batch, facts.planned_batch, evaluate(facts).state)
         for p in (0, 1):  # someone moves the consumer back while batch 1 runs
             yt.advance_consumer(consumer, queue, p, None, 0)
-        seen["heal"] = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint, "--consumer", consumer)
+        seen["heal"] = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint, "--queue", queue,
+                                  "--consumer", consumer)
         release.set()
         query.processAllAvailable()
         # as attached: from its progress
@@ -97,5 +100,6 @@ def test_while_a_batch_runs_a_heal_is_refused_and_a_stuck_consumer_is_healed_aft
     assert evaluate(facts).state == DesyncState.STUCK and (facts.committed_batch, facts.planned_batch) == (1, None)
     assert recorder.status.get(str(query.id)).desync[queue].desync.state == DesyncState.STUCK
 
-    code, out = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint, "--consumer", consumer)
+    code, out = desync_cli(capsys, cluster_uri, "heal", "--checkpoint", checkpoint, "--queue", queue,
+                           "--consumer", consumer)
     assert (code, yt.get_consumer_offsets(consumer, queue)) == (0, {0: 20, 1: 20})

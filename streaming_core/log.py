@@ -57,11 +57,14 @@ class RedactingFilter(logging.Filter):
 
 
 def redact_foreign_loggers() -> None:
-    """Put a `RedactingFilter` on each of `FOREIGN_LOGGERS` (once)."""
-    for name in FOREIGN_LOGGERS:
-        foreign = logging.getLogger(name)
-        if not any(isinstance(f, RedactingFilter) for f in foreign.filters):
-            foreign.addFilter(RedactingFilter())
+    """Put one `RedactingFilter` on each of `FOREIGN_LOGGERS` that has none yet (one redactor reads the token sources
+    for all of them)."""
+    bare = [logger for logger in map(logging.getLogger, FOREIGN_LOGGERS)
+            if not any(isinstance(f, RedactingFilter) for f in logger.filters)]
+    if bare:
+        shared = RedactingFilter()
+        for logger in bare:
+            logger.addFilter(shared)
 
 
 def configured_by_default() -> bool:

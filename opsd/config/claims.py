@@ -145,9 +145,12 @@ def _take(claim: Claim, owner: dict[str, object], held: contextlib.ExitStack) ->
         if e.errno not in (errno.EWOULDBLOCK, errno.EACCES):
             os.close(fd)
             raise
-        other = _owner(os.pread(fd, _MAX_OWNER_BYTES, 0))
-        os.close(fd)
-        return other
+        try:
+            return _owner(os.pread(fd, _MAX_OWNER_BYTES, 0))
+        except OSError:
+            return _owner(None)
+        finally:
+            os.close(fd)
     held.callback(os.close, fd)
     os.ftruncate(fd, 0)
     os.write(fd, json.dumps(owner).encode())

@@ -88,3 +88,15 @@ def test_bytes_per_row_are_measured_on_the_rows_last_read(yt, yt_root):
     expected = pa.table({"data": ["x" * 100] * 50, "n": list(range(50))}).nbytes / 50
     assert per_row == pytest.approx(expected, rel=0.2)
     assert sample_bytes_per_row(yt, read[1:]) is None
+
+
+def test_bytes_per_row_skip_the_rows_trimmed_after_the_cycle_read_the_trim(yt, yt_root):
+    queue = f"{yt_root}/q"
+    make_queue(yt, queue, partitions=1)
+    yt.insert_rows(queue, pa.table({"data": ["x" * 10] * 40 + ["y" * 1000] * 10, "n": list(range(50))}),
+                   tablet_index=0)
+    yt.trim_rows(queue, 0, 40)  # a Queue Agent trims after the cycle's positions said nothing was trimmed
+    read = [PartitionOffsets(queue, 0, -1, 49, 49)]
+    per_row = sample_bytes_per_row(yt, read, trimmed={queue: {0: 0}})
+    expected = pa.table({"data": ["y" * 1000] * 10, "n": list(range(40, 50))}).nbytes / 10
+    assert per_row == pytest.approx(expected, rel=0.2)

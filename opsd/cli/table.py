@@ -141,7 +141,7 @@ def table_batches(cluster: Cluster, path: str, kind: str | None, limit: int | No
     """The table's rows (a queue's tablet after tablet), at most `limit` of them."""
     if kind == ORDERED:
         batches = (b for t in cluster.get_tablet_infos(path)
-                   for b in cluster.read_tablet(path, t.tablet_index, t.trimmed_row_count, t.total_row_count))
+                   for b in cluster.read_kept(path, t.tablet_index, t.trimmed_row_count, t.total_row_count))
     else:
         batches = cluster.read_table(path)
     left = limit

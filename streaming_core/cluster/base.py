@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import SchemaError, UntrimmedTabletsError, VitalConsumerError
+from .errors import SchemaError, TrimmedRowsError, UntrimmedTabletsError, VitalConsumerError
 from .schema import TableSchema
 
 #: YTsaurus' limit on the tablets of one table (`MaxTabletCount`); the embedded cluster keeps it too.
@@ -35,6 +35,8 @@ MAX_ROWS_PER_TABLET_TRANSACTION = 100_000
 #: 16 MiB is also YTsaurus' own bound on the data weight of one queue pull, which a read of the YTsaurus backend is.
 READ_BATCH_ROWS = 65_536
 READ_BATCH_BYTES = 16 * 1024 * 1024
+#: Reads of `Cluster.read_kept` that may each find their first rows trimmed meanwhile before it gives up.
+KEPT_READ_ATTEMPTS = 3
 #: The first YTsaurus release that serves queue producers (`push_queue_producer`), named when a cluster lacks them.
 QUEUE_PRODUCERS_SINCE = "24.1"
 #: Rows of one `pull_consumer` call when the caller names no bound (YTsaurus' default too).
@@ -275,6 +277,25 @@ class Cluster(abc.ABC):
 
         Raises `TrimmedRowsError` when part of the range is already trimmed.
         """
+
+    def read_kept(self, path: str, tablet_index: int, lower: int, upper: int, *,
+                  columns: Sequence[str] | None = None, max_rows: int = READ_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """`read_tablet` of rows `[lower, upper)` for a reader that only samples or shows them (opsd's checks, the
+        CLI): the rows trimmed meanwhile (a Queue Agent trims at any time) are skipped, never an error; the rows
+        still kept are read from the tablet's trim on, in order."""
+        start = lower
+        for attempt in range(1, KEPT_READ_ATTEMPTS + 1):
+            try:
+                for batch in self.read_tablet(path, tablet_index, start, upper, columns=columns, max_rows=max_rows):
+                    start += batch.num_rows
+                    yield batch
+                return
+            except TrimmedRowsError:
+                if attempt == KEPT_READ_ATTEMPTS:
+                    raise
+                start = max(start, self.get_tablet_infos(path)[tablet_index].trimmed_row_count)
+                if start >= upper:
+                    return
 
     @abc.abstractmethod
     def read_rows_at(self, path: str, tablet_index: int, row_indexes: Sequence[int], *,

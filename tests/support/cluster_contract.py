@@ -326,6 +326,17 @@ class ClusterContract:
         message = str(err.value)
         assert queue in message and "partition 1" in message and "[2, 5)" in message
 
+    def test_a_kept_read_skips_the_rows_trimmed_before_and_while_it_reads(self, cluster: Cluster, queue: str) -> None:
+        cluster.insert_rows(queue, data_rows(10), tablet_index=1)
+        cluster.trim_rows(queue, 1, 4)
+        assert [r["n"] for b in cluster.read_kept(queue, 1, 0, 10) for r in b.to_pylist()] == list(range(4, 10))
+        assert list(cluster.read_kept(queue, 1, 2, 4)) == []
+        reading = cluster.read_kept(queue, 1, 4, 10, max_rows=2)
+        assert next(reading).column("n").to_pylist() == [4, 5]
+        cluster.trim_rows(queue, 1, 8)  # a Queue Agent trims between two calls of the read
+        rest = [n for b in reading for n in b.column("n").to_pylist()]
+        assert rest == sorted(set(rest)) and {8, 9} <= set(rest) <= set(range(6, 10)), rest
+
     def test_reading_past_the_end_is_rejected(self, cluster: Cluster, queue: str) -> None:
         cluster.insert_rows(queue, data_rows(3), tablet_index=0)
         with pytest.raises(ClusterError, match=queue):

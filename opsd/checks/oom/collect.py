@@ -19,8 +19,8 @@ process tree, see `opsd.config.spark`). A batch's peak per pool is the highest o
 ran: executor metrics are per process, so queries sharing executors share their peaks (conservative).
 
 Bytes per row are measured on the queue itself: the Arrow size of a sample of the rows the query read last,
-through the cluster interface's `read_tablet` (both backends), and their YTsaurus data weight beside it (what the
-source's byte cap counts). Spark's input metrics do not help: a Python data
+through the cluster interface's `read_kept` (both backends; rows trimmed meanwhile are skipped), and their
+YTsaurus data weight beside it (what the source's byte cap counts). Spark's input metrics do not help: a Python data
 source reports no input bytes, and progress carries rows only.
 """
 
@@ -214,7 +214,7 @@ def sample_row_sizes(cluster: Cluster, partitions: Sequence[PartitionOffsets], m
             spans.append((part.queue, part.partition, lower, upper))
     rows = nbytes = weight = 0
     for queue, partition, lower, upper in spans:
-        for batch in cluster.read_tablet(queue, partition, lower, upper, max_rows=upper - lower):
+        for batch in cluster.read_kept(queue, partition, lower, upper, max_rows=upper - lower):
             rows += batch.num_rows
             nbytes += batch.nbytes
             weight += int(row_data_weights(batch).sum())

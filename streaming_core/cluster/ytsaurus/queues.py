@@ -139,7 +139,8 @@ class QueueMixin:
                 rows = self._select_range(path, schema, tablet_index, start, stop)
             else:
                 rows = self._pull_range(consumer_path, path, schema, tablet_index, start, stop, max_bytes)
-            if rows.num_rows == 0:
+            if rows.num_rows == 0:  # every row of the call trimmed meanwhile, or a tablet that lost rows
+                self._check_range(path, tablet_index, start, upper)
                 raise ClusterError(f"{path}: partition {tablet_index}: rows [{start}, {upper}) were not returned")
             first = rows.column(ROW_INDEX)[0].as_py()
             if first != start:

@@ -7,7 +7,9 @@ batch with data gives the committed end (its `endOffset`) and the batch before i
 Read order: the checkpoint (or progress), then the consumer, then the queue's counters. A live queue's row count
 only grows and the offsets only ever point at rows that existed when they were written, so offsets read first are
 never past counters read after them — unless they are another queue's (`checkpoint_ahead_of_queue`,
-`consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue.
+`consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue. A
+checkpoint's batches and the consumer move together, so a checkpoint's positions are read again when its newest batch
+moved while they were read (`consistent_positions`).
 
 A checkpoint with nothing committed yet (a new checkpointLocation) is read as starting where the consumer stands,
 within the queue's rows (the source's `initialOffset`): a new checkpoint behind the trim or at a consumer past the
@@ -43,7 +45,7 @@ from opsd.results.positions import (
     same_consumer,
 )
 from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
-from streaming_core.checkpoint import Checkpoint, read_checkpoint
+from streaming_core.checkpoint import Checkpoint, newest_batch, read_checkpoint
 from streaming_core.cluster import Cluster, ClusterError, NoSuchPathError, TabletInfo, connect
 from streaming_core.cluster.schema import TIMESTAMP
 from streaming_core.offsets import QueueOffset, removed_partitions
@@ -53,6 +55,8 @@ log = structlog.get_logger(__name__)
 
 #: `QueuePositions.source` of positions read from progress events.
 FROM_PROGRESS = "progress"
+#: How often a target's positions are read in one reading when its query ran a batch meanwhile.
+READ_ATTEMPTS = 2
 #: `{query name: its recent progress events, oldest first}` of the queries running in the session.
 ProgressSource = Callable[[], Mapping[str, Sequence[BatchProgress]]]
 
@@ -203,10 +207,30 @@ def collect_target(cluster: Cluster, target: QueryTarget, *, stopped: bool = Fal
     crafted checkpoint (`CheckpointError` names its file), a client's own error, anything, so that one watched query
     never stops the check of the others."""
     try:
-        found = collect_checkpoint(cluster, target, read_checkpoint(target.checkpoint, cluster.uri), schemas)
+        found = consistent_positions(cluster, target, schemas)
     except Exception as e:  # isolation: the problem is recorded and logged as this target's, with its class
         return [_failed(target.query, target.queue, target.consumer, target.checkpoint or "", e)]
     return [replace(f, query_stopped=stopped) for f in found]
+
+
+def consistent_positions(cluster: Cluster, target: QueryTarget, schemas: dict[str, bool] | None = None
+                         ) -> list[QueuePositions]:
+    """A target's positions as of one moment. The running query plans and commits batches while they are read, and
+    acknowledges the last batch on its consumer as it plans the next: a checkpoint read before such a batch with a
+    consumer read after it would show a state neither moment had (`in_sync` or `consumer_ahead` for a query one
+    batch behind). So the checkpoint's newest batch is listed again after the counters, and the positions read again
+    (`READ_ATTEMPTS` in all) while it moved; still moving, each queue's positions say so as their `problem`."""
+    for _ in range(READ_ATTEMPTS):
+        checkpoint = read_checkpoint(target.checkpoint, cluster.uri)
+        found = collect_checkpoint(cluster, target, checkpoint, schemas)
+        newest = checkpoint.newest.batch_id if checkpoint.newest else None
+        if newest_batch(target.checkpoint, cluster.uri) == (newest, newest is not None
+                                                             and newest == checkpoint.committed_batch):
+            return found
+    log.info("positions_moving", query=target.query, checkpoint=target.checkpoint, attempts=READ_ATTEMPTS)
+    return [replace(f, partitions=(), problem=f"{target.checkpoint}: the query planned or committed a batch each "
+                                              f"time its positions were read ({READ_ATTEMPTS} times): read again "
+                                              "at the next cycle") for f in found]
 
 
 def _attached(cluster: Cluster, query: str, events: Sequence[Mapping[str, Any]],

@@ -1,0 +1,285 @@
+"""An interleaving sweep of one check cycle against a cluster that changes under it, as it does in normal operation.
+
+A world (`World`): one job on the embedded cluster (a 2-partition queue with `$timestamp`, its consumer one batch
+behind its committed checkpoint and rows after it, another job's vital consumer, the queue's `@auto_trim_config`, a
+tuning document), built once and copied for every run. `Change` is one normal change of that world: a Queue Agent trim,
+rows appended, a reshard to more tablets, the query planning or committing its next batch (and acknowledging the
+last one on its consumer), another consumer unregistered, the tuning document rewritten.
+
+`sweep` runs the registry's cycle (`opsd.checks.registry.build_checks`: every position check, the heal and the tuner
+in mode apply) once on the world unchanged, counting its cluster calls, once on the changed world, and then once per
+N with the change made right before the cycle's Nth cluster call (`Interleaved`, a cluster that counts the calls made
+through it and runs the change before the Nth). Each run's `Outcome` holds what the cycle found and did; a consistent
+cycle finds what it finds before or after the change, never a mixture.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
+
+import streaming_core.cluster
+from opsd.checks.registry import build_checks
+from opsd.config.models import ChecksSettings, OpsdConfig
+from opsd.observe.recorder import Recorder
+from opsd.observe.status import StatusStore
+from opsd.results.cycle import StepOutcome
+from opsd.telemetry.metrics import Metrics
+from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
+from streaming_core.cluster import Cluster
+from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
+from streaming_core.tuning import default_tuning_path, write_tuning
+from tests.support.checkpoint import write_checkpoint
+from tests.support.cluster import QUEUE_SCHEMA
+
+_connect = streaming_core.cluster.connect
+QUEUE, CONSUMER, OTHER = "//job/queue", "//job/consumer", "//other/consumer"
+QUERY = "job"
+#: Rows per partition, the committed batches' ends (last row read) and where the consumer stands; the rows per
+#: partition the queue's auto-trim keeps: a trim reaches the query's next row.
+ROWS, BATCHES, CONSUMER_AT, KEEP_ROWS = 25, {0: 9, 1: 19}, 10, 3
+#: Log events that say a cycle did not hold up under a change (each a step or a part of one that failed).
+FAILED_EVENTS = ("cycle_step_failed", "desync_collect_failed", "desync_heal_failed", "retention_collect_failed",
+                 "queue_agent_collect_failed", "autotune_failed")
+
+
+class Calls:
+    """The cluster calls of one cycle, by name, and the change made right before the `change_before`th (None: never):
+    before the first, it comes between the checkpoints' reads and the cluster's."""
+
+    def __init__(self, change: Callable[[], None] | None = None, change_before: int | None = None) -> None:
+        self.names: list[str] = []
+        self.change, self.change_before = change, change_before
+
+    def making(self, name: str) -> None:
+        self.names.append(name)
+        if len(self.names) == self.change_before and self.change is not None:
+            self.change()
+
+
+class Interleaved:
+    """A cluster whose public calls are counted in `calls` (the change runs right before the one it waits for; calls
+    inside a tablet transaction are not counted: a change there would wait for the transaction's lock)."""
+
+    def __init__(self, inner: Cluster, calls: Calls) -> None:
+        self._inner, self._calls = inner, calls
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if name.startswith("_") or not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._calls.making(name)
+            return value(*args, **kwargs)
+        return call
+
+    def __enter__(self) -> Interleaved:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._inner.close()
+
+
+def interleave(monkeypatch: pytest.MonkeyPatch, calls: Calls) -> None:
+    """Every module of opsd and the connector that opens clusters opens `Interleaved` ones counting in `calls`."""
+    def connect(uri: str | None = None, **options: Any) -> Interleaved:
+        return Interleaved(_connect(uri, **options), calls)
+
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__name__", "")
+        if name.startswith(("opsd.", "streaming_core.")) and getattr(module, "connect", None) is _connect:
+            monkeypatch.setattr(module, "connect", connect)
+
+
+@dataclass(frozen=True)
+class World:
+    """One copy of the world: its cluster and the job's checkpoint."""
+
+    root: Path
+
+    @property
+    def uri(self) -> str:
+        return f"local://{self.root / 'cluster'}"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint"
+
+    def copy(self, to: Path) -> World:
+        shutil.copytree(self.root, to)
+        return World(to)
+
+    def config(self) -> OpsdConfig:
+        return OpsdConfig.model_validate({"cluster": self.uri, "checks": {"heal": True}, "pipelines": [
+            {"name": QUERY, "source": {"path": QUEUE, "options": {"consumer_path": CONSUMER}},
+             "sink": {"format": "console"}, "checkpoint_location": str(self.checkpoint)}]})
+
+
+def build_world(root: Path) -> World:
+    world = World(root)
+    with _connect(world.uri) as cluster:
+        cluster.create("table", QUEUE, recursive=True, attributes={
+            "dynamic": True, "tablet_count": 2, "schema": [{"name": "$timestamp", "type": "uint64"}, *QUEUE_SCHEMA]})
+        cluster.insert_rows(QUEUE, [{"data": "x", "n": i, "$tablet_index": p} for p in (0, 1) for i in range(ROWS)])
+        for consumer, at, vital in ((CONSUMER, CONSUMER_AT, False), (OTHER, ROWS, True)):
+            cluster.create_consumer(consumer, recursive=True)
+            cluster.register_queue_consumer(QUEUE, consumer, vital=vital)
+            for p in (0, 1):
+                cluster.advance_consumer(consumer, QUEUE, p, None, at)
+        cluster.set(f"{QUEUE}/@{AUTO_TRIM_ATTRIBUTE}", AutoTrimConfig(True, KEEP_ROWS).to_yt())
+        write_tuning(cluster, default_tuning_path(CONSUMER), max_rows_per_partition=100, reason="set by a person")
+    write_checkpoint(world.checkpoint, QUEUE, {b: {0: end, 1: end} for b, end in BATCHES.items()}, max(BATCHES),
+                     consumer=CONSUMER)
+    return world
+
+
+@dataclass(frozen=True)
+class Change:
+    """One normal change of a world; `running`: the query runs meanwhile (else it stopped, and opsd may heal it)."""
+
+    name: str
+    make: Callable[[Cluster, World], None]
+    running: bool = False
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _trim(cluster: Cluster, world: World) -> None:
+    """The Queue Agent's pass: the queue keeps its last `KEEP_ROWS` rows (its vital consumer has read them all)."""
+    AutoTrimmer(cluster).run_pass([QUEUE])
+
+
+def _append(cluster: Cluster, world: World) -> None:
+    cluster.insert_rows(QUEUE, [{"data": "y", "n": i, "$tablet_index": p} for p in (0, 1) for i in range(5)])
+
+
+def _reshard(cluster: Cluster, world: World) -> None:
+    cluster.reshard(QUEUE, 3)
+
+
+def _planned(cluster: Cluster, world: World) -> None:
+    """The query plans its next batch (`offsets/N`), then acknowledges the last one on its consumer."""
+    batches = {**BATCHES, max(BATCHES) + 1: ROWS - 1}
+    write_checkpoint(world.checkpoint, QUEUE, {b: {0: end, 1: end} for b, end in batches.items()}, max(BATCHES),
+                     consumer=CONSUMER)
+    for p in (0, 1):
+        cluster.advance_consumer(CONSUMER, QUEUE, p, CONSUMER_AT, BATCHES[max(BATCHES)] + 1)
+
+
+def _committed(cluster: Cluster, world: World) -> None:
+    """The query plans, acknowledges and commits its next batch."""
+    _planned(cluster, world)
+    write_checkpoint(world.checkpoint, QUEUE, {max(BATCHES) + 1: {0: ROWS - 1, 1: ROWS - 1}}, max(BATCHES) + 1,
+                     consumer=CONSUMER)
+
+
+def _unregistered(cluster: Cluster, world: World) -> None:
+    cluster.unregister_queue_consumer(QUEUE, OTHER)
+
+
+def _retuned(cluster: Cluster, world: World) -> None:
+    write_tuning(cluster, default_tuning_path(CONSUMER), max_rows_per_partition=7, reason="set by a person")
+
+
+CHANGES = (Change("trim", _trim), Change("append", _append), Change("reshard", _reshard),
+           Change("batch_planned", _planned, running=True), Change("batch_committed", _committed, running=True),
+           Change("consumer_unregistered", _unregistered), Change("tuning_rewritten", _retuned))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one cycle found and did: each step's outcome, the failures logged, the desync states and the heal, the
+    vital consumers' audits, the trim forecast's problem, the consumer's offsets and the tuning document after it."""
+
+    steps: tuple[tuple[str, StepOutcome], ...]
+    failures: tuple[str, ...]
+    found: tuple[Any, ...]
+    consumer: dict[int, int] = field(compare=False)
+    calls: tuple[str, ...] = field(compare=False, default=())
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures) or any(o is not StepOutcome.OK for _, o in self.steps)
+
+
+def run_cycle(monkeypatch: pytest.MonkeyPatch, world: World, change: Change, before: int | None) -> Outcome:
+    """One cycle of the registry's checks on `world`, with `change` made before its `before`th cluster call (None:
+    never; 0: before the cycle)."""
+    recorder = Recorder(Metrics(CollectorRegistry()), StatusStore(), clock=lambda: 1_000_000.0)
+    if not change.running:
+        recorder.status.update(QUERY, started_at=999_000.0, active=False)
+    checks = build_checks(recorder, ChecksSettings(), config=world.config(), clock=lambda: 1_000_000.0)
+
+    def make() -> None:
+        with _connect(world.uri) as cluster:
+            change.make(cluster, world)
+
+    if before == 0:
+        make()
+    calls = Calls(make, before)
+    with monkeypatch.context() as patched, capture_logs() as logs:
+        interleave(patched, calls)
+        trace = checks.cycle.run()
+        checks.cycle.close()
+    status = recorder.status.get(QUERY)
+    with _connect(world.uri) as cluster:
+        consumer = cluster.get_consumer_offsets(CONSUMER, QUEUE)
+    return Outcome(tuple((s.step, s.outcome) for s in trace.steps),
+                   tuple(f"{e['event']}: {e.get('error', '')}" for e in logs if e["event"] in FAILED_EVENTS),
+                   found(status), consumer, tuple(calls.names))
+
+
+def found(status: Any) -> tuple[Any, ...]:
+    """What the cycle found, check by check (desync and heal, vital consumers, trim forecast, tuner, lag): each check's
+    results are those of the world before or after the change."""
+    desync = {q: (tuple((p.facts.partition, p.state.value) for p in e.desync.partitions) if e.desync else None,
+                  (e.last_heal.outcome.value, dict(e.last_heal.moves)) if e.last_heal else None)
+              for q, e in (status.desync or {}).items()}
+    vital = tuple((a.consumer, a.stalled, a.waiting_rows) for a in status.vital_consumers or ())
+    trim = {q: (t.problem, tuple((p.partition, p.outlook.value, p.at_risk) for p in t.partitions))
+            for q, t in (status.trim or {}).items()}
+    tuned = tuple(sorted((k, d.decision.recommended, d.applied) for k, d in (status.autotune or {}).items()))
+    lag = tuple((p.partition, p.lag_seconds is not None) for p in status.lag.partitions) if status.lag else None
+    return tuple(sorted(desync.items())), vital, tuple(sorted(trim.items())), tuned, lag
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The cycle on the unchanged world, on the changed one, and with the change before each of its calls."""
+
+    before: Outcome
+    after: Outcome
+    interleaved: tuple[Outcome, ...]
+
+    def inconsistent(self) -> Iterator[tuple[int, Outcome]]:
+        """The runs (by the call the change came before) that failed or where a check found what neither world
+        shows (each check's results are one world's: a check that read before the change and one that read after it
+        may differ)."""
+        for n, outcome in enumerate(self.interleaved, start=1):
+            worlds = zip(outcome.found, self.before.found, self.after.found, strict=True)
+            mixed = any(found not in (before, after) for found, before, after in worlds)
+            if outcome.failed or mixed:
+                yield n, outcome
+
+
+def sweep(monkeypatch: pytest.MonkeyPatch, template: World, change: Change, scratch: Path) -> Sweep:
+    """Run the cycle on copies of `template`: unchanged, changed, and with the change before each of its calls."""
+    copies = iter(range(10_000))
+
+    def fresh() -> World:
+        return template.copy(scratch / f"w{next(copies)}")
+
+    before = run_cycle(monkeypatch, fresh(), change, None)
+    after = run_cycle(monkeypatch, fresh(), change, 0)
+    runs = tuple(run_cycle(monkeypatch, fresh(), change, n) for n in range(1, len(before.calls) + 1))
+    return Sweep(before, after, runs)

@@ -1,13 +1,15 @@
 """An interleaving sweep of one check cycle against a cluster that changes under it, as it does in normal operation.
 
 A world (`World`): one job on the embedded cluster (a 2-partition queue with `$timestamp`, its consumer one batch
-behind its committed checkpoint and rows after it, another job's vital consumer, the queue's `@auto_trim_config`, a
-tuning document), built once and copied for every run. `Change` is one normal change of that world: a Queue Agent trim,
-rows appended, a reshard to more tablets, the query planning or committing its next batch (and acknowledging the
-last one on its consumer), another consumer unregistered, the tuning document rewritten.
+behind its committed checkpoint and rows after it, its last batch in the status, another job's vital consumer, the
+queue's `@auto_trim_config`, a tuning document), built once and copied for every run. `Change` is one normal change of
+that world: a Queue Agent trim, rows appended (and read at once by another job), a reshard to more tablets, the query
+planning or committing its next batch (and acknowledging the last one on its consumer), another consumer
+unregistered, the tuning document rewritten.
 
-`sweep` runs the registry's cycle (`opsd.checks.registry.build_checks`: every position check, the heal and the tuner
-in mode apply) once on the world unchanged, counting its cluster calls, once on the changed world, and then once per
+`sweep` runs the registry's cycle (`opsd.checks.registry.build_checks`: every position check, the heal, the OOM check
+and the tuner in mode apply) once on the world unchanged, counting its cluster calls, once on the changed world, and
+then once per
 N with the change made right before the cycle's Nth cluster call (`Interleaved`, a cluster that counts the calls made
 through it and runs the change before the Nth). Each run's `Outcome` holds what the cycle found and did; a consistent
 cycle finds what it finds before or after the change, never a mixture.
@@ -27,8 +29,9 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 import streaming_core.cluster
-from opsd.checks.registry import build_checks
+from opsd.checks.registry import SparkMemory, build_checks
 from opsd.config.models import ChecksSettings, OpsdConfig
+from opsd.observe.progress import PartitionOffsets
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.results.cycle import StepOutcome
@@ -36,6 +39,7 @@ from opsd.telemetry.metrics import Metrics
 from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
 from streaming_core.cluster import Cluster
 from streaming_core.cluster.embedded.auto_trimmer import AutoTrimmer
+from streaming_core.consumer import advance_consumer
 from streaming_core.tuning import default_tuning_path, write_tuning
 from tests.support.checkpoint import write_checkpoint
 from tests.support.cluster import QUEUE_SCHEMA
@@ -47,22 +51,40 @@ QUERY = "job"
 #: partition the queue's auto-trim keeps: a trim reaches the query's next row.
 ROWS, BATCHES, CONSUMER_AT, KEEP_ROWS = 25, {0: 9, 1: 19}, 10, 3
 #: Log events that say a cycle did not hold up under a change (each a step or a part of one that failed).
+#: The last batch the query ran, as its progress told the status: rows 10..19 of each partition, 5 more waiting.
+LAST_BATCH = tuple(PartitionOffsets(QUEUE, p, CONSUMER_AT - 1, BATCHES[max(BATCHES)], BATCHES[max(BATCHES)] + 5)
+                   for p in (0, 1))
 FAILED_EVENTS = ("cycle_step_failed", "desync_collect_failed", "desync_heal_failed", "retention_collect_failed",
-                 "queue_agent_collect_failed", "autotune_failed")
+                 "queue_agent_collect_failed", "autotune_failed", "oom_before_start_failed")
+
+
+class NoStages:
+    """A Spark UI that has seen no stages: the OOM check judges by the rows it samples and its prior."""
+
+    def stages(self) -> list:
+        return []
 
 
 class Calls:
     """The cluster calls of one cycle, by name, and the change made right before the `change_before`th (None: never):
-    before the first, it comes between the checkpoints' reads and the cluster's."""
+    before the first, it comes between the checkpoints' reads and the cluster's. With `before_each`, the change is made
+    before every call of that name instead."""
 
-    def __init__(self, change: Callable[[], None] | None = None, change_before: int | None = None) -> None:
+    def __init__(self, change: Callable[[], None] | None = None, change_before: int | None = None, *,
+                 before_each: str | None = None) -> None:
         self.names: list[str] = []
-        self.change, self.change_before = change, change_before
+        self.change, self.change_before, self.before_each = change, change_before, before_each
+        #: The change's own failure (the world's fault, never the cycle's: kept apart from the cycle's errors).
+        self.error: Exception | None = None
 
     def making(self, name: str) -> None:
         self.names.append(name)
-        if len(self.names) == self.change_before and self.change is not None:
-            self.change()
+        due = name == self.before_each if self.before_each else len(self.names) == self.change_before
+        if due and self.change is not None:
+            try:
+                self.change()
+            except Exception as e:  # reported as the run's failure, not raised into the cycle's call
+                self.error = e
 
 
 class Interleaved:
@@ -124,13 +146,14 @@ class World:
              "sink": {"format": "console"}, "checkpoint_location": str(self.checkpoint)}]})
 
 
-def build_world(root: Path) -> World:
+def build_world(root: Path, rows: int = ROWS) -> World:
+    """The world with `rows` rows per partition (the committed checkpoint ends at row 20: with 20 the query is idle)."""
     world = World(root)
     with _connect(world.uri) as cluster:
         cluster.create("table", QUEUE, recursive=True, attributes={
             "dynamic": True, "tablet_count": 2, "schema": [{"name": "$timestamp", "type": "uint64"}, *QUEUE_SCHEMA]})
-        cluster.insert_rows(QUEUE, [{"data": "x", "n": i, "$tablet_index": p} for p in (0, 1) for i in range(ROWS)])
-        for consumer, at, vital in ((CONSUMER, CONSUMER_AT, False), (OTHER, ROWS, True)):
+        cluster.insert_rows(QUEUE, [{"data": "x", "n": i, "$tablet_index": p} for p in (0, 1) for i in range(rows)])
+        for consumer, at, vital in ((CONSUMER, CONSUMER_AT, False), (OTHER, rows, True)):
             cluster.create_consumer(consumer, recursive=True)
             cluster.register_queue_consumer(QUEUE, consumer, vital=vital)
             for p in (0, 1):
@@ -144,11 +167,13 @@ def build_world(root: Path) -> World:
 
 @dataclass(frozen=True)
 class Change:
-    """One normal change of a world; `running`: the query runs meanwhile (else it stopped, and opsd may heal it)."""
+    """One normal change of a world (of `rows` rows per partition); `running`: the query runs meanwhile (else it
+    stopped, and opsd may heal it)."""
 
     name: str
     make: Callable[[Cluster, World], None]
     running: bool = False
+    rows: int = ROWS
 
     def __str__(self) -> str:
         return self.name
@@ -168,12 +193,18 @@ def _reshard(cluster: Cluster, world: World) -> None:
 
 
 def _planned(cluster: Cluster, world: World) -> None:
-    """The query plans its next batch (`offsets/N`), then acknowledges the last one on its consumer."""
+    """The query plans its next batch (`offsets/N`), then acknowledges the last one on its consumer (the source's
+    own advance: a consumer healed there already stays)."""
     batches = {**BATCHES, max(BATCHES) + 1: ROWS - 1}
     write_checkpoint(world.checkpoint, QUEUE, {b: {0: end, 1: end} for b, end in batches.items()}, max(BATCHES),
                      consumer=CONSUMER)
-    for p in (0, 1):
-        cluster.advance_consumer(CONSUMER, QUEUE, p, CONSUMER_AT, BATCHES[max(BATCHES)] + 1)
+    advance_consumer(cluster, CONSUMER, QUEUE, dict.fromkeys((0, 1), BATCHES[max(BATCHES)] + 1))
+
+
+def _arrived_and_planned(cluster: Cluster, world: World) -> None:
+    """Rows arrive at an idle query, which plans its next batch and acknowledges the last one."""
+    _append(cluster, world)
+    _planned(cluster, world)
 
 
 def _committed(cluster: Cluster, world: World) -> None:
@@ -187,13 +218,24 @@ def _unregistered(cluster: Cluster, world: World) -> None:
     cluster.unregister_queue_consumer(QUEUE, OTHER)
 
 
+def _other_read(cluster: Cluster, world: World) -> None:
+    """Rows arrive and the other job reads them at once (its vital consumer moves on)."""
+    _append(cluster, world)
+    ends = {t.tablet_index: t.total_row_count for t in cluster.get_tablet_infos(QUEUE)}
+    advance_consumer(cluster, OTHER, QUEUE, ends)
+
+
 def _retuned(cluster: Cluster, world: World) -> None:
     write_tuning(cluster, default_tuning_path(CONSUMER), max_rows_per_partition=7, reason="set by a person")
 
 
+#: The changes swept (each sweep costs ~1 s: a registration is swept by its removal, a batch planned by one planned
+#: as rows arrive at an idle query).
 CHANGES = (Change("trim", _trim), Change("append", _append), Change("reshard", _reshard),
-           Change("batch_planned", _planned, running=True), Change("batch_committed", _committed, running=True),
-           Change("consumer_unregistered", _unregistered), Change("tuning_rewritten", _retuned))
+           Change("batch_committed", _committed, running=True),
+           Change("rows_arrived_and_batch_planned", _arrived_and_planned, running=True, rows=BATCHES[max(BATCHES)] + 1),
+           Change("consumer_unregistered", _unregistered), Change("rows_arrived_and_read_by_another_job", _other_read),
+           Change("tuning_rewritten", _retuned))
 
 
 @dataclass(frozen=True)
@@ -216,9 +258,11 @@ def run_cycle(monkeypatch: pytest.MonkeyPatch, world: World, change: Change, bef
     """One cycle of the registry's checks on `world`, with `change` made before its `before`th cluster call (None:
     never; 0: before the cycle)."""
     recorder = Recorder(Metrics(CollectorRegistry()), StatusStore(), clock=lambda: 1_000_000.0)
+    recorder.status.update(QUERY, partitions=LAST_BATCH)
     if not change.running:
         recorder.status.update(QUERY, started_at=999_000.0, active=False)
-    checks = build_checks(recorder, ChecksSettings(), config=world.config(), clock=lambda: 1_000_000.0)
+    checks = build_checks(recorder, ChecksSettings(), config=world.config(), memory=SparkMemory(NoStages(), {}),
+                          clock=lambda: 1_000_000.0)
 
     def make() -> None:
         with _connect(world.uri) as cluster:
@@ -235,22 +279,28 @@ def run_cycle(monkeypatch: pytest.MonkeyPatch, world: World, change: Change, bef
     with _connect(world.uri) as cluster:
         consumer = cluster.get_consumer_offsets(CONSUMER, QUEUE)
     return Outcome(tuple((s.step, s.outcome) for s in trace.steps),
-                   tuple(f"{e['event']}: {e.get('error', '')}" for e in logs if e["event"] in FAILED_EVENTS),
+                   tuple(f"{e['event']}: {e.get('error', '')}" for e in logs if e["event"] in FAILED_EVENTS)
+                   + ((f"the change failed: {calls.error!r}",) if calls.error else ()),
                    found(status), consumer, tuple(calls.names))
 
 
 def found(status: Any) -> tuple[Any, ...]:
-    """What the cycle found, check by check (desync and heal, vital consumers, trim forecast, tuner, lag): each check's
-    results are those of the world before or after the change."""
-    desync = {q: (tuple((p.facts.partition, p.state.value) for p in e.desync.partitions) if e.desync else None,
-                  (e.last_heal.outcome.value, dict(e.last_heal.moves)) if e.last_heal else None)
-              for q, e in (status.desync or {}).items()}
+    """What the cycle found and did, check by check (desync, the heal, vital consumers, trim forecast, tuner, lag, the
+    OOM check's planned batch bytes): each
+    one is what the world before or after the change shows (the heal, which reads the world again, may act on the
+    world after the change where the desync state was the world's before)."""
+    entries = sorted((status.desync or {}).items())
+    desync = tuple((q, tuple((p.facts.partition, p.state.value) for p in e.desync.partitions) if e.desync else None)
+                   for q, e in entries)
+    heals = tuple((q, (e.last_heal.outcome.value, dict(e.last_heal.moves)) if e.last_heal else None)
+                  for q, e in entries)
     vital = tuple((a.consumer, a.stalled, a.waiting_rows) for a in status.vital_consumers or ())
     trim = {q: (t.problem, tuple((p.partition, p.outlook.value, p.at_risk) for p in t.partitions))
             for q, t in (status.trim or {}).items()}
     tuned = tuple(sorted((k, d.decision.recommended, d.applied) for k, d in (status.autotune or {}).items()))
     lag = tuple((p.partition, p.lag_seconds is not None) for p in status.lag.partitions) if status.lag else None
-    return tuple(sorted(desync.items())), vital, tuple(sorted(trim.items())), tuned, lag
+    oom = status.oom.batch_bytes if status.oom else None
+    return desync, heals, vital, tuple(sorted(trim.items())), tuned, lag, oom
 
 
 @dataclass(frozen=True)

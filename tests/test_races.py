@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from opsd.checks.desync.evaluate import partition_state
 from opsd.collect.positions import READ_ATTEMPTS, PositionsCollector, QueryTarget
-from tests.support.checkpoint import write_checkpoint
+from opsd.observe.progress import BatchProgress, SourceProgress
+from opsd.results.desync import DesyncState
+from streaming_core.cluster import connect
+from streaming_core.consumer import advance_consumer
+from streaming_core.offsets import QueueOffset
+from tests.support.checkpoint import offset_line, write_checkpoint
 from tests.support.races import BATCHES, CHANGES, CONSUMER, QUERY, QUEUE, Calls, Change, build_world, interleave, sweep
 
 
@@ -40,3 +46,31 @@ def test_a_query_that_runs_a_batch_at_every_read_of_its_positions_gets_a_problem
 
     assert calls.names.count("get_consumer_offsets") == READ_ATTEMPTS
     assert positions.partitions == () and "planned or committed a batch each time" in positions.problem
+
+
+def test_an_attached_query_whose_next_batch_completes_while_its_consumer_is_read_is_read_again_in_sync(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    world = build_world(tmp_path / "world")
+    with connect(world.uri) as cluster:  # batch 2 runs: planning it acknowledged batch 1
+        advance_consumer(cluster, CONSUMER, QUEUE, {0: 20, 1: 20})
+    events = [batch_progress(0, None, 9), batch_progress(1, 9, 19)]
+
+    def batch_2_completes_and_batch_3_is_planned() -> None:
+        events.append(batch_progress(2, 19, 24))
+        with connect(world.uri) as cluster:
+            advance_consumer(cluster, CONSUMER, QUEUE, {0: 25, 1: 25})
+
+    interleave(monkeypatch, Calls(batch_2_completes_and_batch_3_is_planned, 1))
+    [positions] = PositionsCollector(world.uri, progress=lambda: {"attached": list(events)}).read().queues
+
+    states = [partition_state(p) for p in positions.partitions]
+    assert (positions.committed_batch, states) == (2, [DesyncState.IN_SYNC] * 2)  # not consumer_ahead of batch 1
+
+
+def batch_progress(batch_id: int, start: int | None, end: int) -> BatchProgress:
+    """A batch of the attached query that read rows `(start, end]` of both partitions."""
+    def offsets(last: int | None) -> QueueOffset | None:
+        return None if last is None else QueueOffset.from_progress(offset_line(QUEUE, {0: last, 1: last}, CONSUMER))
+
+    return BatchProgress("attached", "id", "run", batch_id, 0.0,
+                         sources=(SourceProgress("yt", 0, offsets(start), offsets(end)),))

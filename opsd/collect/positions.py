@@ -8,8 +8,8 @@ Read order: the checkpoint (or progress), then the consumer, then the queue's co
 only grows and the offsets only ever point at rows that existed when they were written, so offsets read first are
 never past counters read after them — unless they are another queue's (`checkpoint_ahead_of_queue`,
 `consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue. A
-checkpoint's batches and the consumer move together, so a checkpoint's positions are read again when its newest batch
-moved while they were read (`consistent_positions`).
+checkpoint's batches (or a running query's progress) and the consumer move together, so a query's positions are read
+again when its newest batch moved while they were read (`consistent_positions`, `attached_positions`).
 
 A checkpoint with nothing committed yet (a new checkpointLocation) is read as starting where the consumer stands,
 within the queue's rows (the source's `initialOffset`): a new checkpoint behind the trim or at a consumer past the
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -227,10 +227,41 @@ def consistent_positions(cluster: Cluster, target: QueryTarget, schemas: dict[st
         if newest_batch(target.checkpoint, cluster.uri) == (newest, newest is not None
                                                              and newest == checkpoint.committed_batch):
             return found
-    log.info("positions_moving", query=target.query, checkpoint=target.checkpoint, attempts=READ_ATTEMPTS)
-    return [replace(f, partitions=(), problem=f"{target.checkpoint}: the query planned or committed a batch each "
-                                              f"time its positions were read ({READ_ATTEMPTS} times): read again "
-                                              "at the next cycle") for f in found]
+    return _still_moving(target.query, target.checkpoint or "", found)
+
+
+def _still_moving(query: str, source: str, found: list[QueuePositions]) -> list[QueuePositions]:
+    """Positions read `READ_ATTEMPTS` times while the query's newest batch moved each time: unknown this cycle."""
+    log.info("positions_moving", query=query, source=source, attempts=READ_ATTEMPTS)
+    return [replace(f, partitions=(), problem=f"{source}: the query planned or committed a batch each time its "
+                                              f"positions were read ({READ_ATTEMPTS} times): read again at the next "
+                                              "cycle") for f in found]
+
+
+def attached_positions(cluster: Cluster, progress: ProgressSource, known: Collection[str],
+                       schemas: dict[str, bool] | None = None) -> dict[str, list[QueuePositions]]:
+    """The positions of the running queries `known` does not name, from their progress. As with a checkpoint
+    (`consistent_positions`), the last batch of a running query and its consumer move together: a query whose newest
+    batch moved while its positions were read is read again with its new progress (`READ_ATTEMPTS` in all); still
+    moving, its positions say so as their `problem`."""
+    events = {q: e for q, e in progress().items() if q not in known}
+    found = {q: _attached(cluster, q, e, schemas) for q, e in events.items()}
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        now = progress()
+        moved = [q for q in found if _newest(now.get(q, ())) != _newest(events[q])]
+        for query in moved:
+            if attempt == READ_ATTEMPTS:
+                found[query] = _still_moving(query, FROM_PROGRESS, found[query])
+            else:
+                events[query] = now.get(query, ())
+                found[query] = _attached(cluster, query, events[query], schemas)
+        if not moved:
+            break
+    return found
+
+
+def _newest(progress: Sequence[BatchProgress]) -> int | None:
+    return progress[-1].batch_id if progress else None
 
 
 def _attached(cluster: Cluster, query: str, events: Sequence[Mapping[str, Any]],
@@ -291,9 +322,8 @@ def collect(cluster: Cluster, targets: Sequence[QueryTarget], progress: Progress
     """Positions of every target, then of every query in `progress` that no target names, then the retention of
     every queue whose partitions were read."""
     found = {t.query: collect_target(cluster, t, stopped=stopped(t.query), schemas=schemas) for t in targets}
-    for query, events in (progress() if progress else {}).items():
-        if query not in found:
-            found[query] = _attached(cluster, query, events, schemas)
+    if progress is not None:
+        found |= attached_positions(cluster, progress, found, schemas)
     read = dict.fromkeys(q.queue for positions in found.values() for q in positions if q.partitions)
     trimming = cluster.automatic_trimming() if read else None
     retention = {queue: collect_retention(cluster, queue, trimming) for queue in read}

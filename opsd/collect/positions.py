@@ -291,12 +291,29 @@ def collect_retention(cluster: Cluster, queue: str, automatic_trimming: bool | N
             config = AutoTrimConfig.from_yt(queue, cluster.get(f"{queue}/@{AUTO_TRIM_ATTRIBUTE}"))
         except NoSuchPathError:
             config = None
-        vital = tuple(VitalConsumer(r.consumer_path, r.partitions, cluster.get_consumer_offsets(r.consumer_path, queue))
-                      for r in cluster.list_queue_consumer_registrations(queue_path=queue) if r.vital)
+        vital = vital_consumers(cluster, queue)
     except Exception as e:  # isolation: this queue's retention is unknown, the rest of the reading stands
         log.warning("retention_collect_failed", queue=queue, error=error_text(e))
         return QueueRetention(queue, problem=error_text(e))
     return QueueRetention(queue, config, vital, automatic_trimming=automatic_trimming)
+
+
+def vital_consumers(cluster: Cluster, queue: str) -> tuple[VitalConsumer, ...]:
+    """The queue's vital consumers with their offsets. A job that goes away unregisters and removes its consumer: one
+    removed since the registrations were listed, and no longer registered, is left out (as the next listing leaves
+    it); one still registered without its consumer is an error (the retention's `problem`)."""
+    found = []
+    for registration in cluster.list_queue_consumer_registrations(queue_path=queue):
+        if not registration.vital:
+            continue
+        try:
+            offsets = cluster.get_consumer_offsets(registration.consumer_path, queue)
+        except NoSuchPathError:
+            if cluster.list_queue_consumer_registrations(queue, registration.consumer_path):
+                raise
+            continue
+        found.append(VitalConsumer(registration.consumer_path, registration.partitions, offsets))
+    return tuple(found)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ behind its committed checkpoint and rows after it, its last batch in the status,
 queue's `@auto_trim_config`, a tuning document), built once and copied for every run. `Change` is one normal change of
 that world: a Queue Agent trim, rows appended (and read at once by another job), a reshard to more tablets, the query
 planning or committing its next batch (and acknowledging the last one on its consumer), another consumer
-unregistered, the tuning document rewritten.
+unregistered and removed, the tuning document rewritten.
 
 `sweep` runs the registry's cycle (`opsd.checks.registry.build_checks`: every position check, the heal, the OOM check
 and the tuner in mode apply) once on the world unchanged, counting its cluster calls, once on the changed world, and
@@ -214,8 +214,10 @@ def _committed(cluster: Cluster, world: World) -> None:
                      consumer=CONSUMER)
 
 
-def _unregistered(cluster: Cluster, world: World) -> None:
+def _decommissioned(cluster: Cluster, world: World) -> None:
+    """The other job goes away: its consumer unregistered and removed."""
     cluster.unregister_queue_consumer(QUEUE, OTHER)
+    cluster.remove(OTHER)
 
 
 def _other_read(cluster: Cluster, world: World) -> None:
@@ -229,12 +231,12 @@ def _retuned(cluster: Cluster, world: World) -> None:
     write_tuning(cluster, default_tuning_path(CONSUMER), max_rows_per_partition=7, reason="set by a person")
 
 
-#: The changes swept (each sweep costs ~1 s: a registration is swept by its removal, a batch planned by one planned
-#: as rows arrive at an idle query).
+#: The changes swept (each sweep costs ~1 s: a registration is swept by its removal with its consumer, a batch
+#: planned by one planned as rows arrive at an idle query).
 CHANGES = (Change("trim", _trim), Change("append", _append), Change("reshard", _reshard),
            Change("batch_committed", _committed, running=True),
            Change("rows_arrived_and_batch_planned", _arrived_and_planned, running=True, rows=BATCHES[max(BATCHES)] + 1),
-           Change("consumer_unregistered", _unregistered), Change("rows_arrived_and_read_by_another_job", _other_read),
+           Change("other_job_decommissioned", _decommissioned), Change("rows_arrived_and_read_by_another_job", _other_read),
            Change("tuning_rewritten", _retuned))
 
 

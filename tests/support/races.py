@@ -17,11 +17,13 @@ cycle finds what it finds before or after the change, never a mixture.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -55,7 +57,7 @@ ROWS, BATCHES, CONSUMER_AT, KEEP_ROWS = 25, {0: 9, 1: 19}, 10, 3
 LAST_BATCH = tuple(PartitionOffsets(QUEUE, p, CONSUMER_AT - 1, BATCHES[max(BATCHES)], BATCHES[max(BATCHES)] + 5)
                    for p in (0, 1))
 FAILED_EVENTS = ("cycle_step_failed", "desync_collect_failed", "desync_heal_failed", "retention_collect_failed",
-                 "queue_agent_collect_failed", "autotune_failed", "oom_before_start_failed")
+                 "queue_agent_collect_failed", "autotune_failed", "history_append_failed")
 
 
 class NoStages:
@@ -116,10 +118,17 @@ def interleave(monkeypatch: pytest.MonkeyPatch, calls: Calls) -> None:
     def connect(uri: str | None = None, **options: Any) -> Interleaved:
         return Interleaved(_connect(uri, **options), calls)
 
-    for module in list(sys.modules.values()):
-        name = getattr(module, "__name__", "")
-        if name.startswith(("opsd.", "streaming_core.")) and getattr(module, "connect", None) is _connect:
-            monkeypatch.setattr(module, "connect", connect)
+    for module in _connecting_modules():
+        monkeypatch.setattr(module, "connect", connect)
+
+
+@functools.cache
+def _connecting_modules() -> tuple[ModuleType, ...]:
+    """The modules of opsd and the connector that open clusters (all imported once this module is: it builds the
+    registry's checks)."""
+    return tuple(m for m in list(sys.modules.values())
+                 if getattr(m, "__name__", "").startswith(("opsd.", "streaming_core."))
+                 and getattr(m, "connect", None) is _connect)
 
 
 @dataclass(frozen=True)
@@ -232,12 +241,12 @@ def _retuned(cluster: Cluster, world: World) -> None:
 
 
 #: The changes swept (each sweep costs ~1 s: a registration is swept by its removal with its consumer, a batch
-#: planned by one planned as rows arrive at an idle query).
-CHANGES = (Change("trim", _trim), Change("append", _append), Change("reshard", _reshard),
+#: planned by one planned as rows arrive at an idle query, rows appended by rows another job reads at once).
+CHANGES = (Change("trim", _trim), Change("reshard", _reshard),
            Change("batch_committed", _committed, running=True),
            Change("rows_arrived_and_batch_planned", _arrived_and_planned, running=True, rows=BATCHES[max(BATCHES)] + 1),
-           Change("other_job_decommissioned", _decommissioned), Change("rows_arrived_and_read_by_another_job", _other_read),
-           Change("tuning_rewritten", _retuned))
+           Change("other_job_decommissioned", _decommissioned),
+           Change("rows_arrived_and_read_by_another_job", _other_read), Change("tuning_rewritten", _retuned))
 
 
 @dataclass(frozen=True)

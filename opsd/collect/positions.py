@@ -223,11 +223,15 @@ def consistent_positions(cluster: Cluster, target: QueryTarget, schemas: dict[st
     for _ in range(READ_ATTEMPTS):
         checkpoint = read_checkpoint(target.checkpoint, cluster.uri)
         found = collect_checkpoint(cluster, target, checkpoint, schemas)
-        newest = checkpoint.newest.batch_id if checkpoint.newest else None
-        if newest_batch(target.checkpoint, cluster.uri) == (newest, newest is not None
-                                                             and newest == checkpoint.committed_batch):
+        if newest_batch(target.checkpoint, cluster.uri) == _newest_batch_of(checkpoint):
             return found
     return _still_moving(target.query, target.checkpoint or "", found)
+
+
+def _newest_batch_of(checkpoint: Checkpoint) -> tuple[int | None, bool]:
+    """The checkpoint's newest batch id and whether it is committed, as `newest_batch` lists them."""
+    newest = checkpoint.newest.batch_id if checkpoint.newest else None
+    return newest, newest is not None and newest == checkpoint.committed_batch
 
 
 def _still_moving(query: str, source: str, found: list[QueuePositions]) -> list[QueuePositions]:
@@ -248,7 +252,7 @@ def attached_positions(cluster: Cluster, progress: ProgressSource, known: Collec
     found = {q: _attached(cluster, q, e, schemas) for q, e in events.items()}
     for attempt in range(1, READ_ATTEMPTS + 1):
         now = progress()
-        moved = [q for q in found if _newest(now.get(q, ())) != _newest(events[q])]
+        moved = [q for q in found if _last_batch(now.get(q, ())) != _last_batch(events[q])]
         for query in moved:
             if attempt == READ_ATTEMPTS:
                 found[query] = _still_moving(query, FROM_PROGRESS, found[query])
@@ -260,7 +264,7 @@ def attached_positions(cluster: Cluster, progress: ProgressSource, known: Collec
     return found
 
 
-def _newest(progress: Sequence[BatchProgress]) -> int | None:
+def _last_batch(progress: Sequence[BatchProgress]) -> int | None:
     return progress[-1].batch_id if progress else None
 
 

@@ -3,9 +3,8 @@
 A world (`World`): one job on the embedded cluster (a 2-partition queue with `$timestamp`, its consumer one batch
 behind its committed checkpoint and rows after it, its last batch in the status, another job's vital consumer, the
 queue's `@auto_trim_config`, a tuning document), built once and copied for every run. `Change` is one normal change of
-that world: a Queue Agent trim, rows appended (and read at once by another job), a reshard to more tablets, the query
-planning or committing its next batch (and acknowledging the last one on its consumer), another consumer
-unregistered and removed, the tuning document rewritten.
+that world: a Queue Agent trim, rows appended (and read at once by another job), the query planning or committing its
+next batch (and acknowledging the last one on its consumer), another job's consumer unregistered and removed.
 
 `sweep` runs the registry's cycle (`opsd.checks.registry.build_checks`: every position check, the heal, the OOM check
 and the tuner in mode apply) once on the world unchanged, counting its cluster calls, once on the changed world, and
@@ -197,10 +196,6 @@ def _append(cluster: Cluster, world: World) -> None:
     cluster.insert_rows(QUEUE, [{"data": "y", "n": i, "$tablet_index": p} for p in (0, 1) for i in range(5)])
 
 
-def _reshard(cluster: Cluster, world: World) -> None:
-    cluster.reshard(QUEUE, 3)
-
-
 def _planned(cluster: Cluster, world: World) -> None:
     """The query plans its next batch (`offsets/N`), then acknowledges the last one on its consumer (the source's
     own advance: a consumer healed there already stays)."""
@@ -236,28 +231,24 @@ def _other_read(cluster: Cluster, world: World) -> None:
     advance_consumer(cluster, OTHER, QUEUE, ends)
 
 
-def _retuned(cluster: Cluster, world: World) -> None:
-    write_tuning(cluster, default_tuning_path(CONSUMER), max_rows_per_partition=7, reason="set by a person")
-
-
-#: The changes swept (each sweep costs ~1 s: a registration is swept by its removal with its consumer, a batch
-#: planned by one planned as rows arrive at an idle query, rows appended by rows another job reads at once).
-CHANGES = (Change("trim", _trim), Change("reshard", _reshard),
-           Change("batch_committed", _committed, running=True),
+#: The changes swept, each sweep ~1 s of the quick lane: a registration is swept by its removal with its consumer, a
+#: batch planned by one planned as rows arrive at an idle query, rows appended by rows another job reads at once. A
+#: reshard to more tablets and a person rewriting the tuning document were swept as well and held; they are left out
+#: to keep the quick lane within its time budget.
+CHANGES = (Change("trim", _trim), Change("batch_committed", _committed, running=True),
            Change("rows_arrived_and_batch_planned", _arrived_and_planned, running=True, rows=BATCHES[max(BATCHES)] + 1),
            Change("other_job_decommissioned", _decommissioned),
-           Change("rows_arrived_and_read_by_another_job", _other_read), Change("tuning_rewritten", _retuned))
+           Change("rows_arrived_and_read_by_another_job", _other_read))
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one cycle found and did: each step's outcome, the failures logged, the desync states and the heal, the
-    vital consumers' audits, the trim forecast's problem, the consumer's offsets and the tuning document after it."""
+    """What one cycle found and did: each step's outcome, the failures logged, what each check found (`found`) and
+    the cluster calls it made, by name."""
 
     steps: tuple[tuple[str, StepOutcome], ...]
     failures: tuple[str, ...]
     found: tuple[Any, ...]
-    consumer: dict[int, int] = field(compare=False)
     calls: tuple[str, ...] = field(compare=False, default=())
 
     @property
@@ -286,13 +277,10 @@ def run_cycle(monkeypatch: pytest.MonkeyPatch, world: World, change: Change, bef
         interleave(patched, calls)
         trace = checks.cycle.run()
         checks.cycle.close()
-    status = recorder.status.get(QUERY)
-    with _connect(world.uri) as cluster:
-        consumer = cluster.get_consumer_offsets(CONSUMER, QUEUE)
     return Outcome(tuple((s.step, s.outcome) for s in trace.steps),
                    tuple(f"{e['event']}: {e.get('error', '')}" for e in logs if e["event"] in FAILED_EVENTS)
                    + ((f"the change failed: {calls.error!r}",) if calls.error else ()),
-                   found(status), consumer, tuple(calls.names))
+                   found(recorder.status.get(QUERY)), tuple(calls.names))
 
 
 def found(status: Any) -> tuple[Any, ...]:

@@ -3,8 +3,9 @@
 A world (`World`): one job on the embedded cluster (a 2-partition queue with `$timestamp`, its consumer one batch
 behind its committed checkpoint and rows after it, its last batch in the status, another job's vital consumer, the
 queue's `@auto_trim_config`, a tuning document), built once and copied for every run. `Change` is one normal change of
-that world: a Queue Agent trim, rows appended (and read at once by another job), the query planning or committing its
-next batch (and acknowledging the last one on its consumer), another job's consumer unregistered and removed.
+that world: a Queue Agent trim, rows appended (and read at once by another job), a reshard to more tablets, the query
+planning or committing its next batch (and acknowledging the last one on its consumer), another job's consumer
+unregistered and removed, a person rewriting the tuning document.
 
 `sweep` runs the registry's cycle (`opsd.checks.registry.build_checks`: every position check, the heal, the OOM check
 and the tuner in mode apply) once on the world unchanged, counting its cluster calls, once on the changed world, and
@@ -214,6 +215,10 @@ def _append(cluster: Cluster, world: World) -> None:
     cluster.insert_rows(QUEUE, [{"data": "y", "n": i, "$tablet_index": p} for p in (0, 1) for i in range(5)])
 
 
+def _reshard(cluster: Cluster, world: World) -> None:
+    cluster.reshard(QUEUE, 3)
+
+
 def _planned(cluster: Cluster, world: World) -> None:
     """The query plans its next batch (`offsets/N`), then acknowledges the last one on its consumer (the source's
     own advance: a consumer healed there already stays)."""
@@ -249,14 +254,17 @@ def _other_read(cluster: Cluster, world: World) -> None:
     advance_consumer(cluster, OTHER, QUEUE, ends)
 
 
-#: The changes swept, each sweep ~1 s of the quick lane: a registration is swept by its removal with its consumer, a
-#: batch planned by one planned as rows arrive at an idle query, rows appended by rows another job reads at once. A
-#: reshard to more tablets and a person rewriting the tuning document were swept as well and held; they are left out
-#: to keep the quick lane within its time budget.
-CHANGES = (Change("trim", _trim), Change("batch_committed", _committed, running=True),
+def _retuned(cluster: Cluster, world: World) -> None:
+    """A person sets the query's cap (`opsd tuning set`)."""
+    write_tuning(cluster, default_tuning_path(CONSUMER), max_rows_per_partition=7, reason="set by a person")
+
+
+#: The changes swept (each ~0.5 s: a registration is swept by its removal with its consumer, a batch planned by one
+#: planned as rows arrive at an idle query, rows appended by rows another job reads at once).
+CHANGES = (Change("trim", _trim), Change("reshard", _reshard), Change("batch_committed", _committed, running=True),
            Change("rows_arrived_and_batch_planned", _arrived_and_planned, running=True, rows=BATCHES[max(BATCHES)] + 1),
            Change("other_job_decommissioned", _decommissioned),
-           Change("rows_arrived_and_read_by_another_job", _other_read))
+           Change("rows_arrived_and_read_by_another_job", _other_read), Change("tuning_rewritten", _retuned))
 
 
 @dataclass(frozen=True)

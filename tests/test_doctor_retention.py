@@ -38,7 +38,7 @@ def test_a_pending_trim_of_unread_rows_needs_action_and_registering_the_consumer
     assert register == ["consumer", "register", job.queue, job.consumer, "--vital", "--cluster", cluster_uri]
     assert main(register) == 0
     capsys.readouterr()
-    AutoTrimmer(yt, clock=Clock()).run_pass()
+    AutoTrimmer(yt, clock=Clock()).run_pass([job.queue])
     assert [t.trimmed_row_count for t in yt.get_tablet_infos(job.queue)] == [10, 10]  # only the rows it read
     code, report = doctor(capsys, "--json", "--checkpoint", job.location, "--cluster", cluster_uri)
     assert code == 0 and report["queries"][job.location]["facts"]["trim"][job.queue]["partitions"]["0"][

@@ -112,12 +112,12 @@ def test_timestamps_are_read_within_a_budget_per_run_and_remembered(yt, yt_root:
     q = f"{yt_root}/queue"
     make_queue(yt, q, schema=[{"name": "$timestamp", "type": "uint64"}, {"name": "data", "type": "string"}])
     yt.insert_rows(q, [{"data": "x"}] * 4)
-    stamps = Timestamps(budget=1)
+    stamps, rows = Timestamps(budget=1), [t.total_row_count for t in yt.get_tablet_infos(q)]
 
     stamps.start_run()
-    first = [stamps.of(yt, q, p, 0) for p in (0, 1)]
+    first = [stamps.of(yt, q, p, 0, rows[p]) for p in (0, 1)]
     stamps.start_run()
-    second = [stamps.of(yt, q, p, 0) for p in (0, 1)]
+    second = [stamps.of(yt, q, p, 0, rows[p]) for p in (0, 1)]
 
     assert first[0] is not None and first[1] is None
     assert second == [first[0], pytest.approx(time.time(), abs=60)]

@@ -63,17 +63,19 @@ def test_the_auto_trimmer_trims_to_the_vital_consumer_but_keeps_the_retained_row
     job = retention_job(yt, yt_root, tmp_path / "cp", rows=60, other_at=25, config=AutoTrimConfig(True, 10))
     trimmer = AutoTrimmer(yt, clock=Clock())
 
-    assert [(t.partition, t.before, t.after) for t in trimmer.run_pass()] == [(0, 0, 20), (1, 0, 20)]  # 30 - 10 kept
+    trims = trimmer.run_pass([job.queue])  # this test's queue only: the session's cluster holds other tests' queues
+
+    assert [(t.partition, t.before, t.after) for t in trims] == [(0, 0, 20), (1, 0, 20)]  # 30 - 10 kept
     assert trimmed(yt, job.queue) == [20, 20]  # past the job's consumer at 10: rows [10, 20) are lost to it
     yt.set(f"{job.queue}/@auto_trim_config/retained_rows", 2)  # a key inside the attribute, as `yt set` does
-    trimmer.run_pass()
+    trimmer.run_pass([job.queue])
     assert trimmed(yt, job.queue) == [25, 25]  # now the vital consumer holds it
 
 
 def test_the_auto_trimmer_trims_nothing_without_a_vital_consumer_or_with_trimming_off(yt, yt_root, tmp_path) -> None:
     job = retention_job(yt, yt_root, tmp_path / "cp", other_vital=False)
     off = retention_job(yt, f"{yt_root}/off", tmp_path / "cp2", config=AutoTrimConfig(False))
-    assert AutoTrimmer(yt, clock=Clock()).run_pass() == []
+    assert AutoTrimmer(yt, clock=Clock()).run_pass([job.queue, off.queue]) == []
     assert trimmed(yt, job.queue) == trimmed(yt, off.queue) == [0, 0]
 
 
@@ -93,9 +95,9 @@ def test_the_auto_trimmer_keeps_the_rows_younger_than_the_lifetime_by_its_clock(
     clock = Clock(old / 1e6 + 59)
     trimmer = AutoTrimmer(yt, clock=clock)
 
-    assert trimmer.run_pass() == []  # the oldest row is 59 s old
+    assert trimmer.run_pass([queue]) == []  # the oldest row is 59 s old
     clock.now = old / 1e6 + 60.5
-    trimmer.run_pass()
+    trimmer.run_pass([queue])
     assert trimmed(yt, queue) == [5 if new / 1e6 + 60 > clock.now else 8]
 
 
@@ -128,12 +130,12 @@ def test_the_forecast_predicts_when_the_retained_rows_stop_covering_the_unread_r
     assert p0.eta_seconds == pytest.approx(0.5) and p0.at_risk  # 31 unread rows in half a second
     labels = {"query": "job", "queue": job.queue, "partition": "0"}
     assert recorder.metrics.registry.get_sample_value("opsd_queue_trim_eta_seconds", labels) == pytest.approx(0.5)
-    trimmer.run_pass()
+    trimmer.run_pass([job.queue])
     assert trimmed(yt, job.queue) == [10, 10]  # only the rows the job has read: the retained 30 are [10, 40)
     clock.advance(0.5)
     job.produce(yt, 1)
     job.other_reads_to(yt, 41)
-    trimmer.run_pass()
+    trimmer.run_pass([job.queue])
     assert trimmed(yt, job.queue) == [11, 11]  # half a second on, the retained rows are [11, 41): row 10 is lost
     assert recorder.status.get("job").trim[job.queue].partitions[0].at_risk
 
@@ -143,7 +145,7 @@ def test_a_trim_point_already_past_the_next_row_is_pending(yt, yt_root, tmp_path
     [trim] = check.run()
     assert [(p.outlook, p.eta_seconds, p.at_risk) for p in trim.partitions] == [(TrimOutlook.PENDING, 0.0, True)] * 2
     assert jsonable(trim)["partitions"]["0"]["outlook"] == "pending"
-    trimmer.run_pass()
+    trimmer.run_pass([job.queue])
     assert trimmed(yt, job.queue) == [15, 15]  # as forecast: past the job's next row 10
 
 

@@ -186,7 +186,7 @@ class TestReadRows:
 
         [stamp] = [r["$timestamp"] for b in standin_cluster.read_tablet(path, 0, 0, 1) for r in b.to_pylist()]
         assert int(before) <= stamp >> 30 <= time.time() and stamp & ((1 << 30) - 1) < 1 << 30
-        assert written_at(standin_cluster, path, 0, 0) == pytest.approx(before, abs=1.5)
+        assert written_at(standin_cluster, path, 0, 0, 1) == pytest.approx(before, abs=1.5)
 
 
 def refused_calls(proxy: StandinProxy, command: str) -> list:

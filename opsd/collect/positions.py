@@ -7,7 +7,9 @@ batch with data gives the committed end (its `endOffset`) and the batch before i
 Read order: the checkpoint (or progress), then the consumer, then the queue's counters. A live queue's row count
 only grows and the offsets only ever point at rows that existed when they were written, so offsets read first are
 never past counters read after them — unless they are another queue's (`checkpoint_ahead_of_queue`,
-`consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue.
+`consumer_ahead_of_queue` in `opsd.checks.desync.evaluate`): a busy query never looks like a recreated queue. A
+checkpoint's batches (or a running query's progress) and the consumer move together, so a query's positions are read
+again when its newest batch moved while they were read (`consistent_positions`, `attached_positions`).
 
 A checkpoint with nothing committed yet (a new checkpointLocation) is read as starting where the consumer stands,
 within the queue's rows (the source's `initialOffset`): a new checkpoint behind the trim or at a consumer past the
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,7 +45,7 @@ from opsd.results.positions import (
     same_consumer,
 )
 from streaming_core.auto_trim import AUTO_TRIM_ATTRIBUTE, AutoTrimConfig
-from streaming_core.checkpoint import Checkpoint, read_checkpoint
+from streaming_core.checkpoint import Checkpoint, newest_batch, read_checkpoint
 from streaming_core.cluster import Cluster, ClusterError, NoSuchPathError, TabletInfo, connect
 from streaming_core.cluster.schema import TIMESTAMP
 from streaming_core.offsets import QueueOffset, removed_partitions
@@ -53,6 +55,8 @@ log = structlog.get_logger(__name__)
 
 #: `QueuePositions.source` of positions read from progress events.
 FROM_PROGRESS = "progress"
+#: How often a target's positions are read in one reading when its query ran a batch meanwhile.
+READ_ATTEMPTS = 2
 #: `{query name: its recent progress events, oldest first}` of the queries running in the session.
 ProgressSource = Callable[[], Mapping[str, Sequence[BatchProgress]]]
 
@@ -203,10 +207,65 @@ def collect_target(cluster: Cluster, target: QueryTarget, *, stopped: bool = Fal
     crafted checkpoint (`CheckpointError` names its file), a client's own error, anything, so that one watched query
     never stops the check of the others."""
     try:
-        found = collect_checkpoint(cluster, target, read_checkpoint(target.checkpoint, cluster.uri), schemas)
+        found = consistent_positions(cluster, target, schemas)
     except Exception as e:  # isolation: the problem is recorded and logged as this target's, with its class
         return [_failed(target.query, target.queue, target.consumer, target.checkpoint or "", e)]
     return [replace(f, query_stopped=stopped) for f in found]
+
+
+def consistent_positions(cluster: Cluster, target: QueryTarget, schemas: dict[str, bool] | None = None
+                         ) -> list[QueuePositions]:
+    """A target's positions as of one moment. The running query plans and commits batches while they are read, and
+    acknowledges the last batch on its consumer as it plans the next: a checkpoint read before such a batch with a
+    consumer read after it would show a state neither moment had (`in_sync` or `consumer_ahead` for a query one
+    batch behind). So the checkpoint's newest batch is listed again after the counters, and the positions read again
+    (`READ_ATTEMPTS` in all) while it moved; still moving, each queue's positions say so as their `problem`."""
+    for _ in range(READ_ATTEMPTS):
+        checkpoint = read_checkpoint(target.checkpoint, cluster.uri)
+        found = collect_checkpoint(cluster, target, checkpoint, schemas)
+        if newest_batch(target.checkpoint, cluster.uri) == _newest_batch_of(checkpoint):
+            return found
+    return _still_moving(target.query, target.checkpoint or "", found)
+
+
+def _newest_batch_of(checkpoint: Checkpoint) -> tuple[int | None, bool]:
+    """The checkpoint's newest batch id and whether it is committed, as `newest_batch` lists them."""
+    newest = checkpoint.newest.batch_id if checkpoint.newest else None
+    return newest, newest is not None and newest == checkpoint.committed_batch
+
+
+def _still_moving(query: str, source: str, found: list[QueuePositions]) -> list[QueuePositions]:
+    """Positions read `READ_ATTEMPTS` times while the query's newest batch moved each time: unknown this cycle."""
+    log.info("positions_moving", query=query, source=source, attempts=READ_ATTEMPTS)
+    return [replace(f, partitions=(), problem=f"{source}: the query planned or committed a batch each time its "
+                                              f"positions were read ({READ_ATTEMPTS} times): read again at the next "
+                                              "cycle") for f in found]
+
+
+def attached_positions(cluster: Cluster, progress: ProgressSource, known: Collection[str],
+                       schemas: dict[str, bool] | None = None) -> dict[str, list[QueuePositions]]:
+    """The positions of the running queries `known` does not name, from their progress. As with a checkpoint
+    (`consistent_positions`), the last batch of a running query and its consumer move together: a query whose newest
+    batch moved while its positions were read is read again with its new progress (`READ_ATTEMPTS` in all); still
+    moving, its positions say so as their `problem`."""
+    events = {q: e for q, e in progress().items() if q not in known}
+    found = {q: _attached(cluster, q, e, schemas) for q, e in events.items()}
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        now = progress()
+        moved = [q for q in found if _last_batch(now.get(q, ())) != _last_batch(events[q])]
+        for query in moved:
+            if attempt == READ_ATTEMPTS:
+                found[query] = _still_moving(query, FROM_PROGRESS, found[query])
+            else:
+                events[query] = now.get(query, ())
+                found[query] = _attached(cluster, query, events[query], schemas)
+        if not moved:
+            break
+    return found
+
+
+def _last_batch(progress: Sequence[BatchProgress]) -> int | None:
+    return progress[-1].batch_id if progress else None
 
 
 def _attached(cluster: Cluster, query: str, events: Sequence[Mapping[str, Any]],
@@ -236,12 +295,29 @@ def collect_retention(cluster: Cluster, queue: str, automatic_trimming: bool | N
             config = AutoTrimConfig.from_yt(queue, cluster.get(f"{queue}/@{AUTO_TRIM_ATTRIBUTE}"))
         except NoSuchPathError:
             config = None
-        vital = tuple(VitalConsumer(r.consumer_path, r.partitions, cluster.get_consumer_offsets(r.consumer_path, queue))
-                      for r in cluster.list_queue_consumer_registrations(queue_path=queue) if r.vital)
+        vital = vital_consumers(cluster, queue)
     except Exception as e:  # isolation: this queue's retention is unknown, the rest of the reading stands
         log.warning("retention_collect_failed", queue=queue, error=error_text(e))
         return QueueRetention(queue, problem=error_text(e))
     return QueueRetention(queue, config, vital, automatic_trimming=automatic_trimming)
+
+
+def vital_consumers(cluster: Cluster, queue: str) -> tuple[VitalConsumer, ...]:
+    """The queue's vital consumers with their offsets. A job that goes away unregisters and removes its consumer: one
+    removed since the registrations were listed, and no longer registered, is left out (as the next listing leaves
+    it); one still registered without its consumer is an error (the retention's `problem`)."""
+    found = []
+    for registration in cluster.list_queue_consumer_registrations(queue_path=queue):
+        if not registration.vital:
+            continue
+        try:
+            offsets = cluster.get_consumer_offsets(registration.consumer_path, queue)
+        except NoSuchPathError:
+            if cluster.list_queue_consumer_registrations(queue, registration.consumer_path):
+                raise
+            continue
+        found.append(VitalConsumer(registration.consumer_path, registration.partitions, offsets))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -267,9 +343,8 @@ def collect(cluster: Cluster, targets: Sequence[QueryTarget], progress: Progress
     """Positions of every target, then of every query in `progress` that no target names, then the retention of
     every queue whose partitions were read."""
     found = {t.query: collect_target(cluster, t, stopped=stopped(t.query), schemas=schemas) for t in targets}
-    for query, events in (progress() if progress else {}).items():
-        if query not in found:
-            found[query] = _attached(cluster, query, events, schemas)
+    if progress is not None:
+        found |= attached_positions(cluster, progress, found, schemas)
     read = dict.fromkeys(q.queue for positions in found.values() for q in positions if q.partitions)
     trimming = cluster.automatic_trimming() if read else None
     retention = {queue: collect_retention(cluster, queue, trimming) for queue in read}

@@ -28,10 +28,12 @@ def timestamp_seconds(value: int) -> float:
     return float(value >> 30) if value >= _HYBRID_TIMESTAMP_FLOOR else value / 1e6
 
 
-def written_at(cluster: Cluster, queue: str, partition: int, row: int) -> float | None:
-    """The `$timestamp` of one row, None when it is gone or not there."""
+def written_at(cluster: Cluster, queue: str, partition: int, row: int, row_count: int) -> float | None:
+    """The `$timestamp` of the first row still kept from `row` on (below `row_count`: a Queue Agent may have trimmed
+    `row` since the counters were read, and then the first row kept is the one the query reads next), None when no
+    row is there."""
     try:
-        for batch in cluster.read_tablet(queue, partition, row, row + 1, columns=[TIMESTAMP]):
+        for batch in cluster.read_kept(queue, partition, row, row_count, columns=[TIMESTAMP], max_rows=1):
             if batch.num_rows:
                 return timestamp_seconds(batch.column(0)[0].as_py())
     except ClusterError:
@@ -53,14 +55,14 @@ class Timestamps:
     def start_run(self) -> None:
         self._left = self.budget
 
-    def of(self, cluster: Cluster, queue: str, partition: int, row: int) -> float | None:
+    def of(self, cluster: Cluster, queue: str, partition: int, row: int, row_count: int) -> float | None:
         known = self._known.get((queue, partition))
         if known is not None and known[0] == row:
             return known[1]
         if self._left <= 0:
             return None
         self._left -= 1
-        stamp = written_at(cluster, queue, partition, row)
+        stamp = written_at(cluster, queue, partition, row, row_count)
         self._known[(queue, partition)] = (row, stamp)
         return stamp
 
@@ -76,7 +78,7 @@ def collect(cluster: Cluster | None, queues: Iterable[QueuePositions], at: float
         parts = by_query.setdefault(f.query, [])
         for p in f.partitions:
             first_unread = max(p.next_row, p.trimmed_row_count)
-            stamp = timestamps.of(cluster, f.queue, p.partition, first_unread) \
+            stamp = timestamps.of(cluster, f.queue, p.partition, first_unread, p.row_count) \
                 if cluster is not None and first_unread < p.row_count and f.timestamped else None
             parts.append(PartitionSample(f.queue, p.partition, p.next_row, p.row_count, p.trimmed_row_count, stamp))
     return [QuerySample(query, at, tuple(parts)) for query, parts in by_query.items()]

@@ -59,14 +59,20 @@ class Tuning:
                    reason=value.get("reason"), max_bytes_per_partition=value.get("max_bytes_per_partition"))
 
 
-def read_tuning(cluster: Cluster, path: str | None) -> Tuning:
-    """The document at `path`, or an empty `Tuning` if there is none or it cannot be used."""
-    if not path:
+def load_tuning(cluster: Cluster, path: str | None) -> Tuning:
+    """The document at `path` as stored, an empty `Tuning` if there is none: what a writer (the auto-tuner, `opsd
+    tuning`) goes by. `ClusterError` when it cannot be read now, `ValueError` naming the path when it is not a tuning
+    document: a writer that took either for "no document" would write its knob over a person's values."""
+    if not path or not cluster.exists(path):
         return Tuning()
+    return Tuning.from_document(cluster.get(path), path)
+
+
+def read_tuning(cluster: Cluster, path: str | None) -> Tuning:
+    """The document at `path`, or an empty `Tuning` if there is none or it cannot be read or used (logged): what the
+    source and the sink go by, so that a batch never fails on its tuning document."""
     try:
-        if not cluster.exists(path):
-            return Tuning()
-        return Tuning.from_document(cluster.get(path), path)
+        return load_tuning(cluster, path)
     except (ClusterError, ValueError) as e:
         log.warning("tuning_document_ignored", path=path, error=str(e))
         return Tuning()
@@ -90,12 +96,13 @@ def dyn_batch_size_in_force(tuning: Tuning, fallback: int) -> int:
 def write_tuning(cluster: Cluster, path: str, *, max_rows_per_partition: int | None = None,
                  dyn_batch_size: int | None = None, max_bytes_per_partition: int | None = None,
                  reason: str | None = None) -> Tuning:
-    """Set values in the document (creating it), keeping the ones not given. Returns what is in force."""
+    """Set values in the document (creating it), keeping the ones not given. Returns what is in force. A document
+    that cannot be read now, or is not a tuning document, is left as it is (`load_tuning`'s errors)."""
     given = {"max_rows_per_partition": max_rows_per_partition, "max_bytes_per_partition": max_bytes_per_partition,
              "dyn_batch_size": dyn_batch_size}
     given = {k: v for k, v in given.items() if v is not None}
     Tuning.from_document(given, path)  # names a bad value, writes nothing
-    current = read_tuning(cluster, path)
+    current = load_tuning(cluster, path)
     tuning = replace(current, **given, updated_at=time.time(), reason=reason)
     if cluster.exists(path):
         cluster.set(path, asdict(tuning))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming_core.cluster.base import DOCUMENT
 from streaming_core.tuning import read_tuning
 from tests.support.doctor import follow
 
@@ -47,3 +48,11 @@ def test_what_cannot_be_set_is_named(config, capsys, args: list[str], says: str)
     code, _, err = follow(capsys, ["tuning", "set", *args, "--config", str(config)])
 
     assert code == 1 and says in err
+
+
+def test_a_document_that_is_not_a_tuning_document_is_named_and_left_as_it_is(yt, yt_root, config, capsys) -> None:
+    yt.create(DOCUMENT, f"{yt_root}/c_tuning", recursive=True, attributes={"value": ["not", "a", "map"]})
+    code, _, err = follow(capsys, ["tuning", "set", "copy", "--config", str(config), "--max-rows-per-partition", "7"])
+
+    assert code == 1 and f"tuning document {yt_root}/c_tuning must be a map" in err and "left as it is" in err
+    assert yt.get(f"{yt_root}/c_tuning") == ["not", "a", "map"]

@@ -1,13 +1,19 @@
 """The tuning check records the values a pipeline really uses: its tuning document, else its options/conf."""
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from opsd.checks.tuning.check import TuningCheck
+from opsd.checks.tuning.collect import TuningInForce, TuningSources, collect
 from opsd.config.models import OpsdConfig
 from opsd.observe.recorder import Recorder
 from opsd.observe.status import StatusStore
 from opsd.telemetry.metrics import Metrics
-from streaming_core.tuning import write_tuning
+from streaming_core.cluster import ClusterError
+from streaming_core.cluster.base import DOCUMENT
+from streaming_core.tuning import Tuning, read_tuning, write_tuning
+from ytsaurus_standin.errors import GENERIC
+from ytsaurus_standin.http import Fault
 
 
 def _config(cluster_uri: str, yt_root: str) -> OpsdConfig:
@@ -64,3 +70,29 @@ def test_a_sink_with_its_own_tuning_path_is_read_from_that_document(cluster_uri,
     write_tuning(yt, f"{yt_root}/c_tuning", max_rows_per_partition=70, dyn_batch_size=111)
     write_tuning(yt, f"{yt_root}/sink_t", dyn_batch_size=222)
     assert TuningCheck(_recorder(), config).run()["split"] == (70, 222)
+
+
+def test_a_document_that_cannot_be_read_now_is_neither_judged_nor_written_over(standin, standin_cluster):
+    """A read error is not "no document": the source goes on with its options for that batch, but the checks do not
+    judge on them, and a write keeps the person's values instead of replacing the document with its own knob."""
+    path = "//tmp/tuning-unreadable/consumer_tuning"
+    write_tuning(standin_cluster, path, max_rows_per_partition=700, dyn_batch_size=900, reason="a person")
+    standin.faults.append(Fault("get", status=400, code=GENERIC, times=1))
+    assert read_tuning(standin_cluster, path) == Tuning()  # the reader's view: ignored, logged
+    standin.faults.append(Fault("get", status=400, code=GENERIC, times=1))
+    with pytest.raises(ClusterError):
+        collect(standin_cluster, TuningSources("q", path, path, 100, 1000))
+    standin.faults.append(Fault("get", status=400, code=GENERIC, times=1))
+    with pytest.raises(ClusterError):
+        write_tuning(standin_cluster, path, max_rows_per_partition=100_000, reason="autotune: slow_batches")
+    kept = read_tuning(standin_cluster, path)
+    assert (kept.max_rows_per_partition, kept.dyn_batch_size, kept.reason) == (700, 900, "a person")
+
+
+def test_a_document_that_is_not_a_tuning_document_is_not_in_force_and_not_written_over(yt, yt_root):
+    path = f"{yt_root}/broken_tuning"
+    yt.create(DOCUMENT, path, recursive=True, attributes={"value": {"max_rows_per_partition": "lots"}})
+    assert collect(yt, TuningSources("q", path, path, 100, 1000)) == TuningInForce("q", 100, 1000, None)
+    with pytest.raises(ValueError, match=path):
+        write_tuning(yt, path, dyn_batch_size=500)
+    assert yt.get(path) == {"max_rows_per_partition": "lots"}

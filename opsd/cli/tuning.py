@@ -64,6 +64,10 @@ def set_tuning(args: argparse.Namespace) -> int:
                 raise CliError(f"{flag} {value}: a number of rows, 1 or more")
             if path is None:
                 raise CliError(f"{flag}: pipeline {args.query!r} has no tuning document for it (it needs {needs})")
-            write_tuning(cluster, path, **{key: value}, reason="opsd tuning set")
+            try:
+                write_tuning(cluster, path, **{key: value}, reason="opsd tuning set")
+            except ValueError as e:
+                raise CliError(f"{e}: left as it is (neither the source nor the sink uses it); fix or remove it, "
+                               "then set the value again") from None
             print(shown.line(f"{args.query}: {key} {value} in {path} (in force at its next batch)"))
     return 0

@@ -16,7 +16,13 @@ from streaming_core.options import (
     configured_max_bytes_per_partition,
     configured_max_rows_per_partition,
 )
-from streaming_core.tuning import dyn_batch_size_in_force, max_bytes_in_force, max_rows_in_force, read_tuning
+from streaming_core.tuning import (
+    Tuning,
+    dyn_batch_size_in_force,
+    load_tuning,
+    max_bytes_in_force,
+    max_rows_in_force,
+)
 
 
 @dataclass(frozen=True)
@@ -53,11 +59,21 @@ def sources_for(pipeline: PipelineConfig, spark_conf: dict[str, str]) -> TuningS
     )
 
 
+def in_force(cluster: Cluster, path: str | None) -> Tuning:
+    """The document at `path` as the source and the sink use it: one that is not a tuning document is ignored by them
+    (`read_tuning`), so it is not in force; one that cannot be read now raises `ClusterError`: a check does not judge
+    or tune on values it could not read."""
+    try:
+        return load_tuning(cluster, path)
+    except ValueError:
+        return Tuning()
+
+
 def collect(cluster: Cluster, sources: TuningSources) -> TuningInForce:
     """Read the pipeline's tuning documents (once when source and sink share one)."""
-    source_doc = read_tuning(cluster, sources.source_document)
+    source_doc = in_force(cluster, sources.source_document)
     sink_doc = source_doc if sources.sink_document == sources.source_document \
-        else read_tuning(cluster, sources.sink_document)
+        else in_force(cluster, sources.sink_document)
     max_rows = max_rows_in_force(source_doc, sources.max_rows_per_partition)
     batch = None if sources.dyn_batch_size is None else dyn_batch_size_in_force(sink_doc, sources.dyn_batch_size)
     max_bytes = max_bytes_in_force(source_doc, sources.max_bytes_per_partition)

@@ -21,6 +21,8 @@ from opsd.observe.status import StatusStore, jsonable
 from opsd.telemetry.metrics import Metrics
 from tests.support.checkpoint import write_checkpoint
 from tests.support.cluster import make_queue
+from ytsaurus_standin.errors import GENERIC
+from ytsaurus_standin.http import Fault
 
 
 def sample(at: float, next_row: int, row_count: int, *, written_at: float | None = None,
@@ -121,3 +123,19 @@ def test_timestamps_are_read_within_a_budget_per_run_and_remembered(yt, yt_root:
 
     assert first[0] is not None and first[1] is None
     assert second == [first[0], pytest.approx(time.time(), abs=60)]
+
+
+def test_a_timestamp_read_that_failed_is_read_again_at_the_next_run(standin, standin_cluster) -> None:
+    q = "//tmp/lag-failed-read/queue"
+    make_queue(standin_cluster, q,
+               schema=[{"name": "$timestamp", "type": "uint64"}, {"name": "data", "type": "string"}])
+    standin_cluster.insert_rows(q, [{"data": "x"}] * 4)
+    stamps, rows = Timestamps(), [t.total_row_count for t in standin_cluster.get_tablet_infos(q)]
+    standin.faults.append(Fault("select_rows", status=400, code=GENERIC, times=1))
+
+    stamps.start_run()
+    failed = stamps.of(standin_cluster, q, 0, 0, rows[0])
+    stamps.start_run()
+    again = stamps.of(standin_cluster, q, 0, 0, rows[0])
+
+    assert failed is None and again == pytest.approx(time.time(), abs=60)

@@ -42,14 +42,15 @@ def written_at(cluster: Cluster, queue: str, partition: int, row: int, row_count
 
 
 class Timestamps:
-    """The `$timestamp` of each partition's next row to read, kept while that row stays the next one."""
+    """The `$timestamp` of each partition's next row to read, kept while that row stays the next one (a read that
+    found none is not kept)."""
 
     #: New rows' timestamps read per run at most.
     BUDGET = 256
 
     def __init__(self, budget: int = BUDGET) -> None:
         self.budget = budget
-        self._known: dict[tuple[str, int], tuple[int, float | None]] = {}
+        self._known: dict[tuple[str, int], tuple[int, float]] = {}
         self._left = budget
 
     def start_run(self) -> None:
@@ -63,7 +64,8 @@ class Timestamps:
             return None
         self._left -= 1
         stamp = written_at(cluster, queue, partition, row, row_count)
-        self._known[(queue, partition)] = (row, stamp)
+        if stamp is not None:  # a read that failed is tried again at the next run, not remembered as no timestamp
+            self._known[(queue, partition)] = (row, stamp)
         return stamp
 
 

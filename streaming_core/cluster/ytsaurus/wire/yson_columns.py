@@ -30,7 +30,8 @@ from yt.yson import YsonError
 
 from ...errors import SchemaError
 from ...schema import is_optional, variant_alternatives
-from . import bindings, decimal
+from . import bindings, decimal, yson_text
+from .yson_text import unzigzag
 
 _STRING, _INT64, _DOUBLE, _FALSE, _TRUE, _UINT64 = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
 _ENTITY, _SEMICOLON, _EQUALS = ord("#"), ord(";"), ord("=")
@@ -275,10 +276,6 @@ def _long_varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, length
 
 
-def _unzigzag(u: np.ndarray) -> np.ndarray:
-    return (u >> np.uint64(1)).view(np.int64) ^ -(u & np.uint64(1)).view(np.int64)
-
-
 def _integer(name: str, arrow: pa.DataType) -> Decoder:
     width = _INTEGERS[name]
     unsigned = pa.types.is_unsigned_integer(width)
@@ -287,7 +284,7 @@ def _integer(name: str, arrow: pa.DataType) -> Decoder:
         m, null = _markers(buf, p, _INTEGER_MARKERS)
         raw, ends = _varints(buf, p + 1)
         signed = m == _INT64
-        values = np.where(signed, _unzigzag(raw), raw.view(np.int64))
+        values = np.where(signed, unzigzag(raw), raw.view(np.int64))
         wrong = (signed & (values < 0)) if unsigned else (~signed & (values < 0))
         if (wrong & ~null).any():
             raise Declined("an integer out of its column's range")
@@ -341,7 +338,7 @@ def _string(arrow: pa.DataType) -> Decoder:
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         _, null = _markers(buf, p, _STRING_MARKERS)
         raw, starts = _varints(buf, p + 1)
-        lengths = _unzigzag(raw)
+        lengths = unzigzag(raw)
         lengths[null] = 0
         starts = np.where(null, p + 1, starts)
         if (lengths < 0).any():
@@ -395,9 +392,16 @@ _ENDS_VALUE = _table(_ENTITY, _FALSE, _TRUE, _DOUBLE, _INT64, _UINT64, _STRING, 
 
 
 def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    """The position after each whole value (attributes included), token by token for all rows at once."""
+    """The position after each whole value (attributes included)."""
+    return pa.nulls(len(p)), _walk(buf, p)[0]
+
+
+def _walk(buf: _Bytes, p: np.ndarray, record: bool = False) -> tuple[np.ndarray, list[yson_text.Round] | None]:
+    """The position after each whole value (attributes included), token by token for all rows at once; with
+    `record`, the rounds of tokens where every value has one of the same kind in each (else None)."""
     cur, depth = p.copy(), np.zeros(len(p), np.int64)
     active = np.arange(len(p))
+    rounds: list[yson_text.Round] | None = [] if record else None
     while len(active):
         c = cur[active]
         buf.inside(c + 1)
@@ -405,13 +409,21 @@ def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         step = _TOKEN_LENGTH[m]
         if (step < 0).any():
             raise Declined("text YSON")
-        varint = step == 0
-        if varint.any():
+        varint = np.flatnonzero(step == 0)
+        if rounds is not None and (len(active) < len(p) or (m != m[0]).any()):
+            rounds = None
+        payload, number = c + 1, np.zeros(len(c), np.uint64)
+        if len(varint):
             raw, after = _varints(buf, c[varint] + 1)
-            length = np.where(m[varint] == _STRING, _unzigzag(raw), 0)
+            string = m[varint] == _STRING
+            length = np.where(string, unzigzag(raw), 0)
             if (length < 0).any():
                 raise Declined("a negative string length")
             step[varint] = after + length - c[varint]
+            if rounds is not None:
+                payload, number = after, np.where(string, length.view(np.uint64), raw)
+        if rounds is not None:
+            rounds.append(yson_text.Round(int(m[0]), c, payload, number))
         d = depth[active] + _DEPTH[m]
         if (d < 0).any():
             raise Declined("unbalanced YSON")
@@ -419,34 +431,47 @@ def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         depth[active] = d
         active = active[~((d == 0) & _ENDS_VALUE[m])]
     buf.inside(cur)
-    return pa.nulls(len(p)), cur
+    return cur, rounds
 
 
 def _yson(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    """Each value as the bindings write it (text YSON, as the object path's `dumps`): the column's values
-    parsed in one call and written back in one call, the written fragment cut where each value ends."""
+    """Each value as the bindings write it (text YSON, as the object path's `dumps`): written from its tokens
+    where the column's values share one shape (`yson_text`), else parsed in one call and written back in one."""
     null = buf.at(p) == _ENTITY
-    _, ends = _skip(buf, p)
     present = np.flatnonzero(~null)
+    ends = p + 1
     if not len(present):
         return pa.nulls(len(p), pa.binary()), ends
-    spans = _spans(buf, p[present], ends[present], np.zeros(len(present), bool))
+    ends[present], rounds = _walk(buf, p[present], record=True)
+    written = None
+    if rounds:
+        no_nulls = np.zeros(len(present), bool)
+        written = yson_text.write(buf.data, buf.matches, rounds, lambda a, b: _spans(buf, a, b, no_nulls))
+    if written is None:
+        written = _dumped(buf, p[present], ends[present])
+    if len(present) == len(p):
+        return written, ends
+    index = np.zeros(len(p), np.int64)
+    index[present] = np.arange(len(present))
+    return written.take(pa.array(index, mask=null)), ends
+
+
+def _dumped(buf: _Bytes, p: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The values between `p` and `ends` parsed in one call and written back as text in one call, the written
+    fragment cut where each value ends."""
+    spans = _spans(buf, p, ends, np.zeros(len(p), bool))
     one_list = pa.ListArray.from_arrays(pa.array([0, len(spans)], pa.int32()), spans)
     joined = pc.binary_join(one_list, b";")[0].as_py() + b";"
     values = list(bindings.loads(joined, yson_type="list_fragment", always_create_attributes=False, encoding=None))
     text = bindings.dumps(values, yson_type="list_fragment")  # `value;\n` each: no raw newline inside text YSON
     data = np.frombuffer(text, np.uint8)
     stops = np.flatnonzero(data == ord("\n"))
-    if len(stops) != len(present) or len(values) != len(present):
+    if len(stops) != len(p) or len(values) != len(p):
         raise Declined("a yson value is not one node")
     bounds = np.zeros(len(stops) + 1, np.int64)
     bounds[1:] = stops + 1
-    lengths = np.diff(bounds) - 2  # without `;\n`
     starts = bounds[:-1]
-    pieces = _spans(_Bytes(text), starts, starts + lengths, np.zeros(len(starts), bool))
-    index = np.full(len(p), 0, np.int64)
-    index[present] = np.arange(len(present))
-    return pieces.take(pa.array(index, mask=null)), ends
+    return _spans(_Bytes(text), starts, starts + np.diff(bounds) - 2, np.zeros(len(starts), bool))
 
 
 def _expect(buf: _Bytes, p: np.ndarray, byte: int) -> np.ndarray:
@@ -592,7 +617,7 @@ def _variant(names: Sequence[bytes], children: Sequence[Decoder], arrow: pa.Data
         by_index = ~null & ((m == _INT64) | (m == _UINT64))
         if by_index.any():
             index, after = _varints(buf, tag + 1)
-            held[by_index] = np.where(m == _INT64, _unzigzag(index), index.view(np.int64))[by_index]
+            held[by_index] = np.where(m == _INT64, unzigzag(index), index.view(np.int64))[by_index]
             value_at[by_index] = after[by_index]
         for i, token in enumerate(tokens):
             named = ~null & (m == _STRING) & buf.matches(tag, token)

@@ -88,9 +88,11 @@ def _template(data: np.ndarray, matches: Matches, rounds: Sequence[Round]) -> li
                 if text is None or text in stack[-1][1]:
                     return None
                 stack[-1][1].add(text)
-            parts.append(k if text is None else text)
-            if m == _UINT64:
-                parts.append(b"u")
+            if text is not None:
+                parts.append(text)
+            else:
+                quote = b'"' if m == _STRING else b""
+                parts += [quote, k, b"u" if m == _UINT64 else quote]
             expect = "equals" if expect == "key" else _after_value(stack)
         elif m in _OPENERS and expect in ("value", "item"):
             stack.append((_OPENERS[m], set()))
@@ -112,6 +114,8 @@ def _template(data: np.ndarray, matches: Matches, rounds: Sequence[Round]) -> li
         return None
     merged: list[bytes | int] = []
     for part in parts:
+        if part == b"":
+            continue
         if isinstance(part, bytes) and merged and isinstance(merged[-1], bytes):
             merged[-1] += part
         else:

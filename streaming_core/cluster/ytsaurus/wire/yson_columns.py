@@ -490,6 +490,8 @@ def _after_item(buf: _Bytes, p: np.ndarray, closer: int) -> np.ndarray:
 
 def _subset(decode: Decoder, buf: _Bytes, p: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """`decode` at the positions of `rows` (a mask) only: an array with nulls elsewhere, and the ends there."""
+    if rows.all():
+        return decode(buf, p)
     picked = np.flatnonzero(rows)
     values, ends = decode(buf, p[picked])
     out = p.copy()
@@ -514,8 +516,11 @@ def _members(members: Sequence[tuple[bytes, Decoder]]) -> Inside:
             present = buf.matches(cur, token)
             values, ends = _subset(child, buf, cur + len(token), present)
             arrays.append(values)
-            cur = cur.copy()
-            cur[present] = _after_item(buf, ends[present], _CLOSE_MAP)
+            if present.all():
+                cur = _after_item(buf, ends, _CLOSE_MAP)
+            else:
+                cur = cur.copy()
+                cur[present] = _after_item(buf, ends[present], _CLOSE_MAP)
         return arrays, _expect(buf, cur, _CLOSE_MAP)
     return decode
 
@@ -540,6 +545,9 @@ def _struct(inside: Inside, arrow: pa.DataType,
 
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         _, null = _markers(buf, p, markers)
+        if not null.any():
+            arrays, ends = inside(buf, p)
+            return pa.StructArray.from_arrays(arrays, fields=list(arrow)), ends
         present = ~null
         picked = np.flatnonzero(present)
         arrays, ends = inside(buf, p[picked])

@@ -8,8 +8,9 @@ position where its next token starts, and each column is decoded for all rows by
 the response itself), after which the positions move past it. Composite values go the same way one level
 down: a list's items a round at a time (the first item of every row, then the second, ...), a struct's
 members, a tuple's elements and a variant's alternatives each as a column of positions; a `yson` value is
-skipped token by token in lock step, and all the values of a column are rewritten to the bindings' text form
-in one parse and one write (not a parser call per value). The cost per byte therefore does not grow with
+stepped through token by token in lock step, and the column's values are written in the bindings' text form
+from their tokens where they share one shape (`yson_text`), else parsed in one call and written in one (not a
+parser call per value). The cost per byte therefore does not grow with
 the number of columns: it is a few numpy operations per column and row, whatever the row's width.
 
 Where the bytes are not in that layout (text YSON, attributes on a row, a key order that differs between

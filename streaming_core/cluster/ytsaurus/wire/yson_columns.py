@@ -507,21 +507,32 @@ def _subset(decode: Decoder, buf: _Bytes, p: np.ndarray, rows: np.ndarray) -> tu
 
 
 def _members(members: Sequence[tuple[bytes, Decoder]]) -> Inside:
-    """A map's keyed items in the given order, each maybe absent (null), from `{` to after `}`."""
+    """A map's keyed items in the given order, each maybe absent (null), from `{` to after `}`. Where an item is
+    in every row, the `;` after it and the next key are compared as one token."""
     tokens = [_key_token(key) for key, _ in members]
 
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
         cur = _expect(buf, p, _OPEN_MAP)
         arrays = []
+        pending = False  # `cur` is at the end of an item in every row, before its `;` or the `}`
         for token, (_, child) in zip(tokens, members, strict=True):
+            if pending:
+                if buf.matches(cur, b";" + token).all():
+                    values, cur = child(buf, cur + 1 + len(token))
+                    arrays.append(values)
+                    continue
+                cur = _after_item(buf, cur, _CLOSE_MAP)
             present = buf.matches(cur, token)
             values, ends = _subset(child, buf, cur + len(token), present)
             arrays.append(values)
-            if present.all():
-                cur = _after_item(buf, ends, _CLOSE_MAP)
+            pending = bool(present.all())
+            if pending:
+                cur = ends
             else:
                 cur = cur.copy()
                 cur[present] = _after_item(buf, ends[present], _CLOSE_MAP)
+        if pending:
+            cur = _after_item(buf, cur, _CLOSE_MAP)
         return arrays, _expect(buf, cur, _CLOSE_MAP)
     return decode
 

@@ -399,10 +399,47 @@ def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
 
 def _walk(buf: _Bytes, p: np.ndarray, record: bool = False) -> tuple[np.ndarray, list[yson_text.Round] | None]:
     """The position after each whole value (attributes included), token by token for all rows at once; with
-    `record`, the rounds of tokens where every value has one of the same kind in each (else None)."""
-    cur, depth = p.copy(), np.zeros(len(p), np.int64)
-    active = np.arange(len(p))
+    `record`, the rounds of tokens where every value has one of the same kind in each (else None). While the
+    values have tokens of one kind, a round's step is that kind's (no lookup per value)."""
+    cur = p.copy()
     rounds: list[yson_text.Round] | None = [] if record else None
+    depth = 0
+    while len(p):
+        m = buf.at(cur)
+        kind = int(m[0])
+        if not (m == kind).all():
+            break
+        step = int(_TOKEN_LENGTH[kind])
+        if step < 0:
+            raise Declined("text YSON")
+        payload, number = cur + 1, np.zeros(len(cur), np.uint64)
+        if step == 0:
+            raw, payload = _varints(buf, cur + 1)
+            number = raw
+            if kind == _STRING:
+                length = unzigzag(raw)
+                if (length < 0).any():
+                    raise Declined("a negative string length")
+                number = length.view(np.uint64)
+            following = payload + number.view(np.int64) if kind == _STRING else payload
+            buf.inside(following)
+        else:
+            following = cur + step
+        if rounds is not None:
+            rounds.append(yson_text.Round(kind, cur, payload, number))
+        depth += int(_DEPTH[kind])
+        if depth < 0:
+            raise Declined("unbalanced YSON")
+        cur = following
+        if depth == 0 and _ENDS_VALUE[kind]:
+            return cur, rounds
+    return _walk_apart(buf, cur, depth), None
+
+
+def _walk_apart(buf: _Bytes, p: np.ndarray, depth: int) -> np.ndarray:
+    """`_walk` from tokens of differing kinds (all the values `depth` deep), a lookup per value and token."""
+    cur, depths = p.copy(), np.full(len(p), depth, np.int64)
+    active = np.arange(len(p))
     while len(active):
         c = cur[active]
         buf.inside(c + 1)
@@ -411,28 +448,20 @@ def _walk(buf: _Bytes, p: np.ndarray, record: bool = False) -> tuple[np.ndarray,
         if (step < 0).any():
             raise Declined("text YSON")
         varint = np.flatnonzero(step == 0)
-        if rounds is not None and (len(active) < len(p) or (m != m[0]).any()):
-            rounds = None
-        payload, number = c + 1, np.zeros(len(c), np.uint64)
         if len(varint):
             raw, after = _varints(buf, c[varint] + 1)
-            string = m[varint] == _STRING
-            length = np.where(string, unzigzag(raw), 0)
+            length = np.where(m[varint] == _STRING, unzigzag(raw), 0)
             if (length < 0).any():
                 raise Declined("a negative string length")
             step[varint] = after + length - c[varint]
-            if rounds is not None:
-                payload, number = after, np.where(string, length.view(np.uint64), raw)
-        if rounds is not None:
-            rounds.append(yson_text.Round(int(m[0]), c, payload, number))
-        d = depth[active] + _DEPTH[m]
+        d = depths[active] + _DEPTH[m]
         if (d < 0).any():
             raise Declined("unbalanced YSON")
         cur[active] = c + step
-        depth[active] = d
+        depths[active] = d
         active = active[~((d == 0) & _ENDS_VALUE[m])]
     buf.inside(cur)
-    return cur, rounds
+    return cur
 
 
 def _yson(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:

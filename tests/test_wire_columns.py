@@ -245,7 +245,21 @@ def outcome(decode, *args) -> pa.Table | str:
 def test_damaged_bytes_fail_or_read_exactly_as_the_object_path_reads_them():
     """Byte flips, cuts and insertions anywhere in wide rows: never an unexplained error, never other values."""
     schema = wide_schema()
-    raw = proxy_bytes(schema, to_arrow_table(schema, wide_rows(12), "//t"))
+    damage_reads_as_the_object_path(schema, proxy_bytes(schema, to_arrow_table(schema, wide_rows(12), "//t")))
+
+
+@pytest.mark.hostile
+def test_damaged_yson_values_of_one_shape_fail_or_read_exactly_as_the_object_path_reads_them():
+    """The same for a `yson` column whose values the template writer reads (one shape, every token kind)."""
+    schema = TableSchema.from_yt([{"name": "k", "type_v3": "int64"}, {"name": "meta", "type_v3": optional("yson")}])
+    meta = [b'{source=bench;n=%d;u=%du;ok=%%true;l=[1;"x%d";#]}' % (i, 7 * i, i) for i in range(12)]
+    raw = proxy_bytes(schema, pa.table({"k": pa.array(range(12), pa.int64()), "meta": pa.array(meta, pa.binary())}))
+
+    assert yson_columns_dumped_calls(raw, schema) == 0
+    damage_reads_as_the_object_path(schema, raw)
+
+
+def damage_reads_as_the_object_path(schema: TableSchema, raw: bytes) -> None:
     fields, types = columns_of(schema)
     rng = random.Random(35)
     for _ in range(150):

@@ -86,11 +86,17 @@ class _Bytes:
 
     def matches(self, p: np.ndarray, token: bytes) -> np.ndarray:
         """Whether the bytes at each position are `token`, compared 8 bytes at a time."""
+        last = len(self.words) - len(token)
+        if len(p) and int(p.max()) > last:
+            p = np.minimum(p, last)
         same = np.ones(len(p), bool)
         for k in range(0, len(token), 8):
             chunk = token[k:k + 8]
-            got = self.words[np.minimum(p + k, len(self.words) - 1)]
-            same &= (got & np.uint64((1 << 8 * len(chunk)) - 1)) == np.uint64(int.from_bytes(chunk, "little"))
+            got = self.words[p + k if k else p]
+            if len(chunk) < 8:
+                got &= np.uint64((1 << 8 * len(chunk)) - 1)
+            hit = got == np.uint64(int.from_bytes(chunk, "little"))
+            same = hit if k == 0 else same & hit
         return same
 
 

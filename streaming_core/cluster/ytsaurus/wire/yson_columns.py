@@ -291,9 +291,13 @@ def _integer(name: str, arrow: pa.DataType) -> Decoder:
         m, null = _markers(buf, p, _INTEGER_MARKERS)
         raw, ends = _varints(buf, p + 1)
         signed = m == _INT64
-        values = np.where(signed, unzigzag(raw), raw.view(np.int64))
-        wrong = (signed & (values < 0)) if unsigned else (~signed & (values < 0))
-        if (wrong & ~null).any():
+        if signed.all():  # no nulls, int64 tokens only (the bulk of signed columns)
+            values, null = unzigzag(raw), None
+            wrong = values < 0 if unsigned else None
+        else:
+            values = np.where(signed, unzigzag(raw), raw.view(np.int64))
+            wrong = ((signed & (values < 0)) if unsigned else (~signed & (values < 0))) & ~null
+        if wrong is not None and wrong.any():
             raise Declined("an integer out of its column's range")
         wide = pa.array(values.view(np.uint64) if unsigned else values, mask=null)
         try:
@@ -304,7 +308,7 @@ def _integer(name: str, arrow: pa.DataType) -> Decoder:
             out = _mapped((out, ends), lambda a: pc.multiply_checked(a, _MICROS_PER_SECOND))[0]
         if out.type != arrow:
             out = out.view(arrow) if out.type.bit_width == arrow.bit_width else out.cast(arrow)
-        return out, np.where(null, p + 1, ends)
+        return out, ends if null is None else np.where(null, p + 1, ends)
     return decode
 
 
@@ -331,13 +335,13 @@ def _spans(buf: _Bytes, starts: np.ndarray, ends: np.ndarray, null: np.ndarray) 
     bounds[0] = 0
     bounds[1::2], bounds[2::2] = starts, ends
     buf.inside(ends)
-    if (np.diff(bounds) < 0).any():
+    if (bounds[1:] < bounds[:-1]).any():
         raise Declined("spans overlap or run past the end")
     large = buf.size >= 1 << 31
     offsets = pa.py_buffer(bounds if large else bounds.astype(np.int32))
     cut = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), len(bounds) - 1,
                                 [None, offsets, buf.buffer])
-    taken = cut.take(pa.array(np.arange(0, 2 * len(starts), 2) + 1, mask=null))
+    taken = cut.take(pa.array(np.arange(1, 2 * len(starts), 2), mask=null if null.any() else None))
     return taken.cast(pa.binary()) if large else taken
 
 
@@ -346,8 +350,9 @@ def _string(arrow: pa.DataType) -> Decoder:
         _, null = _markers(buf, p, _STRING_MARKERS)
         raw, starts = _varints(buf, p + 1)
         lengths = unzigzag(raw)
-        lengths[null] = 0
-        starts = np.where(null, p + 1, starts)
+        if null.any():
+            lengths[null] = 0
+            starts = np.where(null, p + 1, starts)
         if (lengths < 0).any():
             raise Declined("a negative string length")
         ends = starts + lengths

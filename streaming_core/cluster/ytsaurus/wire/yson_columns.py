@@ -363,10 +363,11 @@ def _string(arrow: pa.DataType) -> Decoder:
     return decode
 
 
-_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
-#: Where each of the 16 bytes (in Python's `bytes_le` order) goes in the 36 characters of the text form.
+#: Each byte's two hex digits, as the two bytes of a little-endian uint16.
+_HEX_PAIRS = np.array([int.from_bytes(f"{b:02x}".encode(), "little") for b in range(256)], np.uint16)
+#: The order of the 16 bytes (Python's `bytes_le`) in the text form, and where its groups of digits go.
 _UUID_ORDER = [3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15]
-_UUID_DIGITS = [i for i in range(36) if i not in (8, 13, 18, 23)]
+_UUID_GROUPS = [(0, 0, 8), (9, 8, 12), (14, 12, 16), (19, 16, 20), (24, 20, 32)]  # text from, digits from, to
 
 
 def _uuid_text(values: pa.Array) -> pa.Array:
@@ -378,10 +379,10 @@ def _uuid_text(values: pa.Array) -> pa.Array:
         return pa.nulls(len(values), pa.string())
     offsets = np.frombuffer(valid.buffers()[1], np.int32)[valid.offset:valid.offset + len(valid) + 1]
     raw = np.frombuffer(valid.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 16)[:, _UUID_ORDER]
+    digits = np.ascontiguousarray(_HEX_PAIRS[raw]).view(np.uint8)
     text = np.full((len(valid), 36), ord("-"), np.uint8)
-    digits = np.empty((len(valid), 32), np.uint8)
-    digits[:, 0::2], digits[:, 1::2] = _HEX[raw >> 4], _HEX[raw & 0x0F]
-    text[:, _UUID_DIGITS] = digits
+    for at, start, stop in _UUID_GROUPS:
+        text[:, at:at + stop - start] = digits[:, start:stop]
     offsets = pa.py_buffer(np.arange(0, 36 * len(valid) + 1, 36, dtype=np.int32))
     strings = pa.Array.from_buffers(pa.string(), len(valid), [None, offsets, pa.py_buffer(text.reshape(-1))])
     if not values.null_count:

@@ -582,12 +582,18 @@ def _elements(elements: Sequence[Decoder], count: int) -> Inside:
     """A list of exactly `count` items of the given decoders, from `[` to after `]`."""
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
         cur = _expect(buf, p, _OPEN_LIST)
+        if not count:
+            return [], _expect(buf, cur, _CLOSE_LIST)
         arrays = []
-        for child in elements[:count]:
+        for child in elements[:count - 1]:
             values, ends = child(buf, cur)
             arrays.append(values)
             cur = _after_item(buf, ends, _CLOSE_LIST)
-        return arrays, _expect(buf, cur, _CLOSE_LIST)
+        values, ends = elements[count - 1](buf, cur)
+        arrays.append(values)
+        if buf.matches(ends, b";]").all():  # as the writer ends a list: the last item's `;` and `]` in one
+            return arrays, ends + 2
+        return arrays, _expect(buf, _after_item(buf, ends, _CLOSE_LIST), _CLOSE_LIST)
     return decode
 
 

@@ -238,6 +238,11 @@ def _markers(buf: _Bytes, p: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarra
     """Each value's first byte, and where it is `#` (null); `Declined` for a byte outside `allowed` (a
     `_table`, `#` included)."""
     m = buf.at(p)
+    first = int(m[0]) if len(m) else _ENTITY
+    if first != _ENTITY and (m == first).all():  # one kind and no nulls: no lookup per value
+        if not allowed[first]:
+            raise Declined("a value does not have its column's YSON form")
+        return m, np.zeros(len(m), bool)
     if not allowed[m].all():
         raise Declined("a value does not have its column's YSON form")
     return m, m == _ENTITY
@@ -624,7 +629,6 @@ def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
     """A list per row (or `#`): the offsets, the items of all rows in row order, the nulls and the ends."""
     _, null = _markers(buf, p, _LIST_MARKERS)
     cur = p + 1
-    counts = np.zeros(len(p), np.int64)
     active = np.flatnonzero(~null)
     pieces, owners = [], []
     for _ in range(MAX_ROUNDS + 1):
@@ -634,12 +638,12 @@ def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
         values, ends = item(buf, cur[active])
         pieces.append(values)
         owners.append(active)
-        counts[active] += 1
         cur[active] = _after_item(buf, ends, _CLOSE_LIST)
     else:
         raise Declined("a list longer than MAX_ROUNDS items")
     offsets = np.zeros(len(p) + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    if owners:  # a row's items are its first rounds: its count is the rounds it was in
+        np.cumsum(np.bincount(np.concatenate(owners), minlength=len(p)), out=offsets[1:])
     if pieces:  # round-major as read: item k of row r goes to offsets[r] + k
         order = np.empty(int(offsets[-1]), np.int64)
         order[np.concatenate([offsets[rows] + k for k, rows in enumerate(owners)])] = np.arange(len(order))

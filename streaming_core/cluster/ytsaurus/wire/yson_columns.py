@@ -4,7 +4,7 @@ object per value.
 The row-returning commands write every row with the same keys in the same order (the schemaful writer: one
 key per column of the rowset, null as `#`), so the rows can be read in lock step: an array holds, per row, the
 position where its next token starts, and each column is decoded for all rows by numpy over those positions
-(integers as varints gathered from a byte window, doubles as 8 gathered bytes, strings as a take of spans of
+(integers as varints gathered from a 64-bit word, doubles as 8 gathered bytes, strings as a take of spans of
 the response itself), after which the positions move past it. Composite values go the same way one level
 down: a list's items a round at a time (the first item of every row, then the second, ...), a struct's
 members, a tuple's elements and a variant's alternatives each as a column of positions; a `yson` value is
@@ -38,7 +38,6 @@ _STRING, _INT64, _DOUBLE, _FALSE, _TRUE, _UINT64 = 0x01, 0x02, 0x03, 0x04, 0x05,
 _ENTITY, _SEMICOLON, _EQUALS = ord("#"), ord(";"), ord("=")
 _OPEN_MAP, _CLOSE_MAP, _OPEN_LIST, _CLOSE_LIST = ord("{"), ord("}"), ord("["), ord("]")
 _OPEN_ATTRIBUTES, _CLOSE_ATTRIBUTES = ord("<"), ord(">")
-_VARINT_BYTES = 10
 _PAD = 128
 _MICROS_PER_SECOND = 1_000_000
 _FIRST_ROW_BYTES = 4096
@@ -59,7 +58,7 @@ class Declined(Exception):
 class _Bytes:
     """The response as a numpy byte array, padded with zeros (a byte no value starts with) so that a fixed
     window a little past the end stays inside the array. Positions move by data-dependent lengths only in
-    `_spans` and `_skip`, which check them against the end; every other step moves them by at most a varint
+    `_spans` and `_walk`, which check them against the end; every other step moves them by at most a varint
     or a double past a byte it has checked, and a zero byte read past the end declines the next step."""
 
     def __init__(self, raw: bytes | bytearray | memoryview):
@@ -77,12 +76,6 @@ class _Bytes:
     def at(self, p: np.ndarray) -> np.ndarray:
         """The byte at each position."""
         return self.data[p]
-
-    def window(self, p: np.ndarray, width: int) -> np.ndarray:
-        """The `width` bytes (up to 16) from each position, a row each."""
-        words = np.empty((len(p), 2), "<u8")
-        words[:, 0], words[:, 1] = self.words[p], self.words[p + 8]
-        return words.view(np.uint8)[:, :width]
 
     def matches(self, p: np.ndarray, token: bytes) -> np.ndarray:
         """Whether the bytes at each position are `token`, compared 8 bytes at a time."""
@@ -256,7 +249,7 @@ _GROUPS = [(np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), np.uin
 
 def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The unsigned varints starting at `p` and the position after each: up to 8 bytes from one word (the
-    7-bit groups packed by shifts), longer ones (values from 2^56) from a byte window."""
+    7-bit groups packed by shifts), longer ones (values from 2^56) with their 9th and 10th bytes."""
     first = buf.at(p)
     if (first < 0x80).all():  # every value below 128: one byte each (short strings, small numbers)
         return first.astype(np.uint64), p + 1
@@ -270,22 +263,19 @@ def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     length = np.bitwise_count(keep).astype(np.int64) >> 3
     long = ends == 0
     if long.any():
-        x[long], length[long] = _long_varints(buf, p[long])
+        x[long], length[long] = _long_varints(buf, p[long], x[long])
     return x, p + length
 
 
-def _long_varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Varints of 9 or 10 bytes."""
-    window = buf.window(p, _VARINT_BYTES)
-    more = window >= 0x80
-    length = np.argmin(more, axis=1) + 1
-    if (more[:, 0] & (length == 1)).any():  # no byte without the continuation bit: argmin found none
+def _long_varints(buf: _Bytes, p: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of 9 or 10 bytes, whose first 8 bytes' groups are `low`: the 9th and 10th bytes added."""
+    ninth, tenth = buf.at(p + 8), buf.at(p + 9)
+    nine = ninth < 0x80
+    if (~nine & (tenth >= 0x80)).any():
         raise Declined("a varint is longer than 10 bytes")
-    values = np.zeros(len(p), np.uint64)
-    for k in range(_VARINT_BYTES):
-        part = (window[:, k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        values |= np.where(length > k, part, np.uint64(0))
-    return values, length
+    values = low | ((ninth & 0x7F).astype(np.uint64) << np.uint64(56))
+    values |= np.where(nine, np.uint64(0), (tenth & 0x7F).astype(np.uint64) << np.uint64(63))
+    return values, np.where(nine, 9, 10)
 
 
 def _integer(name: str, arrow: pa.DataType) -> Decoder:
@@ -320,7 +310,7 @@ def _integer(name: str, arrow: pa.DataType) -> Decoder:
 def _double(arrow: pa.DataType) -> Decoder:
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         _, null = _markers(buf, p, _DOUBLE_MARKERS)
-        values = np.ascontiguousarray(buf.window(p + 1, 8)).view("<f8").reshape(-1)
+        values = buf.words[p + 1].view("<f8")
         if arrow == pa.float32():
             with np.errstate(over="ignore"):
                 values = values.astype(np.float32)

@@ -519,10 +519,12 @@ def _expect(buf: _Bytes, p: np.ndarray, byte: int) -> np.ndarray:
 
 def _after_item(buf: _Bytes, p: np.ndarray, closer: int) -> np.ndarray:
     """Past the `;` after an item, which may be left out before the closing bracket."""
-    m = buf.at(p)
-    if not ((m == _SEMICOLON) | (m == closer)).all():
+    semicolon = buf.at(p) == _SEMICOLON
+    if semicolon.all():
+        return p + 1
+    if not (semicolon | (buf.at(p) == closer)).all():
         raise Declined("items are not separated by ';'")
-    return p + (m == _SEMICOLON)
+    return p + semicolon
 
 
 def _subset(decode: Decoder, buf: _Bytes, p: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:

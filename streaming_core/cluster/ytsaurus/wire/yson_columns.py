@@ -419,7 +419,7 @@ def _walk(buf: _Bytes, p: np.ndarray, record: bool = False) -> tuple[np.ndarray,
         step = int(_TOKEN_LENGTH[kind])
         if step < 0:
             raise Declined("text YSON")
-        payload, number = cur + 1, np.zeros(len(cur), np.uint64)
+        payload, number = cur, cur.view(np.uint64)  # kept for strings and integers only
         if step == 0:
             raw, payload = _varints(buf, cur + 1)
             number = raw
@@ -475,22 +475,26 @@ def _yson(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """Each value as the bindings write it (text YSON, as the object path's `dumps`): written from its tokens
     where the column's values share one shape (`yson_text`), else parsed in one call and written back in one."""
     null = buf.at(p) == _ENTITY
+    if not null.any():
+        return _yson_present(buf, p)
     present = np.flatnonzero(~null)
     ends = p + 1
     if not len(present):
         return pa.nulls(len(p), pa.binary()), ends
-    ends[present], rounds = _walk(buf, p[present], record=True)
-    written = None
-    if rounds:
-        no_nulls = np.zeros(len(present), bool)
-        written = yson_text.write(buf.data, buf.matches, rounds, lambda a, b: _spans(buf, a, b, no_nulls))
-    if written is None:
-        written = _dumped(buf, p[present], ends[present])
-    if len(present) == len(p):
-        return written, ends
+    written, ends[present] = _yson_present(buf, p[present])
     index = np.zeros(len(p), np.int64)
     index[present] = np.arange(len(present))
     return written.take(pa.array(index, mask=null)), ends
+
+
+def _yson_present(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """`_yson` of values none of which is `#`."""
+    ends, rounds = _walk(buf, p, record=True)
+    written = None
+    if rounds:
+        no_nulls = np.zeros(len(p), bool)
+        written = yson_text.write(buf.data, buf.matches, rounds, lambda a, b: _spans(buf, a, b, no_nulls))
+    return (_dumped(buf, p, ends) if written is None else written), ends
 
 
 def _dumped(buf: _Bytes, p: np.ndarray, ends: np.ndarray) -> pa.Array:

@@ -43,7 +43,7 @@ _ESCAPED[[ord('"'), ord("\\")]] = True
 
 class Round(NamedTuple):
     """One token of every value: its first byte (the same in all), and per value where it starts, where a
-    string's bytes start, and a string's length or an integer's raw varint."""
+    string's bytes start, and a string's length or an integer's raw varint (for other tokens: anything)."""
 
     marker: int
     at: np.ndarray
@@ -67,7 +67,8 @@ def write(data: np.ndarray, matches: Matches, rounds: Sequence[Round], spans: Sp
     if template is None:
         return None
     parts = [_varying(rounds[p], spans) if isinstance(p, int) else pa.scalar(p, pa.binary()) for p in template]
-    if any(_escapes(part) for part in parts):
+    if any(_escapes(part) for p, part in zip(template, parts, strict=True)
+           if isinstance(p, int) and rounds[p].marker == _STRING):
         return None
     if len(parts) == 1 and isinstance(parts[0], pa.Scalar):
         return pa.repeat(parts[0], len(rounds[0].at))
@@ -123,9 +124,9 @@ def _template(data: np.ndarray, matches: Matches, rounds: Sequence[Round]) -> li
     return merged
 
 
-def _escapes(part: pa.Array | pa.Scalar) -> bool:
-    """Whether a varying part holds a byte the bindings escape (constants are written by the bindings)."""
-    data = part.buffers()[2] if isinstance(part, pa.Array) else None
+def _escapes(strings: pa.Array) -> bool:
+    """Whether varying strings hold a byte the bindings escape (constants are written by the bindings)."""
+    data = strings.buffers()[2]
     return data is not None and bool(_ESCAPED[np.frombuffer(data, np.uint8)].any())
 
 

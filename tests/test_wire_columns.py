@@ -156,6 +156,16 @@ def yson_columns_dumped_calls(raw: bytes, schema: TableSchema) -> int:
     return len(calls)
 
 
+def test_yson_strings_to_escape_in_values_of_one_shape_are_read_without_the_bindings_parse():
+    schema = one_column(optional("yson"))
+    values = [yson.dumps({"name": f"имя {i}\t\"q\"", "n": i}, yson_format="binary") for i in range(20)]
+    raw = proxy_bytes(schema, pa.table({"c": pa.array(values, pa.binary())}))
+
+    assert yson_columns_dumped_calls(raw, schema) == 0
+    assert column_wise(schema, raw).column("c").to_pylist() == [
+        bindings.dumps(bindings.loads(v, always_create_attributes=False, encoding=None)) for v in values]
+
+
 def test_a_map_with_a_key_twice_reads_as_the_bindings_read_it():
     value = b"{\x01\x02a=\x02\x02;\x01\x02b=\x02\x04;\x01\x02a=\x02\x06;}"
     raw = b"".join(b"{\x01\x02c=" + value + b";};" for _ in range(3))

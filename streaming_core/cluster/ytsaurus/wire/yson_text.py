@@ -12,12 +12,12 @@ with the constant runs into the values' texts.
 
 The bindings' text form, which this writes byte for byte: structural bytes as they are, `;` after every item of
 a map or list (the last one included), strings (map keys too) in double quotes with every byte outside
-printable ASCII, `"` and `\\` escaped (a constant string is written by the bindings themselves), int64 in
-decimal, uint64 in decimal with a `u`, `%true`, `%false`, `#`. `write` returns None (the caller then parses and
-writes the values with the bindings) where the values do not share a shape, or hold what it does not write
-exactly: doubles (their shortest round-trip form), attributes (empty ones are dropped), a varying string with a
-byte to escape, a map key that differs between values, a key twice in a map (the bindings keep the last), or
-tokens out of YSON's grammar (the bindings then name the error).
+printable ASCII, `"` and `\\` escaped (a constant string, and the varying strings of a part holding such a
+byte, are written by the bindings themselves, in one call for the part), int64 in decimal, uint64 in decimal
+with a `u`, `%true`, `%false`, `#`. `write` returns None (the caller then parses and writes the values with the
+bindings) where the values do not share a shape, or hold what it does not write exactly: doubles (their
+shortest round-trip form), attributes (empty ones are dropped), a map key that differs between values, a key
+twice in a map (the bindings keep the last), or tokens out of YSON's grammar (the bindings then name the error).
 """
 
 from __future__ import annotations
@@ -67,9 +67,9 @@ def write(data: np.ndarray, matches: Matches, rounds: Sequence[Round], spans: Sp
     if template is None:
         return None
     parts = [_varying(rounds[p], spans) if isinstance(p, int) else pa.scalar(p, pa.binary()) for p in template]
-    if any(_escapes(part) for p, part in zip(template, parts, strict=True)
-           if isinstance(p, int) and rounds[p].marker == _STRING):
-        return None
+    for i, p in enumerate(template):
+        if isinstance(p, int) and rounds[p].marker == _STRING and _escapes(parts[i]):
+            parts[i] = _escaped(parts[i])
     if len(parts) == 1 and isinstance(parts[0], pa.Scalar):
         return pa.repeat(parts[0], len(rounds[0].at))
     return pc.binary_join_element_wise(*parts, b"")
@@ -128,6 +128,12 @@ def _escapes(strings: pa.Array) -> bool:
     """Whether varying strings hold a byte the bindings escape (constants are written by the bindings)."""
     data = strings.buffers()[2]
     return data is not None and bool(_ESCAPED[np.frombuffer(data, np.uint8)].any())
+
+
+def _escaped(strings: pa.Array) -> pa.Array:
+    """Strings as the bindings write them, escapes and all, without their quotes: written in one call."""
+    text = bindings.dumps(strings.to_pylist(), yson_type="list_fragment")  # `"...";\n` each
+    return pa.array([line[1:-2] for line in text.split(b"\n")[:-1]], pa.binary())
 
 
 def _after_value(stack: list[tuple[str, set[bytes]]]) -> str:

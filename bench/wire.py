@@ -5,7 +5,10 @@
 - `flat`: 3 columns (int64, timestamp, a 160-character utf8), ~205 bytes a row in binary YSON;
 - `wide`: 20 columns of every kind the backend maps: optional scalars, date / datetime / timestamp, decimal,
   yson, list, struct, dict, tuple, variant, an optional of an optional, uuid;
-- `wide-yson`: `wide` without its `yson` column (what that one column costs: below);
+- `wide-yson`: `wide` without its `yson` column (what that one column costs: below). The `yson` values
+  (`{source=bench;n=...}`) share one shape, so the column reader writes their text from the tokens
+  (`wire.yson_text`); a `yson` column of mixed shapes, doubles or attributes goes through the bindings' parse and
+  dump instead (~1 µs a small value more: `docs/wire_formats.md`), which this bench does not show;
 - `blob`: one 1 KB string column.
 
 Per schema and wire format, decode (bytes -> Arrow table) and encode (Arrow table -> bytes):

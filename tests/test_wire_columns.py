@@ -10,6 +10,8 @@ still read through `decode_wire`, and damaged bytes must fail or read exactly as
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -18,7 +20,7 @@ import yt.yson as yson
 from streaming_core.cluster import SchemaError, TableSchema
 from streaming_core.cluster.schema import to_arrow_table
 from streaming_core.cluster.ytsaurus import wire
-from streaming_core.cluster.ytsaurus.wire import decode_objects, decode_wire, encode_wire, yson_columns
+from streaming_core.cluster.ytsaurus.wire import bindings, decode_objects, decode_wire, encode_wire, yson_columns
 from tests.support.wire_cases import ROUND_TRIPS, list_type, one_column, optional, struct_type, wide_rows, wide_schema
 
 
@@ -90,6 +92,93 @@ def test_yson_values_read_as_the_bindings_write_them_in_text_with_attributes():
 
     assert column_wise(schema, raw).column("c").to_pylist() == [
         None if v in (None, b"#") else yson.dumps(yson.loads(v)) for v in values]
+
+
+def shaped(rng: random.Random, depth: int = 0) -> Callable[[random.Random], Any]:
+    """A random shape of `yson` value: a function giving values of that shape with their own leaves (strings
+    plain, empty, to escape or non-ASCII; integers negative and big, uint64 to 2^64 - 1; doubles incl. nan
+    and infinities; booleans, entity, attributes; maps of fixed keys and lists of fixed length)."""
+    kind = rng.randrange(13 if depth < 3 else 9)
+    leaves: list[Callable[[random.Random], Any]] = [
+        lambda r: r.randrange(-2**63, 2**63), lambda r: r.choice([0, -1, 7, 2**63 - 1, -2**63]),
+        lambda r: yson.YsonUint64(r.choice([0, 5, 2**63, 2**64 - 1, r.randrange(2**64)])),
+        lambda r: r.choice([0.5, -0.0, 1e300, 1e-7, float("nan"), float("inf"), -float("inf"), r.random()]),
+        lambda r: bytes(r.randrange(0x20, 0x7F) for _ in range(r.choice([0, 1, 5, 30]))),
+        lambda r: bytes(r.randrange(256) for _ in range(r.choice([1, 4]))),
+        lambda r: "é€".encode(), lambda r: r.random() < 0.5, lambda r: None]
+    if kind < len(leaves):
+        return leaves[kind]
+    if kind == 9:
+        constant = rng.choice([b"", b"same", b'q"uote\\', b"\x00\n"])
+        return lambda r: constant
+    if kind == 10:
+        items = [shaped(rng, depth + 1) for _ in range(rng.randrange(4))]
+        return lambda r: [item(r) for item in items]
+    if kind == 11:
+        members = {bytes(rng.choice(b"abk\n") for _ in range(rng.randrange(1, 9))): shaped(rng, depth + 1)
+                   for _ in range(rng.randrange(4))}
+        return lambda r: {key: member(r) for key, member in members.items()}
+    inner = shaped(rng, depth + 1)
+    return lambda r: yson.to_yson_type(inner(r), attributes={"a": 1}) if r.random() < 0.9 else inner(r)
+
+
+def test_yson_values_of_one_shape_and_of_many_read_as_the_bindings_write_them():
+    """Property-style: columns of generated values (one shape a column, or shapes mixed) read column-wise as the
+    object path reads them (the bindings' parse + dump of each value), through the template writer where the
+    values share a shape and hold only what it writes, else through the bindings."""
+    schema = one_column(optional("yson"))
+    rng = random.Random(35)
+    templated = 0
+    for case in range(250):
+        shapes = [shaped(rng) for _ in range(1 if case % 5 else 3)]
+        values = [None if rng.random() < 0.1 else yson.dumps(rng.choice(shapes)(rng), yson_format="binary")
+                  for _ in range(rng.randrange(1, 40))]
+        raw = proxy_bytes(schema, pa.table({"c": pa.array(values, pa.binary())}))
+        before = yson_columns_dumped_calls(raw, schema)
+        back = column_wise(schema, raw).column("c").to_pylist()
+
+        assert back == [None if v in (None, b"#") else bindings.dumps(bindings.loads(
+            v, always_create_attributes=False, encoding=None)) for v in values]
+        templated += not before
+    assert templated > 50
+
+
+def yson_columns_dumped_calls(raw: bytes, schema: TableSchema) -> int:
+    """How many times the column reader parses and dumps `yson` values through the bindings for `raw`."""
+    calls = []
+    original = yson_columns._dumped
+    yson_columns._dumped = lambda *args: calls.append(args) or original(*args)
+    try:
+        fields, types = columns_of(schema)
+        yson_columns.decode_columns(raw, [(f.name, types[f.name], f.type) for f in fields])
+    finally:
+        yson_columns._dumped = original
+    return len(calls)
+
+
+def test_yson_strings_to_escape_in_values_of_one_shape_are_read_without_the_bindings_parse():
+    schema = one_column(optional("yson"))
+    values = [yson.dumps({"name": f"имя {i}\t\"q\"", "n": i}, yson_format="binary") for i in range(20)]
+    raw = proxy_bytes(schema, pa.table({"c": pa.array(values, pa.binary())}))
+
+    assert yson_columns_dumped_calls(raw, schema) == 0
+    assert column_wise(schema, raw).column("c").to_pylist() == [
+        bindings.dumps(bindings.loads(v, always_create_attributes=False, encoding=None)) for v in values]
+
+
+def test_a_map_with_a_key_twice_reads_as_the_bindings_read_it():
+    value = b"{\x01\x02a=\x02\x02;\x01\x02b=\x02\x04;\x01\x02a=\x02\x06;}"
+    raw = b"".join(b"{\x01\x02c=" + value + b";};" for _ in range(3))
+    schema = one_column(optional("yson"))
+
+    assert column_wise(schema, raw).column("c").to_pylist() == [b'{"a"=3;"b"=2;}'] * 3
+
+
+def test_yson_values_without_the_last_semicolon_read_as_the_bindings_write_them():
+    value = b"{\x01\x02a=[\x02\x02;\x02\x04]}"
+    raw = b"".join(b"{\x01\x02c=" + value + b"};" for _ in range(3))
+
+    assert column_wise(one_column(optional("yson")), raw).column("c").to_pylist() == [b'{"a"=[1;2;];}'] * 3
 
 
 def test_service_columns_and_system_columns_the_schema_lacks_are_read_by_name():
@@ -166,7 +255,21 @@ def outcome(decode, *args) -> pa.Table | str:
 def test_damaged_bytes_fail_or_read_exactly_as_the_object_path_reads_them():
     """Byte flips, cuts and insertions anywhere in wide rows: never an unexplained error, never other values."""
     schema = wide_schema()
-    raw = proxy_bytes(schema, to_arrow_table(schema, wide_rows(12), "//t"))
+    damage_reads_as_the_object_path(schema, proxy_bytes(schema, to_arrow_table(schema, wide_rows(12), "//t")))
+
+
+@pytest.mark.hostile
+def test_damaged_yson_values_of_one_shape_fail_or_read_exactly_as_the_object_path_reads_them():
+    """The same for a `yson` column whose values the template writer reads (one shape, every token kind)."""
+    schema = TableSchema.from_yt([{"name": "k", "type_v3": "int64"}, {"name": "meta", "type_v3": optional("yson")}])
+    meta = [b'{source=bench;n=%d;u=%du;ok=%%true;l=[1;"x%d";#]}' % (i, 7 * i, i) for i in range(12)]
+    raw = proxy_bytes(schema, pa.table({"k": pa.array(range(12), pa.int64()), "meta": pa.array(meta, pa.binary())}))
+
+    assert yson_columns_dumped_calls(raw, schema) == 0
+    damage_reads_as_the_object_path(schema, raw)
+
+
+def damage_reads_as_the_object_path(schema: TableSchema, raw: bytes) -> None:
     fields, types = columns_of(schema)
     rng = random.Random(35)
     for _ in range(150):

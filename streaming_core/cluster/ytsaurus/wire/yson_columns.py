@@ -4,12 +4,13 @@ object per value.
 The row-returning commands write every row with the same keys in the same order (the schemaful writer: one
 key per column of the rowset, null as `#`), so the rows can be read in lock step: an array holds, per row, the
 position where its next token starts, and each column is decoded for all rows by numpy over those positions
-(integers as varints gathered from a byte window, doubles as 8 gathered bytes, strings as a take of spans of
+(integers as varints gathered from a 64-bit word, doubles as 8 gathered bytes, strings as a take of spans of
 the response itself), after which the positions move past it. Composite values go the same way one level
 down: a list's items a round at a time (the first item of every row, then the second, ...), a struct's
 members, a tuple's elements and a variant's alternatives each as a column of positions; a `yson` value is
-skipped token by token in lock step, and all the values of a column are rewritten to the bindings' text form
-in one parse and one write (not a parser call per value). The cost per byte therefore does not grow with
+stepped through token by token in lock step, and the column's values are written in the bindings' text form
+from their tokens where they share one shape (`yson_text`), else parsed in one call and written in one (not a
+parser call per value). The cost per byte therefore does not grow with
 the number of columns: it is a few numpy operations per column and row, whatever the row's width.
 
 Where the bytes are not in that layout (text YSON, attributes on a row, a key order that differs between
@@ -30,13 +31,13 @@ from yt.yson import YsonError
 
 from ...errors import SchemaError
 from ...schema import is_optional, variant_alternatives
-from . import bindings, decimal
+from . import bindings, decimal, yson_text
+from .yson_text import unzigzag
 
 _STRING, _INT64, _DOUBLE, _FALSE, _TRUE, _UINT64 = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
 _ENTITY, _SEMICOLON, _EQUALS = ord("#"), ord(";"), ord("=")
 _OPEN_MAP, _CLOSE_MAP, _OPEN_LIST, _CLOSE_LIST = ord("{"), ord("}"), ord("["), ord("]")
 _OPEN_ATTRIBUTES, _CLOSE_ATTRIBUTES = ord("<"), ord(">")
-_VARINT_BYTES = 10
 _PAD = 128
 _MICROS_PER_SECOND = 1_000_000
 _FIRST_ROW_BYTES = 4096
@@ -57,7 +58,7 @@ class Declined(Exception):
 class _Bytes:
     """The response as a numpy byte array, padded with zeros (a byte no value starts with) so that a fixed
     window a little past the end stays inside the array. Positions move by data-dependent lengths only in
-    `_spans` and `_skip`, which check them against the end; every other step moves them by at most a varint
+    `_spans` and `_walk`, which check them against the end; every other step moves them by at most a varint
     or a double past a byte it has checked, and a zero byte read past the end declines the next step."""
 
     def __init__(self, raw: bytes | bytearray | memoryview):
@@ -76,19 +77,19 @@ class _Bytes:
         """The byte at each position."""
         return self.data[p]
 
-    def window(self, p: np.ndarray, width: int) -> np.ndarray:
-        """The `width` bytes (up to 16) from each position, a row each."""
-        words = np.empty((len(p), 2), "<u8")
-        words[:, 0], words[:, 1] = self.words[p], self.words[p + 8]
-        return words.view(np.uint8)[:, :width]
-
     def matches(self, p: np.ndarray, token: bytes) -> np.ndarray:
         """Whether the bytes at each position are `token`, compared 8 bytes at a time."""
+        last = len(self.words) - len(token)
+        if len(p) and int(p.max()) > last:
+            p = np.minimum(p, last)
         same = np.ones(len(p), bool)
         for k in range(0, len(token), 8):
             chunk = token[k:k + 8]
-            got = self.words[np.minimum(p + k, len(self.words) - 1)]
-            same &= (got & np.uint64((1 << 8 * len(chunk)) - 1)) == np.uint64(int.from_bytes(chunk, "little"))
+            got = self.words[p + k if k else p]
+            if len(chunk) < 8:
+                got &= np.uint64((1 << 8 * len(chunk)) - 1)
+            hit = got == np.uint64(int.from_bytes(chunk, "little"))
+            same = hit if k == 0 else same & hit
         return same
 
 
@@ -230,6 +231,11 @@ def _markers(buf: _Bytes, p: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarra
     """Each value's first byte, and where it is `#` (null); `Declined` for a byte outside `allowed` (a
     `_table`, `#` included)."""
     m = buf.at(p)
+    first = int(m[0]) if len(m) else _ENTITY
+    if first != _ENTITY and (m == first).all():  # one kind and no nulls: no lookup per value
+        if not allowed[first]:
+            raise Declined("a value does not have its column's YSON form")
+        return m, np.zeros(len(m), bool)
     if not allowed[m].all():
         raise Declined("a value does not have its column's YSON form")
     return m, m == _ENTITY
@@ -243,7 +249,7 @@ _GROUPS = [(np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), np.uin
 
 def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The unsigned varints starting at `p` and the position after each: up to 8 bytes from one word (the
-    7-bit groups packed by shifts), longer ones (values from 2^56) from a byte window."""
+    7-bit groups packed by shifts), longer ones (values from 2^56) with their 9th and 10th bytes."""
     first = buf.at(p)
     if (first < 0x80).all():  # every value below 128: one byte each (short strings, small numbers)
         return first.astype(np.uint64), p + 1
@@ -257,26 +263,19 @@ def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     length = np.bitwise_count(keep).astype(np.int64) >> 3
     long = ends == 0
     if long.any():
-        x[long], length[long] = _long_varints(buf, p[long])
+        x[long], length[long] = _long_varints(buf, p[long], x[long])
     return x, p + length
 
 
-def _long_varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Varints of 9 or 10 bytes."""
-    window = buf.window(p, _VARINT_BYTES)
-    more = window >= 0x80
-    length = np.argmin(more, axis=1) + 1
-    if (more[:, 0] & (length == 1)).any():  # no byte without the continuation bit: argmin found none
+def _long_varints(buf: _Bytes, p: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of 9 or 10 bytes, whose first 8 bytes' groups are `low`: the 9th and 10th bytes added."""
+    ninth, tenth = buf.at(p + 8), buf.at(p + 9)
+    nine = ninth < 0x80
+    if (~nine & (tenth >= 0x80)).any():
         raise Declined("a varint is longer than 10 bytes")
-    values = np.zeros(len(p), np.uint64)
-    for k in range(_VARINT_BYTES):
-        part = (window[:, k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        values |= np.where(length > k, part, np.uint64(0))
-    return values, length
-
-
-def _unzigzag(u: np.ndarray) -> np.ndarray:
-    return (u >> np.uint64(1)).view(np.int64) ^ -(u & np.uint64(1)).view(np.int64)
+    values = low | ((ninth & 0x7F).astype(np.uint64) << np.uint64(56))
+    values |= np.where(nine, np.uint64(0), (tenth & 0x7F).astype(np.uint64) << np.uint64(63))
+    return values, np.where(nine, 9, 10)
 
 
 def _integer(name: str, arrow: pa.DataType) -> Decoder:
@@ -287,9 +286,13 @@ def _integer(name: str, arrow: pa.DataType) -> Decoder:
         m, null = _markers(buf, p, _INTEGER_MARKERS)
         raw, ends = _varints(buf, p + 1)
         signed = m == _INT64
-        values = np.where(signed, _unzigzag(raw), raw.view(np.int64))
-        wrong = (signed & (values < 0)) if unsigned else (~signed & (values < 0))
-        if (wrong & ~null).any():
+        if signed.all():  # no nulls, int64 tokens only (the bulk of signed columns)
+            values, null = unzigzag(raw), None
+            wrong = values < 0 if unsigned else None
+        else:
+            values = np.where(signed, unzigzag(raw), raw.view(np.int64))
+            wrong = ((signed & (values < 0)) if unsigned else (~signed & (values < 0))) & ~null
+        if wrong is not None and wrong.any():
             raise Declined("an integer out of its column's range")
         wide = pa.array(values.view(np.uint64) if unsigned else values, mask=null)
         try:
@@ -300,14 +303,14 @@ def _integer(name: str, arrow: pa.DataType) -> Decoder:
             out = _mapped((out, ends), lambda a: pc.multiply_checked(a, _MICROS_PER_SECOND))[0]
         if out.type != arrow:
             out = out.view(arrow) if out.type.bit_width == arrow.bit_width else out.cast(arrow)
-        return out, np.where(null, p + 1, ends)
+        return out, ends if null is None else np.where(null, p + 1, ends)
     return decode
 
 
 def _double(arrow: pa.DataType) -> Decoder:
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         _, null = _markers(buf, p, _DOUBLE_MARKERS)
-        values = np.ascontiguousarray(buf.window(p + 1, 8)).view("<f8").reshape(-1)
+        values = buf.words[p + 1].view("<f8")
         if arrow == pa.float32():
             with np.errstate(over="ignore"):
                 values = values.astype(np.float32)
@@ -327,13 +330,13 @@ def _spans(buf: _Bytes, starts: np.ndarray, ends: np.ndarray, null: np.ndarray) 
     bounds[0] = 0
     bounds[1::2], bounds[2::2] = starts, ends
     buf.inside(ends)
-    if (np.diff(bounds) < 0).any():
+    if (bounds[1:] < bounds[:-1]).any():
         raise Declined("spans overlap or run past the end")
     large = buf.size >= 1 << 31
     offsets = pa.py_buffer(bounds if large else bounds.astype(np.int32))
     cut = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), len(bounds) - 1,
                                 [None, offsets, buf.buffer])
-    taken = cut.take(pa.array(np.arange(0, 2 * len(starts), 2) + 1, mask=null))
+    taken = cut.take(pa.array(np.arange(1, 2 * len(starts), 2), mask=null if null.any() else None))
     return taken.cast(pa.binary()) if large else taken
 
 
@@ -341,9 +344,10 @@ def _string(arrow: pa.DataType) -> Decoder:
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         _, null = _markers(buf, p, _STRING_MARKERS)
         raw, starts = _varints(buf, p + 1)
-        lengths = _unzigzag(raw)
-        lengths[null] = 0
-        starts = np.where(null, p + 1, starts)
+        lengths = unzigzag(raw)
+        if null.any():
+            lengths[null] = 0
+            starts = np.where(null, p + 1, starts)
         if (lengths < 0).any():
             raise Declined("a negative string length")
         ends = starts + lengths
@@ -354,10 +358,11 @@ def _string(arrow: pa.DataType) -> Decoder:
     return decode
 
 
-_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
-#: Where each of the 16 bytes (in Python's `bytes_le` order) goes in the 36 characters of the text form.
+#: Each byte's two hex digits, as the two bytes of a little-endian uint16.
+_HEX_PAIRS = np.array([int.from_bytes(f"{b:02x}".encode(), "little") for b in range(256)], np.uint16)
+#: The order of the 16 bytes (Python's `bytes_le`) in the text form, and where its groups of digits go.
 _UUID_ORDER = [3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15]
-_UUID_DIGITS = [i for i in range(36) if i not in (8, 13, 18, 23)]
+_UUID_GROUPS = [(0, 0, 8), (9, 8, 12), (14, 12, 16), (19, 16, 20), (24, 20, 32)]  # text from, digits from, to
 
 
 def _uuid_text(values: pa.Array) -> pa.Array:
@@ -369,10 +374,10 @@ def _uuid_text(values: pa.Array) -> pa.Array:
         return pa.nulls(len(values), pa.string())
     offsets = np.frombuffer(valid.buffers()[1], np.int32)[valid.offset:valid.offset + len(valid) + 1]
     raw = np.frombuffer(valid.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 16)[:, _UUID_ORDER]
+    digits = np.ascontiguousarray(_HEX_PAIRS[raw]).view(np.uint8)
     text = np.full((len(valid), 36), ord("-"), np.uint8)
-    digits = np.empty((len(valid), 32), np.uint8)
-    digits[:, 0::2], digits[:, 1::2] = _HEX[raw >> 4], _HEX[raw & 0x0F]
-    text[:, _UUID_DIGITS] = digits
+    for at, start, stop in _UUID_GROUPS:
+        text[:, at:at + stop - start] = digits[:, start:stop]
     offsets = pa.py_buffer(np.arange(0, 36 * len(valid) + 1, 36, dtype=np.int32))
     strings = pa.Array.from_buffers(pa.string(), len(valid), [None, offsets, pa.py_buffer(text.reshape(-1))])
     if not values.null_count:
@@ -395,8 +400,52 @@ _ENDS_VALUE = _table(_ENTITY, _FALSE, _TRUE, _DOUBLE, _INT64, _UINT64, _STRING, 
 
 
 def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    """The position after each whole value (attributes included), token by token for all rows at once."""
-    cur, depth = p.copy(), np.zeros(len(p), np.int64)
+    """The position after each whole value (attributes included)."""
+    return pa.nulls(len(p)), _walk(buf, p)[0]
+
+
+def _walk(buf: _Bytes, p: np.ndarray, record: bool = False) -> tuple[np.ndarray, list[yson_text.Round] | None]:
+    """The position after each whole value (attributes included), token by token for all rows at once; with
+    `record`, the rounds of tokens where every value has one of the same kind in each (else None). While the
+    values have tokens of one kind, a round's step is that kind's (no lookup per value)."""
+    cur = p.copy()
+    rounds: list[yson_text.Round] | None = [] if record else None
+    depth = 0
+    while len(p):
+        m = buf.at(cur)
+        kind = int(m[0])
+        if not (m == kind).all():
+            break
+        step = int(_TOKEN_LENGTH[kind])
+        if step < 0:
+            raise Declined("text YSON")
+        payload, number = cur, cur.view(np.uint64)  # kept for strings and integers only
+        if step == 0:
+            raw, payload = _varints(buf, cur + 1)
+            number = raw
+            if kind == _STRING:
+                length = unzigzag(raw)
+                if (length < 0).any():
+                    raise Declined("a negative string length")
+                number = length.view(np.uint64)
+            following = payload + number.view(np.int64) if kind == _STRING else payload
+            buf.inside(following)
+        else:
+            following = cur + step
+        if rounds is not None:
+            rounds.append(yson_text.Round(kind, cur, payload, number))
+        depth += int(_DEPTH[kind])
+        if depth < 0:
+            raise Declined("unbalanced YSON")
+        cur = following
+        if depth == 0 and _ENDS_VALUE[kind]:
+            return cur, rounds
+    return _walk_apart(buf, cur, depth), None
+
+
+def _walk_apart(buf: _Bytes, p: np.ndarray, depth: int) -> np.ndarray:
+    """`_walk` from tokens of differing kinds (all the values `depth` deep), a lookup per value and token."""
+    cur, depths = p.copy(), np.full(len(p), depth, np.int64)
     active = np.arange(len(p))
     while len(active):
         c = cur[active]
@@ -405,48 +454,65 @@ def _skip(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         step = _TOKEN_LENGTH[m]
         if (step < 0).any():
             raise Declined("text YSON")
-        varint = step == 0
-        if varint.any():
+        varint = np.flatnonzero(step == 0)
+        if len(varint):
             raw, after = _varints(buf, c[varint] + 1)
-            length = np.where(m[varint] == _STRING, _unzigzag(raw), 0)
+            length = np.where(m[varint] == _STRING, unzigzag(raw), 0)
             if (length < 0).any():
                 raise Declined("a negative string length")
             step[varint] = after + length - c[varint]
-        d = depth[active] + _DEPTH[m]
+        d = depths[active] + _DEPTH[m]
         if (d < 0).any():
             raise Declined("unbalanced YSON")
         cur[active] = c + step
-        depth[active] = d
+        depths[active] = d
         active = active[~((d == 0) & _ENDS_VALUE[m])]
     buf.inside(cur)
-    return pa.nulls(len(p)), cur
+    return cur
 
 
 def _yson(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    """Each value as the bindings write it (text YSON, as the object path's `dumps`): the column's values
-    parsed in one call and written back in one call, the written fragment cut where each value ends."""
+    """Each value as the bindings write it (text YSON, as the object path's `dumps`): written from its tokens
+    where the column's values share one shape (`yson_text`), else parsed in one call and written back in one."""
     null = buf.at(p) == _ENTITY
-    _, ends = _skip(buf, p)
+    if not null.any():
+        return _yson_present(buf, p)
     present = np.flatnonzero(~null)
+    ends = p + 1
     if not len(present):
         return pa.nulls(len(p), pa.binary()), ends
-    spans = _spans(buf, p[present], ends[present], np.zeros(len(present), bool))
+    written, ends[present] = _yson_present(buf, p[present])
+    index = np.zeros(len(p), np.int64)
+    index[present] = np.arange(len(present))
+    return written.take(pa.array(index, mask=null)), ends
+
+
+def _yson_present(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """`_yson` of values none of which is `#`."""
+    ends, rounds = _walk(buf, p, record=True)
+    written = None
+    if rounds:
+        no_nulls = np.zeros(len(p), bool)
+        written = yson_text.write(buf.data, buf.matches, rounds, lambda a, b: _spans(buf, a, b, no_nulls))
+    return (_dumped(buf, p, ends) if written is None else written), ends
+
+
+def _dumped(buf: _Bytes, p: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The values between `p` and `ends` parsed in one call and written back as text in one call, the written
+    fragment cut where each value ends."""
+    spans = _spans(buf, p, ends, np.zeros(len(p), bool))
     one_list = pa.ListArray.from_arrays(pa.array([0, len(spans)], pa.int32()), spans)
     joined = pc.binary_join(one_list, b";")[0].as_py() + b";"
     values = list(bindings.loads(joined, yson_type="list_fragment", always_create_attributes=False, encoding=None))
     text = bindings.dumps(values, yson_type="list_fragment")  # `value;\n` each: no raw newline inside text YSON
     data = np.frombuffer(text, np.uint8)
     stops = np.flatnonzero(data == ord("\n"))
-    if len(stops) != len(present) or len(values) != len(present):
+    if len(stops) != len(p) or len(values) != len(p):
         raise Declined("a yson value is not one node")
     bounds = np.zeros(len(stops) + 1, np.int64)
     bounds[1:] = stops + 1
-    lengths = np.diff(bounds) - 2  # without `;\n`
     starts = bounds[:-1]
-    pieces = _spans(_Bytes(text), starts, starts + lengths, np.zeros(len(starts), bool))
-    index = np.full(len(p), 0, np.int64)
-    index[present] = np.arange(len(present))
-    return pieces.take(pa.array(index, mask=null)), ends
+    return _spans(_Bytes(text), starts, starts + np.diff(bounds) - 2, np.zeros(len(starts), bool))
 
 
 def _expect(buf: _Bytes, p: np.ndarray, byte: int) -> np.ndarray:
@@ -457,14 +523,18 @@ def _expect(buf: _Bytes, p: np.ndarray, byte: int) -> np.ndarray:
 
 def _after_item(buf: _Bytes, p: np.ndarray, closer: int) -> np.ndarray:
     """Past the `;` after an item, which may be left out before the closing bracket."""
-    m = buf.at(p)
-    if not ((m == _SEMICOLON) | (m == closer)).all():
+    semicolon = buf.at(p) == _SEMICOLON
+    if semicolon.all():
+        return p + 1
+    if not (semicolon | (buf.at(p) == closer)).all():
         raise Declined("items are not separated by ';'")
-    return p + (m == _SEMICOLON)
+    return p + semicolon
 
 
 def _subset(decode: Decoder, buf: _Bytes, p: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """`decode` at the positions of `rows` (a mask) only: an array with nulls elsewhere, and the ends there."""
+    if rows.all():
+        return decode(buf, p)
     picked = np.flatnonzero(rows)
     values, ends = decode(buf, p[picked])
     out = p.copy()
@@ -479,18 +549,32 @@ def _subset(decode: Decoder, buf: _Bytes, p: np.ndarray, rows: np.ndarray) -> tu
 
 
 def _members(members: Sequence[tuple[bytes, Decoder]]) -> Inside:
-    """A map's keyed items in the given order, each maybe absent (null), from `{` to after `}`."""
+    """A map's keyed items in the given order, each maybe absent (null), from `{` to after `}`. Where an item is
+    in every row, the `;` after it and the next key are compared as one token."""
     tokens = [_key_token(key) for key, _ in members]
 
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
         cur = _expect(buf, p, _OPEN_MAP)
         arrays = []
+        pending = False  # `cur` is at the end of an item in every row, before its `;` or the `}`
         for token, (_, child) in zip(tokens, members, strict=True):
+            if pending:
+                if buf.matches(cur, b";" + token).all():
+                    values, cur = child(buf, cur + 1 + len(token))
+                    arrays.append(values)
+                    continue
+                cur = _after_item(buf, cur, _CLOSE_MAP)
             present = buf.matches(cur, token)
             values, ends = _subset(child, buf, cur + len(token), present)
             arrays.append(values)
-            cur = cur.copy()
-            cur[present] = _after_item(buf, ends[present], _CLOSE_MAP)
+            pending = bool(present.all())
+            if pending:
+                cur = ends
+            else:
+                cur = cur.copy()
+                cur[present] = _after_item(buf, ends[present], _CLOSE_MAP)
+        if pending:
+            cur = _after_item(buf, cur, _CLOSE_MAP)
         return arrays, _expect(buf, cur, _CLOSE_MAP)
     return decode
 
@@ -499,12 +583,18 @@ def _elements(elements: Sequence[Decoder], count: int) -> Inside:
     """A list of exactly `count` items of the given decoders, from `[` to after `]`."""
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[list[pa.Array], np.ndarray]:
         cur = _expect(buf, p, _OPEN_LIST)
+        if not count:
+            return [], _expect(buf, cur, _CLOSE_LIST)
         arrays = []
-        for child in elements[:count]:
+        for child in elements[:count - 1]:
             values, ends = child(buf, cur)
             arrays.append(values)
             cur = _after_item(buf, ends, _CLOSE_LIST)
-        return arrays, _expect(buf, cur, _CLOSE_LIST)
+        values, ends = elements[count - 1](buf, cur)
+        arrays.append(values)
+        if buf.matches(ends, b";]").all():  # as the writer ends a list: the last item's `;` and `]` in one
+            return arrays, ends + 2
+        return arrays, _expect(buf, _after_item(buf, ends, _CLOSE_LIST), _CLOSE_LIST)
     return decode
 
 
@@ -515,6 +605,9 @@ def _struct(inside: Inside, arrow: pa.DataType,
 
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         _, null = _markers(buf, p, markers)
+        if not null.any():
+            arrays, ends = inside(buf, p)
+            return pa.StructArray.from_arrays(arrays, fields=list(arrow)), ends
         present = ~null
         picked = np.flatnonzero(present)
         arrays, ends = inside(buf, p[picked])
@@ -532,7 +625,6 @@ def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
     """A list per row (or `#`): the offsets, the items of all rows in row order, the nulls and the ends."""
     _, null = _markers(buf, p, _LIST_MARKERS)
     cur = p + 1
-    counts = np.zeros(len(p), np.int64)
     active = np.flatnonzero(~null)
     pieces, owners = [], []
     for _ in range(MAX_ROUNDS + 1):
@@ -542,12 +634,12 @@ def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
         values, ends = item(buf, cur[active])
         pieces.append(values)
         owners.append(active)
-        counts[active] += 1
         cur[active] = _after_item(buf, ends, _CLOSE_LIST)
     else:
         raise Declined("a list longer than MAX_ROUNDS items")
     offsets = np.zeros(len(p) + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    if owners:  # a row's items are its first rounds: its count is the rounds it was in
+        np.cumsum(np.bincount(np.concatenate(owners), minlength=len(p)), out=offsets[1:])
     if pieces:  # round-major as read: item k of row r goes to offsets[r] + k
         order = np.empty(int(offsets[-1]), np.int64)
         order[np.concatenate([offsets[rows] + k for k, rows in enumerate(owners)])] = np.arange(len(order))
@@ -592,7 +684,7 @@ def _variant(names: Sequence[bytes], children: Sequence[Decoder], arrow: pa.Data
         by_index = ~null & ((m == _INT64) | (m == _UINT64))
         if by_index.any():
             index, after = _varints(buf, tag + 1)
-            held[by_index] = np.where(m == _INT64, _unzigzag(index), index.view(np.int64))[by_index]
+            held[by_index] = np.where(m == _INT64, unzigzag(index), index.view(np.int64))[by_index]
             value_at[by_index] = after[by_index]
         for i, token in enumerate(tokens):
             named = ~null & (m == _STRING) & buf.matches(tag, token)

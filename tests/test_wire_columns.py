@@ -85,6 +85,20 @@ def test_wide_rows_of_every_kind_are_read_column_wise_as_written():
         None if v is None else yson.loads(v) for v in written.column("meta").to_pylist()]
 
 
+@pytest.mark.parametrize("longest", [2, 3, 4, 5, 8, 10])
+def test_integers_of_every_varint_length_up_to_the_longest_are_read_as_written(longest):
+    """Every value of a column within 4 varint bytes takes a shorter path than one with longer values: the
+    values at each length's edges, up to `longest` bytes, both signs, and the string lengths beside them."""
+    edges = [v for n in range(1, longest) for v in (2 ** (7 * n) - 1, 2 ** (7 * n))]
+    ints = [x for v in edges for x in (v // 2, -(v // 2) - 1)]
+    schema = TableSchema.from_yt([{"name": "i", "type_v3": "int64"}, {"name": "u", "type_v3": "uint64"},
+                                  {"name": "s", "type_v3": "string"}])
+    rows = [{"i": i, "u": u, "s": "x" * (u % 300)} for i, u in zip(ints, edges * 2, strict=True)]
+    written = to_arrow_table(schema, rows, "//t")
+
+    assert column_wise(schema, proxy_bytes(schema, written)).equals(written)
+
+
 def test_yson_values_read_as_the_bindings_write_them_in_text_with_attributes():
     schema = one_column(optional("yson"))
     values = [b"<a=1;b=[x;2u]>%true", b"{k=#;s=\"\\x00\\n\"}", b"-7", b"#", None, b"[1;-2.5;{};[]]"]

@@ -66,8 +66,9 @@ class _Bytes:
         self.data = np.zeros(self.size + _PAD, np.uint8)
         self.data[:self.size] = np.frombuffer(raw, np.uint8)
         self.buffer = pa.py_buffer(self.data)
-        #: The 8 bytes from every position as one little-endian word (an overlapping view, no copy).
+        #: The 8 (4) bytes from every position as one little-endian word (overlapping views, no copy).
         self.words = np.ndarray((len(self.data) - 7,), "<u8", self.data, strides=(1,))
+        self.words32 = np.ndarray((len(self.data) - 3,), "<u4", self.data, strides=(1,))
 
     def inside(self, p: np.ndarray) -> None:
         if len(p) and int(p.max()) > self.size:
@@ -242,17 +243,29 @@ def _markers(buf: _Bytes, p: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarra
 
 
 _HIGH_BITS = np.uint64(0x8080808080808080)
+_HIGH_BITS32, _LOW_BITS32 = np.uint32(0x80808080), np.uint32(0x7F7F7F7F)
+_GROUPS32 = [(np.uint32(0x007F007F), np.uint32(0x7F007F00), np.uint32(1)),
+             (np.uint32(0x00003FFF), np.uint32(0x3FFF0000), np.uint32(2))]
 _GROUPS = [(np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), np.uint64(1)),
            (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000), np.uint64(2)),
            (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000), np.uint64(4))]
 
 
 def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The unsigned varints starting at `p` and the position after each: up to 8 bytes from one word (the
-    7-bit groups packed by shifts), longer ones (values from 2^56) with their 9th and 10th bytes."""
+    """The unsigned varints starting at `p` and the position after each: up to 4 bytes from one 32-bit word
+    where all are that short (values below 2^28: lengths, counters), else up to 8 bytes from one 64-bit word
+    (the 7-bit groups packed by shifts), longer ones (values from 2^56) with their 9th and 10th bytes."""
     first = buf.at(p)
     if (first < 0x80).all():  # every value below 128: one byte each (short strings, small numbers)
         return first.astype(np.uint64), p + 1
+    word32 = buf.words32[p]
+    ends32 = ~word32 & _HIGH_BITS32
+    if ends32.all():
+        keep32 = ends32 ^ (ends32 - np.uint32(1))  # the bytes up to the first that ends a varint
+        x32 = word32 & keep32 & _LOW_BITS32
+        for low, high, shift in _GROUPS32:
+            x32 = (x32 & low) | ((x32 & high) >> shift)
+        return x32.astype(np.uint64), p + (np.bitwise_count(keep32) >> np.uint8(3))
     word = buf.words[p]
     ends = ~word & _HIGH_BITS  # the high bit of each byte that ends a varint
     last = ends & (~ends + np.uint64(1))  # the first such byte's

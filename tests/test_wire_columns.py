@@ -21,7 +21,16 @@ from streaming_core.cluster import SchemaError, TableSchema
 from streaming_core.cluster.schema import to_arrow_table
 from streaming_core.cluster.ytsaurus import wire
 from streaming_core.cluster.ytsaurus.wire import bindings, decode_objects, decode_wire, encode_wire, yson_columns
-from tests.support.wire_cases import ROUND_TRIPS, list_type, one_column, optional, struct_type, wide_rows, wide_schema
+from tests.support.wire_cases import (
+    ROUND_TRIPS,
+    dict_type,
+    list_type,
+    one_column,
+    optional,
+    struct_type,
+    wide_rows,
+    wide_schema,
+)
 
 
 def same(a: pa.Table | pa.ChunkedArray, b: pa.Table | pa.ChunkedArray) -> bool:
@@ -94,6 +103,16 @@ def test_integers_of_every_varint_length_up_to_the_longest_are_read_as_written(l
     schema = TableSchema.from_yt([{"name": "i", "type_v3": "int64"}, {"name": "u", "type_v3": "uint64"},
                                   {"name": "s", "type_v3": "string"}])
     rows = [{"i": i, "u": u, "s": "x" * (u % 300)} for i, u in zip(ints, edges * 2, strict=True)]
+    written = to_arrow_table(schema, rows, "//t")
+
+    assert column_wise(schema, proxy_bytes(schema, written)).equals(written)
+
+
+@pytest.mark.parametrize("lengths", [[3, 3, 0, None, 3], [1, None, 1, 0], [2, 3, 0, None, 1], [0, None]])
+def test_lists_of_as_many_items_in_every_row_and_of_differing_counts_are_read_as_written(lengths):
+    schema = one_column(optional(dict_type("utf8", list_type("int64"))))
+    rows = [{"c": None if n is None else [(f"k{j}", list(range(r + j))) for j in range(n)]}
+            for r, n in enumerate(lengths * 3)]
     written = to_arrow_table(schema, rows, "//t")
 
     assert column_wise(schema, proxy_bytes(schema, written)).equals(written)

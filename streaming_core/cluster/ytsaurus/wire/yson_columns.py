@@ -651,14 +651,17 @@ def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
     else:
         raise Declined("a list longer than MAX_ROUNDS items")
     offsets = np.zeros(len(p) + 1, np.int64)
-    if owners:  # a row's items are its first rounds: its count is the rounds it was in
+    if not owners:
+        return offsets, pa.array([], item_type), null, np.where(null, p + 1, cur + 1)
+    if len(owners[-1]) == len(owners[0]):  # the rows with items all have as many: round-major is a transpose
+        offsets[1:][owners[0]] = len(owners)
+        np.cumsum(offsets, out=offsets)
+        order = np.arange(int(offsets[-1])).reshape(len(owners), -1).T.ravel()
+    else:  # a row's items are its first rounds: its count is the rounds it was in; item k goes to offsets[r] + k
         np.cumsum(np.bincount(np.concatenate(owners), minlength=len(p)), out=offsets[1:])
-    if pieces:  # round-major as read: item k of row r goes to offsets[r] + k
         order = np.empty(int(offsets[-1]), np.int64)
         order[np.concatenate([offsets[rows] + k for k, rows in enumerate(owners)])] = np.arange(len(order))
-        items = pa.concat_arrays(pieces).take(pa.array(order))
-    else:
-        items = pa.array([], item_type)
+    items = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces).take(pa.array(order))
     return offsets, items, null, np.where(null, p + 1, cur + 1)
 
 

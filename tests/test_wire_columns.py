@@ -118,6 +118,26 @@ def test_lists_of_as_many_items_in_every_row_and_of_differing_counts_are_read_as
     assert column_wise(schema, proxy_bytes(schema, written)).equals(written)
 
 
+@pytest.mark.parametrize("key", ["string", "utf8"])
+def test_dict_keys_the_same_in_every_row_differing_and_long_are_read_as_written(key):
+    schema = one_column(optional(dict_type(key, "int64")))
+    keys = ["a", "", "ключ", "a key longer than fourteen bytes"]
+    rows = [{"c": [(k, i) for k in keys] + [(f"k{i % 3}", -i)]} for i in range(7)] + [{"c": None}, {"c": []}]
+    written = to_arrow_table(schema, rows, "//t")
+
+    assert column_wise(schema, proxy_bytes(schema, written)).equals(written)
+
+
+def test_a_dict_key_not_utf8_the_same_in_every_row_names_its_column_as_the_object_path_does():
+    schema = one_column(dict_type("utf8", "int64"))
+    raw = proxy_bytes(one_column(dict_type("string", "int64")),
+                      pa.table({"c": pa.array([[(b"\xff", 1)]] * 3, pa.map_(pa.binary(), pa.int64()))}))
+
+    assert declined(schema, raw)
+    with pytest.raises(SchemaError, match="'c'"):
+        decode_wire(schema, raw)
+
+
 def test_yson_values_read_as_the_bindings_write_them_in_text_with_attributes():
     schema = one_column(optional("yson"))
     values = [b"<a=1;b=[x;2u]>%true", b"{k=#;s=\"\\x00\\n\"}", b"-7", b"#", None, b"[1;-2.5;{};[]]"]

@@ -189,7 +189,9 @@ def decoder(type_v3: Any, arrow: pa.DataType) -> Decoder:
         elements = [decoder(e["type"], arrow.field(i).type) for i, e in enumerate(type_v3["elements"])]
         return _struct(_elements(elements, len(elements)), arrow, _OPEN_LIST)
     if name == "dict":
-        return _dict(decoder(type_v3["key"], arrow.key_type), decoder(type_v3["value"], arrow.item_type), arrow)
+        key = type_v3["key"]
+        keys = _string(arrow.key_type, keys=True) if key in ("string", "utf8") else decoder(key, arrow.key_type)
+        return _dict(keys, decoder(type_v3["value"], arrow.item_type), arrow)
     if name == "variant":
         alternatives = variant_alternatives(type_v3)
         children = [decoder(t, arrow.field(i).type) for i, (_, t) in enumerate(alternatives)]
@@ -353,8 +355,41 @@ def _spans(buf: _Bytes, starts: np.ndarray, ends: np.ndarray, null: np.ndarray) 
     return taken.cast(pa.binary()) if large else taken
 
 
-def _string(arrow: pa.DataType) -> Decoder:
+#: A dict's string keys up to this long are first compared with the first row's: equal in every row (keys are
+#: often the same few names), they are written as one value repeated, with no varint or span per row.
+_SAME_STRING_BYTES = 14
+
+
+def _same_strings(buf: _Bytes, p: np.ndarray, arrow: pa.DataType) -> tuple[pa.Array, np.ndarray] | None:
+    """The strings at `p` where every one is the same short string as the first (else None): that value
+    repeated, and the position after each."""
+    head = buf.data[p[0]:p[0] + 2].tobytes()
+    if head[0] != _STRING or head[1] >= 0x80 or head[1] & 1 or head[1] >> 1 > _SAME_STRING_BYTES:
+        return None
+    token = buf.data[p[0]:p[0] + 2 + (head[1] >> 1)].tobytes()
+    if not buf.matches(p, token).all():
+        return None
+    value = token[2:]
+    text = arrow == pa.string()
+    if text:
+        try:
+            value.decode()
+        except UnicodeDecodeError:
+            raise Declined("a string is not UTF-8") from None
+    offsets = pa.py_buffer(np.arange(len(p) + 1, dtype=np.int32) * np.int32(len(value)))
+    data = pa.py_buffer(np.tile(np.frombuffer(value, np.uint8), len(p)))
+    values = pa.Array.from_buffers(pa.string() if text else pa.binary(), len(p), [None, offsets, data])
+    if arrow not in (pa.string(), pa.binary()):
+        values = _mapped((values, p), lambda a: a.cast(arrow))[0]
+    return values, p + len(token)
+
+
+def _string(arrow: pa.DataType, keys: bool = False) -> Decoder:
+    """Strings; with `keys` (a dict's), first tried as one string repeated."""
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        same = _same_strings(buf, p, arrow) if keys and len(p) else None
+        if same is not None:
+            return same
         _, null = _markers(buf, p, _STRING_MARKERS)
         raw, starts = _varints(buf, p + 1)
         lengths = unzigzag(raw)

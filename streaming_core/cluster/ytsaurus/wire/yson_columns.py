@@ -758,6 +758,11 @@ def _variant(names: Sequence[bytes], children: Sequence[Decoder], arrow: pa.Data
 def _expect_where(buf: _Bytes, p: np.ndarray, rows: np.ndarray, byte: int, optional_semicolon: bool = False
                   ) -> np.ndarray:
     """Past `byte` at `p` in `rows` (after an optional `;` first where asked); other rows unchanged."""
+    if rows.all():  # no null among the values: no subset
+        q = p + (buf.at(p) == _SEMICOLON) if optional_semicolon else p
+        if not (buf.at(q) == byte).all():
+            raise Declined(f"expected {chr(byte)!r}")
+        return q + 1
     q = p.copy()
     if optional_semicolon:
         q[rows] += buf.at(q[rows]) == _SEMICOLON

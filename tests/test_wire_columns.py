@@ -108,7 +108,8 @@ def test_integers_of_every_varint_length_up_to_the_longest_are_read_as_written(l
     assert column_wise(schema, proxy_bytes(schema, written)).equals(written)
 
 
-@pytest.mark.parametrize("lengths", [[3, 3, 0, None, 3], [1, None, 1, 0], [2, 3, 0, None, 1], [0, None]])
+@pytest.mark.parametrize("lengths", [[3, 3, 0, None, 3], [1, None, 1, 0], [2, 3, 0, None, 1], [0, None],
+                                     [2, 3, 1], [3, 3]])
 def test_lists_of_as_many_items_in_every_row_and_of_differing_counts_are_read_as_written(lengths):
     schema = one_column(optional(dict_type("utf8", list_type("int64"))))
     rows = [{"c": None if n is None else [(f"k{j}", list(range(r + j))) for j in range(n)]}

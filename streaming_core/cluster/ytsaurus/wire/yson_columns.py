@@ -674,15 +674,21 @@ def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
     _, null = _markers(buf, p, _LIST_MARKERS)
     cur = p + 1
     active = np.flatnonzero(~null)
+    whole = len(active) == len(p)  # every row still has items: its positions are `cur` itself, no gather
     pieces, owners = [], []
     for _ in range(MAX_ROUNDS + 1):
-        active = active[buf.at(cur[active]) != _CLOSE_LIST]
+        more = buf.at(cur if whole else cur[active]) != _CLOSE_LIST
+        if not (whole and more.all()):
+            active, whole = active[more], False
         if not len(active):
             break
-        values, ends = item(buf, cur[active])
+        values, ends = item(buf, cur if whole else cur[active])
         pieces.append(values)
         owners.append(active)
-        cur[active] = _after_item(buf, ends, _CLOSE_LIST)
+        if whole:
+            cur = _after_item(buf, ends, _CLOSE_LIST)
+        else:
+            cur[active] = _after_item(buf, ends, _CLOSE_LIST)
     else:
         raise Declined("a list longer than MAX_ROUNDS items")
     offsets = np.zeros(len(p) + 1, np.int64)

@@ -734,27 +734,34 @@ def _variant(names: Sequence[bytes], children: Sequence[Decoder], arrow: pa.Data
 
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         _, null = _markers(buf, p, _LIST_MARKERS)
+        present = None if not null.any() else ~null  # None: every row (no mask to apply)
         tag = p + 1
         m = buf.at(tag)
         held = np.full(len(p), -1, np.int64)
-        value_at = tag.copy()
-        by_index = ~null & ((m == _INT64) | (m == _UINT64))
+        value_at = tag
+        by_index = (m == _INT64) | (m == _UINT64)
+        if present is not None:
+            by_index &= present
         if by_index.any():
             index, after = _varints(buf, tag + 1)
             held[by_index] = np.where(m == _INT64, unzigzag(index), index.view(np.int64))[by_index]
-            value_at[by_index] = after[by_index]
+            value_at = np.where(by_index, after, tag)
         for i, token in enumerate(tokens):
-            named = ~null & (m == _STRING) & buf.matches(tag, token)
+            named = buf.matches(tag, token)  # the token starts with the string marker
+            if present is not None:
+                named &= present
             held[named] = i
-            value_at[named] = tag[named] + len(token)
-        if ((held < 0) & ~null).any() or (held >= len(children)).any():
+            value_at = np.where(named, tag + len(token), value_at)
+        unknown = held < 0 if present is None else (held < 0) & present
+        if unknown.any() or (held >= len(children)).any():
             raise Declined("a variant's alternative is unknown")
         value_at = _expect_where(buf, value_at, ~null, _SEMICOLON)
         arrays, out = [], p + 1
         for i, child in enumerate(children):
-            values, ends = _subset(child, buf, value_at, held == i)
+            rows = held == i
+            values, ends = _subset(child, buf, value_at, rows)
             arrays.append(values)
-            out = np.where(held == i, ends, out)
+            out = np.where(rows, ends, out)
         out = _expect_where(buf, out, ~null, _CLOSE_LIST, optional_semicolon=True)
         return pa.StructArray.from_arrays(arrays, fields=list(arrow),
                                           mask=pa.array(null) if null.any() else None), out

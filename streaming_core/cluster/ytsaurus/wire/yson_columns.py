@@ -408,9 +408,13 @@ def _string(arrow: pa.DataType, keys: bool = False) -> Decoder:
 
 #: Each byte's two hex digits, as the two bytes of a little-endian uint16.
 _HEX_PAIRS = np.array([int.from_bytes(f"{b:02x}".encode(), "little") for b in range(256)], np.uint16)
-#: The order of the 16 bytes (Python's `bytes_le`) in the text form, and where its groups of digits go.
+#: The order of the 16 bytes (Python's `bytes_le`) in the text form, and where its dashes go; each of the text's
+#: 36 characters as the hex digit of the bytes in wire order it shows (2 per byte, high first; a dash: 0,
+#: written over).
 _UUID_ORDER = [3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15]
-_UUID_GROUPS = [(0, 0, 8), (9, 8, 12), (14, 12, 16), (19, 16, 20), (24, 20, 32)]  # text from, digits from, to
+_UUID_DASHES = [8, 13, 18, 23]
+_UUID_TEXT = np.zeros(36, np.int64)
+_UUID_TEXT[[j for j in range(36) if j not in _UUID_DASHES]] = [2 * _UUID_ORDER[d // 2] + d % 2 for d in range(32)]
 
 
 def _uuid_text(values: pa.Array) -> pa.Array:
@@ -421,11 +425,9 @@ def _uuid_text(values: pa.Array) -> pa.Array:
     if not len(valid):
         return pa.nulls(len(values), pa.string())
     offsets = np.frombuffer(valid.buffers()[1], np.int32)[valid.offset:valid.offset + len(valid) + 1]
-    raw = np.frombuffer(valid.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 16)[:, _UUID_ORDER]
-    digits = np.ascontiguousarray(_HEX_PAIRS[raw]).view(np.uint8)
-    text = np.full((len(valid), 36), ord("-"), np.uint8)
-    for at, start, stop in _UUID_GROUPS:
-        text[:, at:at + stop - start] = digits[:, start:stop]
+    raw = np.frombuffer(valid.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 16)
+    text = np.take(_HEX_PAIRS, raw).view(np.uint8)[:, _UUID_TEXT]
+    text[:, _UUID_DASHES] = ord("-")
     offsets = pa.py_buffer(np.arange(0, 36 * len(valid) + 1, 36, dtype=np.int32))
     strings = pa.Array.from_buffers(pa.string(), len(valid), [None, offsets, pa.py_buffer(text.reshape(-1))])
     if not values.null_count:

@@ -260,25 +260,29 @@ def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first = buf.at(p)
     if (first < 0x80).all():  # every value below 128: one byte each (short strings, small numbers)
         return first.astype(np.uint64), p + 1
-    word32 = buf.words32[p]
-    ends32 = ~word32 & _HIGH_BITS32
-    if ends32.all():
-        keep32 = ends32 ^ (ends32 - np.uint32(1))  # the bytes up to the first that ends a varint
-        x32 = word32 & keep32 & _LOW_BITS32
-        for low, high, shift in _GROUPS32:
-            x32 = (x32 & low) | ((x32 & high) >> shift)
-        return x32.astype(np.uint64), p + (np.bitwise_count(keep32) >> np.uint8(3))
+    if ~buf.words32[p[0]] & _HIGH_BITS32:  # the first ends within 4 bytes: maybe all do
+        word32 = buf.words32[p]
+        ends32 = ~word32 & _HIGH_BITS32
+        if ends32.all():
+            keep32 = ends32 ^ (ends32 - np.uint32(1))  # the bytes up to the first that ends a varint
+            x32 = word32 & keep32 & _LOW_BITS32
+            for low, high, shift in _GROUPS32:
+                x32 = (x32 & low) | ((x32 & high) >> shift)
+            return x32.astype(np.uint64), p + (np.bitwise_count(keep32) >> np.uint8(3))
     word = buf.words[p]
     ends = ~word & _HIGH_BITS  # the high bit of each byte that ends a varint
-    last = ends & (~ends + np.uint64(1))  # the first such byte's
-    keep = (last << np.uint64(1)) - np.uint64(1)  # its bytes and those before (all for the 8th byte)
+    keep = ends ^ (ends - np.uint64(1))  # the bytes up to the first that ends one (all 8 where none does)
     x = word & keep & np.uint64(0x7F7F7F7F7F7F7F7F)
     for low, high, shift in _GROUPS:
         x = (x & low) | ((x & high) >> shift)
-    length = np.bitwise_count(keep).astype(np.int64) >> 3
     long = ends == 0
-    if long.any():
-        x[long], length[long] = _long_varints(buf, p[long], x[long])
+    if not long.any():
+        return x, p + (np.bitwise_count(keep) >> np.uint8(3))
+    if long.all():  # every value from 2^56 (uint64 with the top bit set)
+        x, length = _long_varints(buf, p, x)
+        return x, p + length
+    length = np.bitwise_count(keep).astype(np.int64) >> 3
+    x[long], length[long] = _long_varints(buf, p[long], x[long])
     return x, p + length
 
 

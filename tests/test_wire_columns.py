@@ -96,13 +96,16 @@ def test_wide_rows_of_every_kind_are_read_column_wise_as_written():
 
 @pytest.mark.parametrize("longest", [2, 3, 4, 5, 8, 10])
 def test_integers_of_every_varint_length_up_to_the_longest_are_read_as_written(longest):
-    """Every value of a column within 4 varint bytes takes a shorter path than one with longer values: the
-    values at each length's edges, up to `longest` bytes, both signs, and the string lengths beside them."""
+    """Every value of a column within 4 varint bytes takes a shorter path than one with longer values, and all
+    of 9 or 10 bytes another: the values at each length's edges, up to `longest` bytes, both signs, the string
+    lengths beside them, and columns of 9 and of 10 bytes only."""
     edges = [v for n in range(1, longest) for v in (2 ** (7 * n) - 1, 2 ** (7 * n))]
     ints = [x for v in edges for x in (v // 2, -(v // 2) - 1)]
     schema = TableSchema.from_yt([{"name": "i", "type_v3": "int64"}, {"name": "u", "type_v3": "uint64"},
-                                  {"name": "s", "type_v3": "string"}])
-    rows = [{"i": i, "u": u, "s": "x" * (u % 300)} for i, u in zip(ints, edges * 2, strict=True)]
+                                  {"name": "s", "type_v3": "string"}, {"name": "nine", "type_v3": "uint64"},
+                                  {"name": "ten", "type_v3": "uint64"}])
+    rows = [{"i": i, "u": u, "s": "x" * (u % 300), "nine": 2**56 + u % 2**56, "ten": 2**63 + u}
+            for i, u in zip(ints, edges * 2, strict=True)]
     written = to_arrow_table(schema, rows, "//t")
 
     assert column_wise(schema, proxy_bytes(schema, written)).equals(written)

@@ -104,7 +104,7 @@ def test_integers_of_every_varint_length_up_to_the_longest_are_read_as_written(l
     schema = TableSchema.from_yt([{"name": "i", "type_v3": "int64"}, {"name": "u", "type_v3": "uint64"},
                                   {"name": "s", "type_v3": "string"}, {"name": "nine", "type_v3": "uint64"},
                                   {"name": "ten", "type_v3": "uint64"}])
-    rows = [{"i": i, "u": u, "s": "x" * (u % 300), "nine": 2**56 + u % 2**56, "ten": 2**63 + u}
+    rows = [{"i": i, "u": u, "s": "x" * (u % 300), "nine": 2**56 + u % 2**56, "ten": 2**63 + u % 2**63}
             for i, u in zip(ints, edges * 2, strict=True)]
     written = to_arrow_table(schema, rows, "//t")
 

@@ -83,15 +83,15 @@ class _Bytes:
         last = len(self.words) - len(token)
         if len(p) and int(p.max()) > last:
             p = np.minimum(p, last)
-        same = np.ones(len(p), bool)
+        same = None
         for k in range(0, len(token), 8):
             chunk = token[k:k + 8]
             got = self.words[p + k if k else p]
             if len(chunk) < 8:
                 got &= np.uint64((1 << 8 * len(chunk)) - 1)
             hit = got == np.uint64(int.from_bytes(chunk, "little"))
-            same = hit if k == 0 else same & hit
-        return same
+            same = hit if same is None else same & hit
+        return np.ones(len(p), bool) if same is None else same
 
 
 def _table(*allowed: int) -> np.ndarray:

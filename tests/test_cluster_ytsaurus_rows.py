@@ -292,11 +292,19 @@ class TestDecimal:
         with pytest.raises(SchemaError, match=r"row 0: value .* does not fit decimal\(9, 0\)"):
             encode_wire(one_column(decimal_type(9, 0)), pa.table({"c": too_wide}))
 
-    @pytest.mark.parametrize("raw", [b"\xff\xff\xff\xff", b"\xff\xff\xff\xfe", b"\x00\x00\x00\x02"],
-                             ids=["nan", "+inf", "-inf"])
+    @pytest.mark.parametrize("raw", [b"\xff\xff\xff\xff", b"\xff\xff\xff\xfe", b"\x00\x00\x00\x02",
+                                     b"\xff" * 8, b"\xff" * 7 + b"\xfe", b"\x00" * 7 + b"\x02", b"\x00" * 8],
+                             ids=["nan", "+inf", "-inf", "nan 8 bytes", "+inf 8 bytes", "-inf 8 bytes",
+                                  "below -inf 8 bytes"])
     def test_special_values_have_no_arrow_decimal(self, raw):
         with pytest.raises(SchemaError, match="nan or infinity"):
-            read_decimal(raw, 5, 2)
+            read_decimal(raw, 5 if len(raw) == 4 else 18, 2)
+
+    @pytest.mark.parametrize("raw, value", [(b"\xff" * 7 + b"\xfd", Decimal("92233720368547758.05")),
+                                            (b"\x00" * 7 + b"\x03", Decimal("-92233720368547758.05")),
+                                            (b"\xff\xff\xff\xfd", Decimal("21474836.45"))])
+    def test_the_values_next_to_the_special_ones_are_read(self, raw, value):
+        assert read_decimal(raw, 18 if len(raw) == 8 else 9, 2) == value
 
     def test_a_value_of_the_wrong_width_is_refused(self):
         with pytest.raises(SchemaError, match="row 1: binary decimal\\(18, 2\\) of 4 bytes, expected 8"):

@@ -21,7 +21,16 @@ from streaming_core.cluster import SchemaError, TableSchema
 from streaming_core.cluster.schema import to_arrow_table
 from streaming_core.cluster.ytsaurus import wire
 from streaming_core.cluster.ytsaurus.wire import bindings, decode_objects, decode_wire, encode_wire, yson_columns
-from tests.support.wire_cases import ROUND_TRIPS, list_type, one_column, optional, struct_type, wide_rows, wide_schema
+from tests.support.wire_cases import (
+    ROUND_TRIPS,
+    dict_type,
+    list_type,
+    one_column,
+    optional,
+    struct_type,
+    wide_rows,
+    wide_schema,
+)
 
 
 def same(a: pa.Table | pa.ChunkedArray, b: pa.Table | pa.ChunkedArray) -> bool:
@@ -83,6 +92,54 @@ def test_wide_rows_of_every_kind_are_read_column_wise_as_written():
             assert same(back.column(name), written.column(name)), name
     assert [None if v is None else yson.loads(v) for v in back.column("meta").to_pylist()] == [
         None if v is None else yson.loads(v) for v in written.column("meta").to_pylist()]
+
+
+@pytest.mark.parametrize("longest", [2, 3, 4, 5, 8, 10])
+def test_integers_of_every_varint_length_up_to_the_longest_are_read_as_written(longest):
+    """Every value of a column within 4 varint bytes takes a shorter path than one with longer values, and all
+    of 9 or 10 bytes another: the values at each length's edges, up to `longest` bytes, both signs, the string
+    lengths beside them, and columns of 9 and of 10 bytes only."""
+    edges = [v for n in range(1, longest) for v in (2 ** (7 * n) - 1, 2 ** (7 * n))]
+    ints = [x for v in edges for x in (v // 2, -(v // 2) - 1)]
+    schema = TableSchema.from_yt([{"name": "i", "type_v3": "int64"}, {"name": "u", "type_v3": "uint64"},
+                                  {"name": "s", "type_v3": "string"}, {"name": "nine", "type_v3": "uint64"},
+                                  {"name": "ten", "type_v3": "uint64"}])
+    rows = [{"i": i, "u": u, "s": "x" * (u % 300), "nine": 2**56 + u % 2**56, "ten": 2**63 + u % 2**63}
+            for i, u in zip(ints, edges * 2, strict=True)]
+    written = to_arrow_table(schema, rows, "//t")
+
+    assert column_wise(schema, proxy_bytes(schema, written)).equals(written)
+
+
+@pytest.mark.parametrize("lengths", [[3, 3, 0, None, 3], [1, None, 1, 0], [2, 3, 0, None, 1], [0, None],
+                                     [2, 3, 1], [3, 3]])
+def test_lists_of_as_many_items_in_every_row_and_of_differing_counts_are_read_as_written(lengths):
+    schema = one_column(optional(dict_type("utf8", list_type("int64"))))
+    rows = [{"c": None if n is None else [(f"k{j}", list(range(r + j))) for j in range(n)]}
+            for r, n in enumerate(lengths * 3)]
+    written = to_arrow_table(schema, rows, "//t")
+
+    assert column_wise(schema, proxy_bytes(schema, written)).equals(written)
+
+
+@pytest.mark.parametrize("key", ["string", "utf8"])
+def test_dict_keys_the_same_in_every_row_differing_and_long_are_read_as_written(key):
+    schema = one_column(optional(dict_type(key, "int64")))
+    keys = ["a", "", "ключ", "a key longer than fourteen bytes"]
+    rows = [{"c": [(k, i) for k in keys] + [(f"k{i % 3}", -i)]} for i in range(7)] + [{"c": None}, {"c": []}]
+    written = to_arrow_table(schema, rows, "//t")
+
+    assert column_wise(schema, proxy_bytes(schema, written)).equals(written)
+
+
+def test_a_dict_key_not_utf8_the_same_in_every_row_names_its_column_as_the_object_path_does():
+    schema = one_column(dict_type("utf8", "int64"))
+    raw = proxy_bytes(one_column(dict_type("string", "int64")),
+                      pa.table({"c": pa.array([[(b"\xff", 1)]] * 3, pa.map_(pa.binary(), pa.int64()))}))
+
+    assert declined(schema, raw)
+    with pytest.raises(SchemaError, match="'c'"):
+        decode_wire(schema, raw)
 
 
 def test_yson_values_read_as_the_bindings_write_them_in_text_with_attributes():

@@ -3,8 +3,9 @@
 A `decimal(p, s)` travels as a YSON string of 4, 8 or 16 bytes (p up to 9, 18, 38): the unscaled integer,
 big-endian two's complement, with its top bit flipped so that byte order is numeric order (YTsaurus docs,
 "Data types", decimal). Arrow's decimal128 is the same integer in 16 bytes, little-endian: both directions
-are numpy byte shuffles over the column. The top values of each width stand for nan, +inf and -inf
-(INT_MAX, INT_MAX - 1, -(INT_MAX - 1)); they have no Arrow decimal and are refused.
+are numpy byte shuffles over the column (or, decoding 4 and 8 bytes, one big-endian integer each). The top
+values of each width stand for nan, +inf and -inf (INT_MAX, INT_MAX - 1, -(INT_MAX - 1)); they have no Arrow
+decimal and are refused.
 """
 
 from __future__ import annotations
@@ -62,12 +63,8 @@ def from_wire(values: pa.Array, precision: int, scale: int, where: str) -> pa.Ar
                           f"{lengths[row].as_py()} bytes, expected {width}")
     offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset:values.offset + len(values) + 1]
     data = np.frombuffer(values.buffers()[2], np.uint8)[offsets[0]:offsets[-1]]
-    present = data.reshape(-1, width).copy()
-    present[:, 0] ^= 0x80
-    _refuse_special(present, precision, scale, where)
-    little = np.empty((len(present), _ARROW_BYTES), np.uint8)
-    little[:, :width] = present[:, ::-1]
-    little[:, width:] = np.where(present[:, :1] >= 0x80, 0xFF, 0)
+    convert = _from_words if width < _ARROW_BYTES else _from_bytes
+    little = convert(data, width, precision, scale, where)
     if not values.null_count:
         return pa.Array.from_buffers(pa.decimal128(precision, scale), len(values), [None, pa.py_buffer(little)])
     valid = np.asarray(values.is_valid())
@@ -76,6 +73,30 @@ def from_wire(values: pa.Array, precision: int, scale: int, where: str) -> pa.Ar
     bitmap = pa.array(valid).buffers()[1]
     return pa.Array.from_buffers(pa.decimal128(precision, scale), len(values), [bitmap, pa.py_buffer(full)],
                                  null_count=values.null_count)
+
+
+def _from_words(data: np.ndarray, width: int, precision: int, scale: int, where: str) -> np.ndarray:
+    """`_from_bytes` of 4- or 8-byte values, each read as one big-endian integer."""
+    bits = 8 * width
+    value = (data.view(f">u{width}") ^ (1 << bits - 1)).astype(np.uint64)
+    value = (value << np.uint64(64 - bits)).view(np.int64) >> np.int64(64 - bits)  # sign-extended
+    top = (1 << bits - 1) - 1
+    if ((value >= top - 1) | (value <= 1 - top)).any():
+        _from_bytes(data, width, precision, scale, where)  # refuses the nan or infinity, naming it
+    little = np.empty((len(value), 2), np.int64)
+    little[:, 0], little[:, 1] = value, value >> np.int64(63)
+    return little.view(np.uint8)
+
+
+def _from_bytes(data: np.ndarray, width: int, precision: int, scale: int, where: str) -> np.ndarray:
+    """The decimal128 rows (n, 16 little-endian bytes) of wire values of `width` bytes, one after another."""
+    present = data.reshape(-1, width).copy()
+    present[:, 0] ^= 0x80
+    _refuse_special(present, precision, scale, where)
+    little = np.empty((len(present), _ARROW_BYTES), np.uint8)
+    little[:, :width] = present[:, ::-1]
+    little[:, width:] = np.where(present[:, :1] >= 0x80, 0xFF, 0)
+    return little
 
 
 def _refuse_special(present: np.ndarray, precision: int, scale: int, where: str) -> None:

@@ -66,8 +66,9 @@ class _Bytes:
         self.data = np.zeros(self.size + _PAD, np.uint8)
         self.data[:self.size] = np.frombuffer(raw, np.uint8)
         self.buffer = pa.py_buffer(self.data)
-        #: The 8 bytes from every position as one little-endian word (an overlapping view, no copy).
+        #: The 8 (4) bytes from every position as one little-endian word (overlapping views, no copy).
         self.words = np.ndarray((len(self.data) - 7,), "<u8", self.data, strides=(1,))
+        self.words32 = np.ndarray((len(self.data) - 3,), "<u4", self.data, strides=(1,))
 
     def inside(self, p: np.ndarray) -> None:
         if len(p) and int(p.max()) > self.size:
@@ -82,15 +83,15 @@ class _Bytes:
         last = len(self.words) - len(token)
         if len(p) and int(p.max()) > last:
             p = np.minimum(p, last)
-        same = np.ones(len(p), bool)
+        same = None
         for k in range(0, len(token), 8):
             chunk = token[k:k + 8]
             got = self.words[p + k if k else p]
             if len(chunk) < 8:
                 got &= np.uint64((1 << 8 * len(chunk)) - 1)
             hit = got == np.uint64(int.from_bytes(chunk, "little"))
-            same = hit if k == 0 else same & hit
-        return same
+            same = hit if same is None else same & hit
+        return np.ones(len(p), bool) if same is None else same
 
 
 def _table(*allowed: int) -> np.ndarray:
@@ -188,7 +189,9 @@ def decoder(type_v3: Any, arrow: pa.DataType) -> Decoder:
         elements = [decoder(e["type"], arrow.field(i).type) for i, e in enumerate(type_v3["elements"])]
         return _struct(_elements(elements, len(elements)), arrow, _OPEN_LIST)
     if name == "dict":
-        return _dict(decoder(type_v3["key"], arrow.key_type), decoder(type_v3["value"], arrow.item_type), arrow)
+        key = type_v3["key"]
+        keys = _string(arrow.key_type, keys=True) if key in ("string", "utf8") else decoder(key, arrow.key_type)
+        return _dict(keys, decoder(type_v3["value"], arrow.item_type), arrow)
     if name == "variant":
         alternatives = variant_alternatives(type_v3)
         children = [decoder(t, arrow.field(i).type) for i, (_, t) in enumerate(alternatives)]
@@ -242,28 +245,44 @@ def _markers(buf: _Bytes, p: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarra
 
 
 _HIGH_BITS = np.uint64(0x8080808080808080)
+_HIGH_BITS32, _LOW_BITS32 = np.uint32(0x80808080), np.uint32(0x7F7F7F7F)
+_GROUPS32 = [(np.uint32(0x007F007F), np.uint32(0x7F007F00), np.uint32(1)),
+             (np.uint32(0x00003FFF), np.uint32(0x3FFF0000), np.uint32(2))]
 _GROUPS = [(np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), np.uint64(1)),
            (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000), np.uint64(2)),
            (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000), np.uint64(4))]
 
 
 def _varints(buf: _Bytes, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The unsigned varints starting at `p` and the position after each: up to 8 bytes from one word (the
-    7-bit groups packed by shifts), longer ones (values from 2^56) with their 9th and 10th bytes."""
+    """The unsigned varints starting at `p` and the position after each: up to 4 bytes from one 32-bit word
+    where all are that short (values below 2^28: lengths, counters), else up to 8 bytes from one 64-bit word
+    (the 7-bit groups packed by shifts), longer ones (values from 2^56) with their 9th and 10th bytes."""
     first = buf.at(p)
     if (first < 0x80).all():  # every value below 128: one byte each (short strings, small numbers)
         return first.astype(np.uint64), p + 1
+    if ~buf.words32[p[0]] & _HIGH_BITS32:  # the first ends within 4 bytes: maybe all do
+        word32 = buf.words32[p]
+        ends32 = ~word32 & _HIGH_BITS32
+        if ends32.all():
+            keep32 = ends32 ^ (ends32 - np.uint32(1))  # the bytes up to the first that ends a varint
+            x32 = word32 & keep32 & _LOW_BITS32
+            for low, high, shift in _GROUPS32:
+                x32 = (x32 & low) | ((x32 & high) >> shift)
+            return x32.astype(np.uint64), p + (np.bitwise_count(keep32) >> np.uint8(3))
     word = buf.words[p]
     ends = ~word & _HIGH_BITS  # the high bit of each byte that ends a varint
-    last = ends & (~ends + np.uint64(1))  # the first such byte's
-    keep = (last << np.uint64(1)) - np.uint64(1)  # its bytes and those before (all for the 8th byte)
+    keep = ends ^ (ends - np.uint64(1))  # the bytes up to the first that ends one (all 8 where none does)
     x = word & keep & np.uint64(0x7F7F7F7F7F7F7F7F)
     for low, high, shift in _GROUPS:
         x = (x & low) | ((x & high) >> shift)
-    length = np.bitwise_count(keep).astype(np.int64) >> 3
     long = ends == 0
-    if long.any():
-        x[long], length[long] = _long_varints(buf, p[long], x[long])
+    if not long.any():
+        return x, p + (np.bitwise_count(keep) >> np.uint8(3))
+    if long.all():  # every value from 2^56 (uint64 with the top bit set)
+        x, length = _long_varints(buf, p, x)
+        return x, p + length
+    length = np.bitwise_count(keep).astype(np.int64) >> 3
+    x[long], length[long] = _long_varints(buf, p[long], x[long])
     return x, p + length
 
 
@@ -340,8 +359,41 @@ def _spans(buf: _Bytes, starts: np.ndarray, ends: np.ndarray, null: np.ndarray) 
     return taken.cast(pa.binary()) if large else taken
 
 
-def _string(arrow: pa.DataType) -> Decoder:
+#: A dict's string keys up to this long are first compared with the first row's: equal in every row (keys are
+#: often the same few names), they are written as one value repeated, with no varint or span per row.
+_SAME_STRING_BYTES = 14
+
+
+def _same_strings(buf: _Bytes, p: np.ndarray, arrow: pa.DataType) -> tuple[pa.Array, np.ndarray] | None:
+    """The strings at `p` where every one is the same short string as the first (else None): that value
+    repeated, and the position after each."""
+    head = buf.data[p[0]:p[0] + 2].tobytes()
+    if head[0] != _STRING or head[1] >= 0x80 or head[1] & 1 or head[1] >> 1 > _SAME_STRING_BYTES:
+        return None
+    token = buf.data[p[0]:p[0] + 2 + (head[1] >> 1)].tobytes()
+    if not buf.matches(p, token).all():
+        return None
+    value = token[2:]
+    text = arrow == pa.string()
+    if text:
+        try:
+            value.decode()
+        except UnicodeDecodeError:
+            raise Declined("a string is not UTF-8") from None
+    offsets = pa.py_buffer(np.arange(len(p) + 1, dtype=np.int32) * np.int32(len(value)))
+    data = pa.py_buffer(np.tile(np.frombuffer(value, np.uint8), len(p)))
+    values = pa.Array.from_buffers(pa.string() if text else pa.binary(), len(p), [None, offsets, data])
+    if arrow not in (pa.string(), pa.binary()):
+        values = _mapped((values, p), lambda a: a.cast(arrow))[0]
+    return values, p + len(token)
+
+
+def _string(arrow: pa.DataType, keys: bool = False) -> Decoder:
+    """Strings; with `keys` (a dict's), first tried as one string repeated."""
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        same = _same_strings(buf, p, arrow) if keys and len(p) else None
+        if same is not None:
+            return same
         _, null = _markers(buf, p, _STRING_MARKERS)
         raw, starts = _varints(buf, p + 1)
         lengths = unzigzag(raw)
@@ -360,9 +412,13 @@ def _string(arrow: pa.DataType) -> Decoder:
 
 #: Each byte's two hex digits, as the two bytes of a little-endian uint16.
 _HEX_PAIRS = np.array([int.from_bytes(f"{b:02x}".encode(), "little") for b in range(256)], np.uint16)
-#: The order of the 16 bytes (Python's `bytes_le`) in the text form, and where its groups of digits go.
+#: The order of the 16 bytes (Python's `bytes_le`) in the text form, and where its dashes go; each of the text's
+#: 36 characters as the hex digit of the bytes in wire order it shows (2 per byte, high first; a dash: 0,
+#: written over).
 _UUID_ORDER = [3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15]
-_UUID_GROUPS = [(0, 0, 8), (9, 8, 12), (14, 12, 16), (19, 16, 20), (24, 20, 32)]  # text from, digits from, to
+_UUID_DASHES = [8, 13, 18, 23]
+_UUID_TEXT = np.zeros(36, np.int64)
+_UUID_TEXT[[j for j in range(36) if j not in _UUID_DASHES]] = [2 * _UUID_ORDER[d // 2] + d % 2 for d in range(32)]
 
 
 def _uuid_text(values: pa.Array) -> pa.Array:
@@ -373,11 +429,9 @@ def _uuid_text(values: pa.Array) -> pa.Array:
     if not len(valid):
         return pa.nulls(len(values), pa.string())
     offsets = np.frombuffer(valid.buffers()[1], np.int32)[valid.offset:valid.offset + len(valid) + 1]
-    raw = np.frombuffer(valid.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 16)[:, _UUID_ORDER]
-    digits = np.ascontiguousarray(_HEX_PAIRS[raw]).view(np.uint8)
-    text = np.full((len(valid), 36), ord("-"), np.uint8)
-    for at, start, stop in _UUID_GROUPS:
-        text[:, at:at + stop - start] = digits[:, start:stop]
+    raw = np.frombuffer(valid.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 16)
+    text = np.take(_HEX_PAIRS, raw).view(np.uint8)[:, _UUID_TEXT]
+    text[:, _UUID_DASHES] = ord("-")
     offsets = pa.py_buffer(np.arange(0, 36 * len(valid) + 1, 36, dtype=np.int32))
     strings = pa.Array.from_buffers(pa.string(), len(valid), [None, offsets, pa.py_buffer(text.reshape(-1))])
     if not values.null_count:
@@ -626,26 +680,35 @@ def _rounds(item: Decoder, item_type: pa.DataType, buf: _Bytes, p: np.ndarray
     _, null = _markers(buf, p, _LIST_MARKERS)
     cur = p + 1
     active = np.flatnonzero(~null)
+    whole = len(active) == len(p)  # every row still has items: its positions are `cur` itself, no gather
     pieces, owners = [], []
     for _ in range(MAX_ROUNDS + 1):
-        active = active[buf.at(cur[active]) != _CLOSE_LIST]
+        more = buf.at(cur if whole else cur[active]) != _CLOSE_LIST
+        if not (whole and more.all()):
+            active, whole = active[more], False
         if not len(active):
             break
-        values, ends = item(buf, cur[active])
+        values, ends = item(buf, cur if whole else cur[active])
         pieces.append(values)
         owners.append(active)
-        cur[active] = _after_item(buf, ends, _CLOSE_LIST)
+        if whole:
+            cur = _after_item(buf, ends, _CLOSE_LIST)
+        else:
+            cur[active] = _after_item(buf, ends, _CLOSE_LIST)
     else:
         raise Declined("a list longer than MAX_ROUNDS items")
     offsets = np.zeros(len(p) + 1, np.int64)
-    if owners:  # a row's items are its first rounds: its count is the rounds it was in
+    if not owners:
+        return offsets, pa.array([], item_type), null, np.where(null, p + 1, cur + 1)
+    if len(owners[-1]) == len(owners[0]):  # the rows with items all have as many: round-major is a transpose
+        offsets[1:][owners[0]] = len(owners)
+        np.cumsum(offsets, out=offsets)
+        order = np.arange(int(offsets[-1])).reshape(len(owners), -1).T.ravel()
+    else:  # a row's items are its first rounds: its count is the rounds it was in; item k goes to offsets[r] + k
         np.cumsum(np.bincount(np.concatenate(owners), minlength=len(p)), out=offsets[1:])
-    if pieces:  # round-major as read: item k of row r goes to offsets[r] + k
         order = np.empty(int(offsets[-1]), np.int64)
         order[np.concatenate([offsets[rows] + k for k, rows in enumerate(owners)])] = np.arange(len(order))
-        items = pa.concat_arrays(pieces).take(pa.array(order))
-    else:
-        items = pa.array([], item_type)
+    items = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces).take(pa.array(order))
     return offsets, items, null, np.where(null, p + 1, cur + 1)
 
 
@@ -677,27 +740,34 @@ def _variant(names: Sequence[bytes], children: Sequence[Decoder], arrow: pa.Data
 
     def decode(buf: _Bytes, p: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         _, null = _markers(buf, p, _LIST_MARKERS)
+        present = None if not null.any() else ~null  # None: every row (no mask to apply)
         tag = p + 1
         m = buf.at(tag)
         held = np.full(len(p), -1, np.int64)
-        value_at = tag.copy()
-        by_index = ~null & ((m == _INT64) | (m == _UINT64))
+        value_at = tag
+        by_index = (m == _INT64) | (m == _UINT64)
+        if present is not None:
+            by_index &= present
         if by_index.any():
             index, after = _varints(buf, tag + 1)
             held[by_index] = np.where(m == _INT64, unzigzag(index), index.view(np.int64))[by_index]
-            value_at[by_index] = after[by_index]
+            value_at = np.where(by_index, after, tag)
         for i, token in enumerate(tokens):
-            named = ~null & (m == _STRING) & buf.matches(tag, token)
+            named = buf.matches(tag, token)  # the token starts with the string marker
+            if present is not None:
+                named &= present
             held[named] = i
-            value_at[named] = tag[named] + len(token)
-        if ((held < 0) & ~null).any() or (held >= len(children)).any():
+            value_at = np.where(named, tag + len(token), value_at)
+        unknown = held < 0 if present is None else (held < 0) & present
+        if unknown.any() or (held >= len(children)).any():
             raise Declined("a variant's alternative is unknown")
         value_at = _expect_where(buf, value_at, ~null, _SEMICOLON)
         arrays, out = [], p + 1
         for i, child in enumerate(children):
-            values, ends = _subset(child, buf, value_at, held == i)
+            rows = held == i
+            values, ends = _subset(child, buf, value_at, rows)
             arrays.append(values)
-            out = np.where(held == i, ends, out)
+            out = np.where(rows, ends, out)
         out = _expect_where(buf, out, ~null, _CLOSE_LIST, optional_semicolon=True)
         return pa.StructArray.from_arrays(arrays, fields=list(arrow),
                                           mask=pa.array(null) if null.any() else None), out
@@ -707,6 +777,11 @@ def _variant(names: Sequence[bytes], children: Sequence[Decoder], arrow: pa.Data
 def _expect_where(buf: _Bytes, p: np.ndarray, rows: np.ndarray, byte: int, optional_semicolon: bool = False
                   ) -> np.ndarray:
     """Past `byte` at `p` in `rows` (after an optional `;` first where asked); other rows unchanged."""
+    if rows.all():  # no null among the values: no subset
+        q = p + (buf.at(p) == _SEMICOLON) if optional_semicolon else p
+        if not (buf.at(q) == byte).all():
+            raise Declined(f"expected {chr(byte)!r}")
+        return q + 1
     q = p.copy()
     if optional_semicolon:
         q[rows] += buf.at(q[rows]) == _SEMICOLON

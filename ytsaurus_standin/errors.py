@@ -43,9 +43,6 @@ TABLET_NOT_MOUNTED = 1702
 #: The native client's `TooManyRowsInTransaction` (a tablet's rows in one transaction past the limit).
 TOO_MANY_ROWS_IN_TRANSACTION = 1717
 UNAVAILABLE = 105
-#: Cypress' `ConcurrentTransactionLockConflict` (`yt/yt/client/cypress_client/public.h`): a lock another transaction
-#: holds (`yt/yt/server/master/cypress_server/cypress_manager.cpp`, `CheckLock`).
-CONCURRENT_TRANSACTION_LOCK_CONFLICT = 402
 
 
 class YtCodedError(ClusterError):

@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import CONCURRENT_TRANSACTION_LOCK_CONFLICT, YtCodedError
+from streaming_core.cluster.ytsaurus.errors import CONCURRENT_TRANSACTION_LOCK_CONFLICT
+
+from .errors import YtCodedError
 
 EXCLUSIVE, SHARED, SNAPSHOT = "exclusive", "shared", "snapshot"
 MODES = (EXCLUSIVE, SHARED, SNAPSHOT)

@@ -26,7 +26,7 @@ from opsd.cli.blocks import Column, Item, console, view, view_width
 from opsd.cli.common import CliError, resolve_target
 from opsd.collect.positions import collect_target
 from opsd.config.load import load_config
-from opsd.config.models import ChecksSettings
+from opsd.config.models import ChecksSettings, unnamed_for_heal
 from opsd.observe.status import jsonable
 from opsd.results.desync import HealOutcome, QueueDesync
 from opsd.stores.history.apply import HistoryLog
@@ -79,7 +79,7 @@ def show_desync(args: argparse.Namespace) -> int:
 
 def heal_desync(args: argparse.Namespace) -> int:
     uri, target = resolve_target(args)
-    missing = [key for key in ("queue", "consumer") if not getattr(target, key)]
+    missing = unnamed_for_heal(target)
     if missing:
         named = " and ".join(f"--{key}" if args.checkpoint else f"the watch entry's {key} (watch: {key} in "
                              f"{args.config})" for key in missing)

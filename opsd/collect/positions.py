@@ -34,7 +34,7 @@ from typing import Any
 
 import structlog
 
-from opsd.config.models import OpsdConfig
+from opsd.config.models import OpsdConfig, unnamed_for_heal
 from opsd.observe.progress import BatchProgress
 from opsd.results.positions import (
     PartitionPositions,
@@ -77,7 +77,7 @@ class QueryTarget:
     def heals(self) -> bool:
         """Healed by the daemon: enabled, and the queue and the consumer named here (a heal never moves what a
         checkpoint's offsets name: they are evidence, never a target)."""
-        return self.heal and bool(self.consumer) and bool(self.queue)
+        return self.heal and not unnamed_for_heal(self)
 
 
 @dataclass(frozen=True)

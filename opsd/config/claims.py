@@ -91,13 +91,11 @@ def claims(config: OpsdConfig) -> list[Claim]:
                                    cluster=cluster))
         consumer = pipeline.source.options.get(CONSUMER_PATH) if pipeline.source.format == "yt" else None
         if consumer:
-            name = "consumer-" + hashlib.sha256(consumer_key(consumer).encode()).hexdigest()[:32]
-            if local:
-                found.append(Claim(pipeline.name, "consumer", consumer_key(consumer),
-                                   lock=Path(cluster.removeprefix("local://")) / CLAIMS_FOLDER / f"{name}.lock"))
-            else:
-                found.append(Claim(pipeline.name, "consumer", consumer_key(consumer),
-                                   node=f"{config.claims_root}/{name}", cluster=cluster))
+            what = consumer_key(consumer)
+            name = "consumer-" + hashlib.sha256(what.encode()).hexdigest()[:32]
+            where = ({"lock": Path(cluster.removeprefix("local://")) / CLAIMS_FOLDER / f"{name}.lock"} if local
+                     else {"node": f"{config.claims_root}/{name}", "cluster": cluster})
+            found.append(Claim(pipeline.name, "consumer", what, **where))
     return found
 
 

@@ -437,6 +437,12 @@ class PipelineConfig(_Model):
                 CHECKPOINT_LOCATION: self.checkpoint_location or ""}
 
 
+def unnamed_for_heal(target: Any) -> list[str]:
+    """What a heal of `target` (a watch entry, a query target) lacks of the two it must name, `queue` and
+    `consumer`: a heal moves what the config names, never what a checkpoint's offsets name."""
+    return [key for key in ("queue", "consumer") if not getattr(target, key)]
+
+
 class WatchConfig(_Model):
     """A query opsd does not run (a job run elsewhere, SPYT's JVM connector too) whose desync and lag it watches."""
 
@@ -452,7 +458,7 @@ class WatchConfig(_Model):
 
     @model_validator(mode="after")
     def _heals_only_a_named_consumer(self) -> WatchConfig:
-        missing = [key for key in ("queue", "consumer") if not getattr(self, key)]
+        missing = unnamed_for_heal(self)
         if self.heal and missing:
             raise ValueError(f"watch {self.name!r}: heal: true needs {' and '.join(map(repr, missing))} (what a heal "
                              "moves comes from the config, never from a checkpoint's offsets)")

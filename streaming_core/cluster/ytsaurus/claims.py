@@ -28,10 +28,7 @@ from yt.common import YtError
 
 from ...log import get_logger
 from .client import client_token
-from .errors import translate_error
-
-#: Cypress' `ConcurrentTransactionLockConflict`: the node is locked by another transaction.
-CONCURRENT_TRANSACTION_LOCK_CONFLICT = 402
+from .errors import CONCURRENT_TRANSACTION_LOCK_CONFLICT, translate_error
 
 log = get_logger(__name__)
 

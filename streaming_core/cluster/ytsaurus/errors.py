@@ -32,6 +32,9 @@ AUTHORIZATION_ERROR = 901
 #: A row the transaction wrote was committed by another transaction since it started (`TransactionLockConflict`):
 #: a compare-and-set that lost the race at commit rather than at the call, so a conflict as 3100 is.
 TRANSACTION_LOCK_CONFLICT = 1700
+#: Cypress' `ConcurrentTransactionLockConflict` (`yt/yt/client/cypress_client/public.h`): a lock another transaction
+#: holds (`yt/yt/server/master/cypress_server/cypress_manager.cpp`, `CheckLock`).
+CONCURRENT_TRANSACTION_LOCK_CONFLICT = 402
 
 
 def translate_error(err: YtError, what: str, token: str | None) -> ClusterError:
